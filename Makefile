@@ -1,0 +1,37 @@
+# The two commands the README starts with: `make demo` and `make test`. Both build .venv on first use.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: demo test lint typecheck pytest bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[all,test]'
+	touch $@
+
+demo: $(STAMP)
+	$(PY) examples/demo.py
+
+test: lint pytest
+
+pytest: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check core plugins contrib tests bench examples
+	$(VENV)/bin/ruff format --check core plugins contrib tests bench examples
+	$(MAKE) --no-print-directory typecheck
+
+# mypy needs the package as `kiq`, but the sources live in core/, plugins/, contrib/: check a linked view.
+typecheck: $(STAMP)
+	rm -rf build/typecheck && mkdir -p build/typecheck/kiq
+	ln -s $(CURDIR)/core/* build/typecheck/kiq/
+	ln -s $(CURDIR)/plugins build/typecheck/kiq/plugins
+	ln -s $(CURDIR)/contrib build/typecheck/kiq/contrib
+	cd build/typecheck && $(CURDIR)/$(VENV)/bin/mypy --config-file $(CURDIR)/pyproject.toml -p kiq
+
+clean:
+	rm -rf $(VENV) build .kiq .pytest_cache .mypy_cache .ruff_cache

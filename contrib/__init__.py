@@ -1,0 +1,1 @@
+"""Framework integrations and HTTP endpoints for kiq."""

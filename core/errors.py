@@ -1,0 +1,30 @@
+"""The exceptions kiq raises on purpose."""
+
+from __future__ import annotations
+
+
+class KiqError(Exception):
+    """Base class of every error kiq raises."""
+
+
+class ConfigError(KiqError, ValueError):
+    """A setting is unknown or has a bad value; raised at start-up, never later."""
+
+
+class JobArgumentError(KiqError, TypeError, ValueError):
+    """A job argument is not native JSON, so it would not survive the trip through Redis."""
+
+
+class UnknownJobError(KiqError, LookupError):
+    """A payload names a job class that is not registered in this process."""
+
+
+class RegistryError(KiqError, ValueError):
+    """Two different jobs claim the same wire name."""
+
+
+class Shutdown(BaseException):  # noqa: N818 - named for what it is, as in Sidekiq
+    """Raised inside a job's thread when a stop's timeout ran out; the job was requeued, so it is not a failure.
+
+    A BaseException, so ``except Exception`` in job code does not swallow it.
+    """

@@ -1,0 +1,265 @@
+"""Jobs: the ``Job`` base class, the ``@kiq.job`` decorator for functions, and the registry of wire names.
+
+A payload's ``class`` is only ever looked up in the registry, never imported: a job exists for a worker
+because a module it was told to import (``-r``) defined it. Data in Redis cannot name code to run.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, TypeVar
+
+from .errors import ConfigError, RegistryError, UnknownJobError
+
+if TYPE_CHECKING:
+    from .client import Client
+    from .config import Config
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+DEFAULT_OPTIONS: dict[str, Any] = {"retry": True, "queue": "default"}
+
+
+def _check_options(options: dict[str, Any], owner: str) -> None:
+    """Refuse options whose types Sidekiq would refuse; unknown options pass through to the payload."""
+    checks: dict[str, tuple[Callable[[Any], bool], str]] = {
+        "queue": (lambda v: isinstance(v, str) and bool(v), "a non-empty string"),
+        "retry": (lambda v: isinstance(v, bool) or (isinstance(v, int) and v >= 0), "true, false or a count"),
+        "retry_queue": (lambda v: isinstance(v, str) and bool(v), "a non-empty string"),
+        "retry_for": (lambda v: isinstance(v, int | float) and not isinstance(v, bool) and v > 0, "seconds > 0"),
+        "backtrace": (lambda v: isinstance(v, bool) or (isinstance(v, int) and v > 0), "true, false or a count"),
+        "dead": (lambda v: isinstance(v, bool), "true or false"),
+        "tags": (lambda v: isinstance(v, list) and all(isinstance(t, str) for t in v), "a list of strings"),
+    }
+    for key, value in options.items():
+        check = checks.get(key)
+        if check is not None and not check[0](value):
+            raise ConfigError(f"{owner}: option {key!r} must be {check[1]}, got {value!r}")
+
+
+def wire_name(module: str, qualname: str) -> str:
+    """The default wire name: ``module.QualName``, with ``__main__`` replaced by the module's real name when run
+    with ``python -m`` (so a script and its worker agree)."""
+    if module == "__main__":
+        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+        if spec is not None and spec.name:
+            module = spec.name
+    return f"{module}.{qualname}"
+
+
+class JobRegistry:
+    """Wire name -> job class. Redefining the same class (same module and name) replaces it; two different
+    classes claiming one wire name is an error."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, type[Job]] = {}
+        self._lock = threading.Lock()
+
+    def register(self, job_class: type[Job]) -> None:
+        name = job_class.kiq_name
+        with self._lock:
+            existing = self._jobs.get(name)
+            if existing is not None and existing is not job_class and (
+                (existing.__module__, existing.__qualname__) != (job_class.__module__, job_class.__qualname__)
+            ):
+                raise RegistryError(
+                    f"two jobs claim the wire name {name!r}: {existing.__module__}.{existing.__qualname__} "
+                    f"and {job_class.__module__}.{job_class.__qualname__}; give one of them another kiq_name"
+                )
+            self._jobs[name] = job_class
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            self._jobs.pop(name, None)
+
+    def get(self, name: str) -> type[Job]:
+        try:
+            return self._jobs[name]
+        except KeyError:
+            raise UnknownJobError(
+                f"no job is registered as {name!r} in this process; import the module that defines it "
+                "with -r / the require setting"
+            ) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._jobs
+
+    def names(self) -> list[str]:
+        return sorted(self._jobs)
+
+
+registry = JobRegistry()
+
+
+class Job:
+    """Base class of jobs. Subclasses define ``perform(*args)``; ``kiq_options`` go into every payload.
+
+    ``kiq_name`` is the wire name written as the payload's ``class``: by default ``module.QualName``; set it to
+    share a job with another language's worker (e.g. ``kiq_name = "HardJob"`` for a Ruby class).
+    """
+
+    kiq_options: ClassVar[dict[str, Any]] = {}
+    kiq_name: ClassVar[str]
+    _kiq_merged_options: ClassVar[dict[str, Any]] = DEFAULT_OPTIONS
+
+    jid: str
+    job: dict[str, Any]
+
+    def __init_subclass__(cls, abstract: bool = False, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("kiq_options", {})
+        if not isinstance(own, dict):
+            raise ConfigError(f"{cls.__qualname__}.kiq_options must be a dict, got {own!r}")
+        _check_options(own, cls.__qualname__)
+        cls._kiq_merged_options = {**cls._kiq_merged_options, **own}  # inherited, as sidekiq_options are
+        if "kiq_name" not in cls.__dict__:
+            cls.kiq_name = wire_name(cls.__module__, cls.__qualname__)
+        if not abstract:
+            registry.register(cls)
+
+    def perform(self, *args: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__qualname__} must define perform()")
+
+    @classmethod
+    def get_options(cls) -> dict[str, Any]:
+        """The options of this class merged with its bases' (Sidekiq's ``get_sidekiq_options``)."""
+        return dict(cls._kiq_merged_options)
+
+    @classmethod
+    def set(cls, **options: Any) -> JobSetter:
+        """Options for one push: ``MyJob.set(queue="low", retry=False).perform_async(...)``."""
+        return JobSetter(cls, options)
+
+    @classmethod
+    def perform_async(cls, *args: Any) -> str | None:
+        """Push the job; return its jid (None when a client middleware dropped it)."""
+        return JobSetter(cls, {}).perform_async(*args)
+
+    @classmethod
+    def perform_in(cls, interval: float, *args: Any) -> str | None:
+        """Run in ``interval`` seconds (a value ≥ 1e9 is an epoch timestamp, as in Sidekiq)."""
+        return JobSetter(cls, {}).perform_in(interval, *args)
+
+    @classmethod
+    def perform_at(cls, timestamp: float, *args: Any) -> str | None:
+        """Run at epoch ``timestamp`` (seconds)."""
+        return JobSetter(cls, {}).perform_in(timestamp, *args)
+
+    @classmethod
+    def perform_bulk(cls, args: Iterable[list[Any]], batch_size: int = 1000) -> list[str | None]:
+        """Push one job per argument list, ``batch_size`` per Redis round trip; return the jids."""
+        return JobSetter(cls, {}).perform_bulk(args, batch_size)
+
+
+class JobSetter:
+    """A job class with options for the next push (what ``Job.set`` returns)."""
+
+    def __init__(self, job_class: type[Job], options: dict[str, Any]) -> None:
+        options = dict(options)
+        self._config: Config | None = options.pop("config", None)
+        _check_options(options, job_class.__qualname__)
+        self.job_class = job_class
+        self.options = options
+
+    def set(self, **options: Any) -> JobSetter:
+        merged = {**self.options, **options}
+        if self._config is not None:
+            merged.setdefault("config", self._config)
+        return JobSetter(self.job_class, merged)
+
+    def perform_async(self, *args: Any) -> str | None:
+        return self._client().push(self._item(list(args)))
+
+    def perform_in(self, interval: float, *args: Any) -> str | None:
+        item = self._item(list(args))
+        now = time.time()
+        at = float(interval) if interval >= 1_000_000_000 else now + float(interval)
+        if at > now:  # due already: push straight to the queue, as Sidekiq does
+            item["at"] = at
+        return self._client().push(item)
+
+    perform_at = perform_in
+
+    def perform_bulk(self, args: Iterable[list[Any]], batch_size: int = 1000) -> list[str | None]:
+        item = self._item([])
+        item["args"] = [list(job_args) for job_args in args]
+        return self._client().push_bulk(item, batch_size=batch_size)
+
+    def _item(self, args: list[Any]) -> dict[str, Any]:
+        cls = self.job_class
+        return {**cls._kiq_merged_options, **self.options, "class": cls, "args": args}
+
+    def _client(self) -> Client:
+        from .config import default_config
+
+        return (self._config or default_config()).client
+
+
+class FunctionJob(Job, abstract=True):
+    """The job class behind ``@kiq.job``: ``perform`` calls the decorated function."""
+
+    function: ClassVar[Callable[..., Any]]
+
+    def perform(self, *args: Any) -> Any:
+        return type(self).function(*args)
+
+
+class JobFunction(Generic[P, R]):
+    """A function decorated with ``@kiq.job``: call it to run it here, or push it like a Job class."""
+
+    def __init__(self, function: Callable[P, R], job_class: type[FunctionJob]) -> None:
+        functools.update_wrapper(self, function)
+        self.function = function
+        self.job_class = job_class
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.function(*args, **kwargs)
+
+    def set(self, **options: Any) -> JobSetter:
+        return self.job_class.set(**options)
+
+    def perform_async(self, *args: P.args, **kwargs: P.kwargs) -> str | None:
+        _no_kwargs(kwargs)
+        return self.job_class.perform_async(*args)
+
+    def perform_in(self, interval: float, *args: Any) -> str | None:
+        return self.job_class.perform_in(interval, *args)
+
+    def perform_at(self, timestamp: float, *args: Any) -> str | None:
+        return self.job_class.perform_at(timestamp, *args)
+
+    def perform_bulk(self, args: Iterable[list[Any]], batch_size: int = 1000) -> list[str | None]:
+        return self.job_class.perform_bulk(args, batch_size)
+
+
+def _no_kwargs(kwargs: dict[str, Any]) -> None:
+    if kwargs:
+        raise TypeError(
+            f"jobs take positional arguments only (Sidekiq's args is a JSON list); got keywords {sorted(kwargs)}"
+        )
+
+
+def job(
+    function: Callable[P, R] | None = None, /, *, name: str | None = None, **options: Any
+) -> Any:
+    """Turn a function into a job: ``@kiq.job`` or ``@kiq.job(queue="mail", retry=3, name="Mailer")``."""
+
+    def wrap(fn: Callable[P, R]) -> JobFunction[P, R]:
+        attrs: dict[str, Any] = {
+            "kiq_options": options,
+            "function": staticmethod(fn),
+            "__module__": fn.__module__,
+            "__qualname__": fn.__qualname__,
+            "__doc__": fn.__doc__,
+        }
+        if name is not None:
+            attrs["kiq_name"] = name
+        job_class = type(fn.__name__, (FunctionJob,), attrs)
+        return JobFunction(fn, job_class)
+
+    return wrap if function is None else wrap(function)

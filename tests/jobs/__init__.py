@@ -1,0 +1,1 @@
+"""Job modules that tests import into worker processes with -r."""
