@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import __version__
+from . import __version__, cli_inspect
 from .config import Config
 from .errors import KiqError
 from .redis import EmbeddedRedis
@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     embedded.add_argument("-C", "--config", help="config file (default: kiq.toml or [tool.kiq] in pyproject.toml)")
     embedded.add_argument("--stop", action="store_true", help="stop the embedded server")
     embedded.set_defaults(run=run_redis)
+    cli_inspect.add_commands(commands)
     return parser
 
 
