@@ -232,9 +232,7 @@ class Config:
         """defaults < config file (``config_file``, kiq.toml or [tool.kiq]) < ``KIQ_*`` env < ``settings``."""
         file_values, origin = read_file(config_file)
         env = os.environ if env is None else env
-        env_values = {
-            key[len(ENV_PREFIX) :].lower(): value for key, value in env.items() if key.startswith(ENV_PREFIX)
-        }
+        env_values = {key[len(ENV_PREFIX) :].lower(): value for key, value in env.items() if key.startswith(ENV_PREFIX)}
         # other tools' KIQ_* variables are not ours to refuse, so the environment source is lenient
         return cls([Source(origin or "config file", file_values), Source("environment", env_values, True)], **settings)
 
@@ -275,17 +273,21 @@ class Config:
             raise ConfigError(f"bad value for setting {name!r} (from {origin}): {exc}") from exc
 
     def add_plugin(self, plugin: object, name: str | None = None) -> None:
-        """Register a plugin object: its settings become known and its middleware joins the chains."""
-        for setting in self.plugins.settings_of(plugin):
-            if setting.name in self._settings and self._settings[setting.name] is not setting:
-                raise ConfigError(f"plugin {name or plugin!r} redefines the setting {setting.name!r}")
-            self._settings[setting.name] = setting
-            self._values.setdefault(setting.name, setting.default)
+        """Register a plugin object (once): its settings become known and its middleware joins the chains."""
         if not self.plugins.is_registered(plugin):
             self.plugins.register(plugin, name)
 
+    def declare_settings(self, settings: Iterable[Setting], owner: str) -> None:
+        """Make a plugin's settings known, with their defaults."""
+        for setting in settings:
+            known = self._settings.get(setting.name)
+            if known is not None and known != setting:
+                raise ConfigError(f"plugin {owner!r} redefines the setting {setting.name!r}")
+            self._settings[setting.name] = setting
+            self._values.setdefault(setting.name, setting.default)
+
     def handle_exception(self, exc: BaseException, context: dict[str, Any]) -> None:
-        """Log an error with its context and pass it to every ``kiq_error`` hook; a failing hook is logged, not raised."""
+        """Log an error with its context and pass it to every ``kiq_error`` hook (a failing hook is only logged)."""
         logging.getLogger("kiq").warning("%s: %s", context.get("context", "error"), exc, exc_info=exc)
         try:
             self.plugins.hook.kiq_error(exc=exc, context=context, config=self)

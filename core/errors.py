@@ -23,7 +23,7 @@ class RegistryError(KiqError, ValueError):
     """Two different jobs claim the same wire name."""
 
 
-class Shutdown(BaseException):  # noqa: N818 - named for what it is, as in Sidekiq
+class Shutdown(BaseException):
     """Raised inside a job's thread when a stop's timeout ran out; the job was requeued, so it is not a failure.
 
     A BaseException, so ``except Exception`` in job code does not swallow it.

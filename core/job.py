@@ -64,8 +64,10 @@ class JobRegistry:
         name = job_class.kiq_name
         with self._lock:
             existing = self._jobs.get(name)
-            if existing is not None and existing is not job_class and (
-                (existing.__module__, existing.__qualname__) != (job_class.__module__, job_class.__qualname__)
+            if (
+                existing is not None
+                and existing is not job_class
+                and ((existing.__module__, existing.__qualname__) != (job_class.__module__, job_class.__qualname__))
             ):
                 raise RegistryError(
                     f"two jobs claim the wire name {name!r}: {existing.__module__}.{existing.__qualname__} "
@@ -244,9 +246,7 @@ def _no_kwargs(kwargs: dict[str, Any]) -> None:
         )
 
 
-def job(
-    function: Callable[P, R] | None = None, /, *, name: str | None = None, **options: Any
-) -> Any:
+def job(function: Callable[P, R] | None = None, /, *, name: str | None = None, **options: Any) -> Any:
     """Turn a function into a job: ``@kiq.job`` or ``@kiq.job(queue="mail", retry=3, name="Mailer")``."""
 
     def wrap(fn: Callable[P, R]) -> JobFunction[P, R]:

@@ -33,9 +33,7 @@ class ClientMiddleware:
 
     config: Config
 
-    def call(
-        self, job_class: type[Job] | str, job: dict[str, Any], queue: str, redis: redis.Redis
-    ) -> Wrapper:
+    def call(self, job_class: type[Job] | str, job: dict[str, Any], queue: str, redis: redis.Redis) -> Wrapper:
         yield
 
 

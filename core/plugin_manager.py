@@ -26,16 +26,15 @@ class PluginManager(pluggy.PluginManager):
         self.config = config
 
     def register(self, plugin: object, name: str | None = None) -> str | None:
+        """Register ``plugin``; its settings become known, then it adds its middleware to the chains."""
         registered = super().register(plugin, name)
         if registered is not None:
             config = self.config
+            settings: list[Setting] = [s for batch in self._call_own(plugin, "kiq_settings") for s in batch or []]
+            config.declare_settings(settings, owner=registered)
             self._call_own(plugin, "kiq_client_middleware", chain=config.client_middleware, config=config)
             self._call_own(plugin, "kiq_server_middleware", chain=config.server_middleware, config=config)
         return registered
-
-    def settings_of(self, plugin: object) -> list[Setting]:
-        found = self._call_own(plugin, "kiq_settings")
-        return [setting for batch in found for setting in (batch or [])]
 
     def _call_own(self, plugin: object, hook_name: str, **kwargs: Any) -> list[Any]:
         """Call the implementations of one hook that ``plugin`` provides, and no one else's."""

