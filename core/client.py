@@ -6,6 +6,7 @@ both in one pipelined round trip, retried once when a failover made the server r
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -67,18 +68,23 @@ class Client:
             raise ValueError(f"push_bulk: {len(at)} 'at' values for {len(all_args)} jobs")
         base = {key: value for key, value in item.items() if key not in ("args", "at")}
         job_class, template = self._normalize({**base, "args": []})
-        payloads: list[dict[str, Any]] = []
-        jids: list[str | None] = []
-        for index, job_args in enumerate(all_args):
-            job = {**template, "args": job_args, "jid": new_jid()}
-            if at is not None:
-                job["at"] = float(at[index] if isinstance(at, list) else at)
-            pushed = self._through_chain(job_class, job)
-            jids.append(None if pushed is None else str(pushed["jid"]))
-            if pushed is not None:
-                payloads.append(pushed)
-        for start in range(0, len(payloads), batch_size):
-            self._write(payloads[start : start + batch_size])
+        with contextlib.ExitStack() as scopes:
+            for scope in self.config.plugins.hook.kiq_push_bulk(
+                config=self.config, queue=template["queue"], count=len(all_args)
+            ):
+                scopes.enter_context(scope)
+            payloads: list[dict[str, Any]] = []
+            jids: list[str | None] = []
+            for index, job_args in enumerate(all_args):
+                job = {**template, "args": job_args, "jid": new_jid()}
+                if at is not None:
+                    job["at"] = float(at[index] if isinstance(at, list) else at)
+                pushed = self._through_chain(job_class, job)
+                jids.append(None if pushed is None else str(pushed["jid"]))
+                if pushed is not None:
+                    payloads.append(pushed)
+            for start in range(0, len(payloads), batch_size):
+                self._write(payloads[start : start + batch_size])
         return jids
 
     # -- internals ----------------------------------------------------------------------------------

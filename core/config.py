@@ -210,6 +210,8 @@ class Config:
         self.plugins: PluginManager
         object.__setattr__(self, "plugins", PluginManager(self))
         self.server = False
+        # named capsules besides the default one: name -> (queues, concurrency); see kiq.manager.add_capsule
+        self.capsules: dict[str, tuple[list[tuple[str, int]], int]] = {}
         self._redis: redis.Redis | None = None
         self._client: Client | None = None
         sources = [*_sources, Source("arguments", settings)]
@@ -219,6 +221,9 @@ class Config:
                 self._values["plugins"] = self._parse("plugins", source.values["plugins"], source.origin)
         for name in self._values["plugins"]:
             self.add_plugin(resolve(name), name)
+        if any(source.values.get("fetch") == "reliable" for source in sources):
+            # one setting switches the fetcher: load its plugin now, so its reliable_* settings are accepted too
+            self.add_plugin(resolve("reliable_fetch"), "reliable_fetch")
         for source in sources:
             for key, raw in source.values.items():
                 if key == "plugins" or (source.lenient and key not in self._settings):
@@ -301,7 +306,9 @@ class Config:
         if self._redis is None:
             from .redis import connect
 
-            self._redis = connect(self.redis_url, self.embedded_dir, pool_size=self.concurrency + 5)
+            threads = self.concurrency + sum(concurrency for _, concurrency in self.capsules.values())
+            # every processor may hold a connection (BRPOP); plus heartbeat, poller and pushes from jobs
+            self._redis = connect(self.redis_url, self.embedded_dir, pool_size=threads + 5)
         return self._redis
 
     @property

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from .config import Config, Setting
     from .fetch import Fetcher
     from .manager import Capsule
@@ -34,6 +36,12 @@ def kiq_client_middleware(chain: Chain[Any], config: Config) -> None:
 @hookspec
 def kiq_server_middleware(chain: Chain[Any], config: Config) -> None:
     """Add entries to the server chain; called once, when the plugin is registered."""
+
+
+@hookspec
+def kiq_push_bulk(config: Config, queue: str, count: int) -> AbstractContextManager[None] | None:
+    """Return a context manager to run around a whole ``push_bulk`` (every job's client middleware and the
+    Redis writes), or None; e.g. one tracing span for the batch."""
 
 
 @hookspec(firstresult=True)

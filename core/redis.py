@@ -41,9 +41,11 @@ def connect(url: str | None, embedded_dir: str = ".kiq", pool_size: int = 20) ->
     if url.startswith("redis+sentinel://"):
         return _sentinel(url, options)
     try:
-        return redis.Redis.from_url(url, **options)
+        # a blocking pool waits for a free connection instead of failing when every one is in use
+        pool = redis.BlockingConnectionPool.from_url(url, timeout=30, **options)
     except ValueError as exc:
         raise ConfigError(f"bad redis_url {url!r}: {exc}") from exc
+    return redis.Redis(connection_pool=pool)
 
 
 def _sentinel(url: str, options: dict[str, Any]) -> redis.Redis:

@@ -68,3 +68,15 @@ def test_url_forms(redis_url: str) -> None:
         connect("http://example.invalid")
     with pytest.raises(kiq.ConfigError, match="service name"):
         connect("redis+sentinel://127.0.0.1:26379")
+
+
+def test_only_kiq_is_importable_from_an_installed_kiq(tmp_path: Path) -> None:
+    """The source folders map to kiq, kiq.plugins and kiq.contrib; none of them is a top-level module."""
+    probe = "import importlib.util as u; print([n for n in ('core', 'plugins', 'contrib') if u.find_spec(n)])"
+    result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
+    import kiq.contrib
+    import kiq.plugins
+
+    assert Path(kiq.plugins.__file__).parent.name == "plugins"
+    assert Path(kiq.contrib.__file__).parent.name == "contrib"
