@@ -1,0 +1,252 @@
+"""The Launcher runs a worker: the capsules' managers, the scheduled-job poller and the heartbeat.
+
+Every ``heartbeat_interval`` seconds the heartbeat writes Sidekiq 7's process registry, so Sidekiq's Web UI and
+``kiq processes`` list this process: ``SADD processes <identity>``; HASH ``<identity>`` with ``info`` (JSON),
+``busy``, ``beat``, ``quiet``, ``rss``, ``rtt_us`` (expires in 60 s); HASH ``<identity>:work`` (thread id →
+``{"queue", "payload", "run_at"}``, from the processors' in-memory state); it adds the processed/failed
+counters to ``stat:processed``/``stat:failed`` and the daily ``stat:*:YYYY-MM-DD`` keys; and it pops a
+signal (TSTP, TERM, TTIN) that the API left in ``<identity>-signals``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from . import __version__
+from .manager import Capsule, Manager, capsules_for
+from .payload import dumps, new_jid
+from .processor import RedisOutage
+
+if TYPE_CHECKING:
+    from .config import Config
+    from .scheduled import Poller
+
+log = logging.getLogger("kiq")
+
+STATS_TTL = 5 * 365 * 24 * 60 * 60  # the daily counters live five years, as in Sidekiq
+PROCESS_TTL = 60  # seconds the process hash outlives its last heartbeat
+
+
+def make_identity() -> str:
+    """``hostname:pid:hex12``, Sidekiq 7's process identity (``DYNO`` names the host on Heroku)."""
+    hostname = os.environ.get("DYNO") or socket.gethostname()
+    return f"{hostname}:{os.getpid()}:{new_jid()[:12]}"
+
+
+class Launcher:
+    """Starts and stops a worker's managers, poller and heartbeat.
+
+    ``signal_sink`` receives the name of a remote signal (``"TSTP"``, ``"TERM"``, ``"TTIN"``) found by the
+    heartbeat; the CLI routes it to its main loop. The default acts on it directly (a stop on its own thread).
+    """
+
+    def __init__(self, config: Config, signal_sink: Callable[[str], None] | None = None) -> None:
+        self.config = config
+        self.identity = make_identity()
+        config.identity = self.identity
+        self.capsules: list[Capsule] = capsules_for(config, self.identity)
+        self.outage = RedisOutage(config)
+        self.managers = [Manager(capsule, self.outage) for capsule in self.capsules]
+        self.signal_sink = signal_sink or self._act_on_signal
+        self.quieted = False
+        self.started_at = time.time()
+        self._info: str | None = None
+        self._flushed = (0, 0)  # processed, failed already added to the stat keys
+        self._beating = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+        self._poller: Poller | None = None
+        self._stopped = False
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    def run(self) -> None:
+        """Fire ``kiq_startup``, then start the heartbeat, the poller and the processors; returns at once."""
+        from .scheduled import Poller  # the poller pulls in the API modules; only a running worker needs them
+
+        self.config.plugins.hook.kiq_startup(config=self.config)
+        self._heartbeat = threading.Thread(target=self._beat_loop, name="kiq-heartbeat", daemon=True)
+        self._heartbeat.start()
+        self._poller = Poller(self.config)
+        self._poller.start()
+        for manager in self.managers:
+            manager.start()
+
+    def quiet(self) -> None:
+        """Stop fetching new jobs (TSTP); running jobs finish. The process hash shows ``quiet`` = "true"."""
+        if self.quieted:
+            return
+        self.quieted = True
+        log.info("quieting: no new jobs will be fetched")
+        for manager in self.managers:
+            manager.quiet()
+        if self._poller is not None:
+            self._poller.terminate()
+        self._fire("kiq_quiet")
+
+    def stop(self) -> None:
+        """Quiet, wait up to ``timeout`` s for running jobs, requeue and interrupt the rest, then deregister."""
+        if self._stopped:
+            return
+        self._stopped = True
+        deadline = time.monotonic() + self.config.timeout
+        self.quiet()
+        log.info("shutting down: waiting up to %.1f s for running jobs", self.config.timeout)
+        stoppers = [threading.Thread(target=manager.stop, args=(deadline,)) for manager in self.managers]
+        for stopper in stoppers:
+            stopper.start()
+        for stopper in stoppers:
+            stopper.join()
+        self._fire("kiq_shutdown")
+        self._beating.set()
+        if self._heartbeat is not None:
+            self._heartbeat.join(5)
+        self._clear_heartbeat()
+        log.info("bye")
+
+    # -- heartbeat ------------------------------------------------------------------------------------
+    def _beat_loop(self) -> None:
+        while True:
+            self.heartbeat()
+            if self._beating.wait(self.config.heartbeat_interval):
+                return
+
+    def heartbeat(self) -> None:
+        """One beat: flush the counters, write ``<identity>:work`` and the process hash, run a remote signal."""
+        processed, failed = self._totals()
+        key = self.identity
+        redis = self.config.redis
+        try:
+            self._flush_stats(processed, failed)
+            work: dict[Any, Any] = {
+                processor.tid: dumps({"queue": entry[0], "payload": entry[1], "run_at": entry[2]})
+                for manager in self.managers
+                for processor in manager.processors
+                if (entry := processor.work) is not None
+            }
+            pipe = redis.pipeline(transaction=True)
+            pipe.unlink(f"{key}:work")
+            if work:
+                pipe.hset(f"{key}:work", mapping=work)
+                pipe.expire(f"{key}:work", PROCESS_TTL)
+            pipe.execute()
+            started = time.perf_counter()
+            redis.ping()
+            rtt_us = int((time.perf_counter() - started) * 1_000_000)
+            pipe = redis.pipeline(transaction=True)
+            pipe.sadd("processes", key)
+            pipe.exists(key)
+            fields: dict[Any, Any] = {
+                "info": self.info_json(),
+                "busy": len(work),
+                "beat": time.time(),
+                "rtt_us": rtt_us,
+                "quiet": "true" if self.quieted else "false",
+                "rss": _rss_kb(),
+            }
+            pipe.hset(key, mapping=fields)
+            pipe.expire(key, PROCESS_TTL)
+            pipe.rpop(f"{key}-signals")
+            signal_name = pipe.execute()[-1]
+        except Exception as exc:
+            self.outage.failed(exc, "heartbeat")
+            return
+        if self.outage.down_since is not None:
+            self.outage.recovered()
+        self._fire("kiq_heartbeat")
+        if signal_name:
+            log.info("received remote signal %s", signal_name)
+            self.signal_sink(signal_name)
+
+    def _totals(self) -> tuple[int, int]:
+        processors = [processor for manager in self.managers for processor in manager.processors]
+        return sum(p.processed for p in processors), sum(p.failed for p in processors)
+
+    def _flush_stats(self, processed: int, failed: int) -> None:
+        """Add the counts since the last successful flush (kept for the next beat when Redis fails)."""
+        done, fails = processed - self._flushed[0], failed - self._flushed[1]
+        if done == 0 and fails == 0:
+            return
+        day = time.strftime("%Y-%m-%d", time.gmtime())
+        pipe = self.config.redis.pipeline(transaction=False)
+        for name, count in (("processed", done), ("failed", fails)):
+            pipe.incrby(f"stat:{name}", count)
+            pipe.incrby(f"stat:{name}:{day}", count)
+            pipe.expire(f"stat:{name}:{day}", STATS_TTL)
+        pipe.execute()
+        self._flushed = (processed, failed)
+
+    def _clear_heartbeat(self) -> None:
+        """Final counters out, and this process out of the registry (best effort: Redis may be down)."""
+        try:
+            self._flush_stats(*self._totals())
+            pipe = self.config.redis.pipeline(transaction=False)
+            pipe.srem("processes", self.identity)
+            pipe.unlink(self.identity, f"{self.identity}:work")
+            pipe.execute()
+        except Exception as exc:
+            log.warning("could not remove this process from Redis: %s", exc)
+
+    def info(self) -> dict[str, Any]:
+        """The ``info`` field of the process hash (Sidekiq 7's ``to_data``)."""
+        return {
+            "hostname": self.identity.rsplit(":", 2)[0],
+            "started_at": self.started_at,
+            "pid": os.getpid(),
+            "tag": self.config.tag or "",
+            "concurrency": sum(capsule.concurrency for capsule in self.capsules),
+            "queues": list(dict.fromkeys(name for capsule in self.capsules for name, _ in capsule.queues)),
+            "weights": [capsule.weights for capsule in self.capsules],
+            "labels": [],
+            "identity": self.identity,
+            "version": __version__,
+            "embedded": False,
+        }
+
+    def info_json(self) -> str:
+        if self._info is None:  # it does not change, so it is encoded once
+            self._info = dumps(self.info())
+        return self._info
+
+    # -- signals and diagnostics ----------------------------------------------------------------------
+    def _act_on_signal(self, name: str) -> None:
+        if name == "TSTP":
+            self.quiet()
+        elif name in ("TERM", "INT"):
+            threading.Thread(target=self.stop, name="kiq-stop", daemon=True).start()
+        elif name == "TTIN":
+            self.thread_dump()
+        else:
+            log.warning("ignoring unknown signal %r", name)
+
+    def thread_dump(self) -> None:
+        """Log every thread's stack (TTIN), to see where busy jobs are."""
+        frames = sys._current_frames()
+        for thread in threading.enumerate():
+            frame = frames.get(thread.ident) if thread.ident is not None else None
+            stack = "".join(traceback.format_stack(frame)) if frame is not None else "  (no frame)\n"
+            log.warning("thread %s (%s)\n%s", thread.name, thread.ident, stack.rstrip())
+
+    def _fire(self, hook: str) -> None:
+        """Run a lifecycle hook; a failing plugin is reported, the worker goes on."""
+        try:
+            getattr(self.config.plugins.hook, hook)(config=self.config)
+        except Exception as exc:
+            self.config.handle_exception(exc, {"context": f"{hook} hook"})
+
+
+def _rss_kb() -> int:
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0

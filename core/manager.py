@@ -1,0 +1,121 @@
+"""Capsules and their managers: a capsule is a named group of processor threads with its own queues.
+
+The config's ``queues`` and ``concurrency`` form the ``default`` capsule. More capsules (e.g. one thread for a
+queue whose jobs must not run in parallel) are declared in a ``configure_server`` callback::
+
+    @kiq.configure_server
+    def setup(config):
+        kiq.manager.add_capsule(config, "serial", queues=["imports"], concurrency=1)
+
+A Manager runs one capsule's processors: ``quiet()`` stops fetching; ``stop(deadline)`` waits for the jobs in
+flight until the deadline, then requeues what is still running and interrupts those threads (Sidekiq's
+``hard_shutdown``): a job is never lost by a stop, though it may run twice (at-least-once).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from .config import as_int, as_queues
+from .errors import ConfigError
+from .fetch import fetcher_for
+from .processor import Processor, RedisOutage
+
+if TYPE_CHECKING:
+    from .config import Config
+
+log = logging.getLogger("kiq")
+
+DEFAULT_CAPSULE = "default"
+KILL_GRACE = 2.0  # seconds interrupted threads get to unwind before the process exits anyway
+
+
+@dataclass
+class Capsule:
+    name: str
+    queues: list[tuple[str, int]]  # (name, weight); weight 0 = none given
+    concurrency: int
+    config: Config
+    identity: str = ""
+
+    @property
+    def mode(self) -> Literal["strict", "random", "weighted"]:
+        """Sidekiq's rule: no weights → strict order; all weights 1 → random; anything else → weighted."""
+        weights = [weight for _, weight in self.queues]
+        if all(weight == 0 for weight in weights):
+            return "strict"
+        if all(weight == 1 for weight in weights):
+            return "random"
+        return "weighted"
+
+    @property
+    def weights(self) -> dict[str, int]:
+        """Queue name → weight, as Sidekiq reports a capsule's weights in the process info."""
+        return dict(self.queues)
+
+
+def add_capsule(config: Config, name: str, queues: Any, concurrency: int = 1) -> None:
+    """Declare a capsule: ``queues`` as in the ``queues`` setting (``["critical,2", "low"]``)."""
+    if name == DEFAULT_CAPSULE:
+        raise ConfigError("the default capsule is configured by the queues and concurrency settings")
+    try:
+        parsed = (as_queues(queues), as_int(1)(concurrency))
+    except ValueError as exc:
+        raise ConfigError(f"capsule {name!r}: {exc}") from exc
+    config.capsules[name] = parsed
+
+
+def capsules_for(config: Config, identity: str = "") -> list[Capsule]:
+    """The default capsule and every capsule added with ``add_capsule``."""
+    capsules = [Capsule(DEFAULT_CAPSULE, list(config.queues), config.concurrency, config, identity)]
+    capsules += [Capsule(name, queues, n, config, identity) for name, (queues, n) in config.capsules.items()]
+    return capsules
+
+
+class Manager:
+    """The processors of one capsule, sharing its fetcher."""
+
+    def __init__(self, capsule: Capsule, outage: RedisOutage | None = None) -> None:
+        self.capsule = capsule
+        self.fetcher = fetcher_for(capsule)
+        self.stopping = threading.Event()
+        outage = outage or RedisOutage(capsule.config)
+        self.processors = [
+            Processor(capsule.config, self.fetcher, self.stopping, outage, f"kiq-{capsule.name}-{index}")
+            for index in range(capsule.concurrency)
+        ]
+
+    def start(self) -> None:
+        for processor in self.processors:
+            processor.start()
+
+    def quiet(self) -> None:
+        """Stop fetching; running jobs go on."""
+        self.stopping.set()
+
+    def wait(self, deadline: float) -> bool:
+        """Wait (monotonic ``deadline``) for the processor threads to end; True when all did."""
+        for processor in self.processors:
+            processor.thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(processor.thread.is_alive() for processor in self.processors)
+
+    def stop(self, deadline: float) -> None:
+        self.quiet()
+        if not self.wait(deadline):
+            self.hard_shutdown()
+        self.fetcher.bulk_requeue([])  # lets a fetcher clean up at every stop (e.g. a working list)
+
+    def hard_shutdown(self) -> None:
+        """The deadline passed: requeue the jobs still running, then interrupt their threads. Requeue first,
+        because running a job twice is better than losing it."""
+        busy = [processor for processor in self.processors if processor.unit is not None]
+        units = [unit for processor in busy if (unit := processor.unit) is not None]
+        log.warning("terminating %d busy threads of capsule %s", len(busy), self.capsule.name)
+        self.fetcher.bulk_requeue(units)
+        for processor in busy:
+            processor.kill()
+        self.wait(time.monotonic() + KILL_GRACE)  # give the threads a moment to unwind their finally blocks

@@ -1,0 +1,105 @@
+"""``kiq worker``: flags and their precedence, clear start-up errors, signals through the self-pipe, remote
+signals from ``<identity>-signals``, and an unreachable Redis at start."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import redis
+
+import kiq
+from kiq.cli import _module_name, build_parser, worker_overrides
+from kiq.config import Config
+from kiq.errors import ConfigError
+from tests.jobs.basic import Record
+from tests.support import ROOT, WorkerProcess, wait_until
+from tests.test_worker import FAST, identity_of
+
+StartWorker = Callable[..., WorkerProcess]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kiq.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_flags_map_to_settings_and_beat_env_and_file(tmp_path: Path) -> None:
+    (tmp_path / "kiq.toml").write_text('concurrency = 3\ntag = "file"\nqueues = ["a"]\ntimeout = 4\n')
+    args = build_parser().parse_args(
+        ["worker", "-r", "app.jobs", "-q", "critical,2", "-q", "default", "-c", "7", "--tag", "cli", "-v"]
+    )
+    env = {"KIQ_CONCURRENCY": "5", "KIQ_TIMEOUT": "6", "KIQ_FETCH": "reliable"}
+    config = Config.load(tmp_path / "kiq.toml", env=env, **worker_overrides(args))
+    assert config.concurrency == 7 and config.tag == "cli"  # flag > env > file
+    assert config.queues == [("critical", 2), ("default", 0)] and config.require == ["app.jobs"]
+    assert config.timeout == 6.0 and config.fetch == "reliable"  # env > file, no flag given
+    assert config.log_level == "DEBUG"
+
+
+def test_require_paths_become_module_names(tmp_path: Path) -> None:
+    assert _module_name("tests.jobs.basic", ROOT) == "tests.jobs.basic"
+    assert _module_name("tests/jobs/basic.py", ROOT) == "tests.jobs.basic"
+    assert _module_name("tests/jobs", ROOT) == "tests.jobs"
+    with pytest.raises(ConfigError, match="no such file"):
+        _module_name("tests/jobs/missing.py", ROOT)
+    outside = tmp_path / "standalone_jobs.py"
+    outside.write_text("")
+    assert _module_name(str(outside), ROOT) == "standalone_jobs" and str(tmp_path) in sys.path
+    sys.path.remove(str(tmp_path))
+
+
+def test_a_bad_module_path_is_a_clear_error() -> None:
+    result = run_cli("worker", "--redis-url", "redis://127.0.0.1:1", "-r", "tests.jobs.no_such_module")
+    assert result.returncode == 2
+    assert "there is no module 'tests.jobs.no_such_module'" in result.stderr
+
+
+def test_no_registered_jobs_is_a_clear_error() -> None:
+    result = run_cli("worker", "--redis-url", "redis://127.0.0.1:1", "-r", "tests.jobs")
+    assert result.returncode == 2 and "no jobs are registered after importing tests.jobs" in result.stderr
+    result = run_cli("worker", "--redis-url", "redis://127.0.0.1:1")
+    assert result.returncode == 2 and "-r MODULE" in result.stderr
+
+
+@pytest.mark.slow
+def test_unreachable_redis_at_start_is_logged_once_and_term_still_stops(tmp_path: Path) -> None:
+    with WorkerProcess(["-r", "tests.jobs.basic"], "redis://127.0.0.1:1", tmp_path / "w.log", FAST) as worker:
+        wait_until(lambda: "is unreachable" in worker.output(), 30, message="the outage to be logged")
+        worker.signal(signal.SIGTERM)
+        assert worker.wait(30) == 0
+        assert worker.output().count("is unreachable") == 1, worker.output()
+
+
+@pytest.mark.slow
+def test_a_file_path_flags_and_ttin(start_worker: StartWorker, e2e_config: kiq.Config) -> None:
+    r = e2e_config.redis
+    env = {**FAST, "KIQ_CONCURRENCY": "5"}
+    worker = start_worker("-r", "tests/jobs/basic.py", "-c", "2", "--tag", "t1", "-q", "a,2", "-q", "b", env=env)
+    info = json.loads(wait_until(lambda: r.hget(identity_of(r, worker), "info"), 30, message="info"))
+    assert info["concurrency"] == 2 and info["tag"] == "t1" and info["queues"] == ["a", "b"]
+    assert info["weights"] == [{"a": 2, "b": 0}]
+    worker.signal(signal.SIGTTIN)
+    wait_until(lambda: "thread kiq-default-1" in worker.output(), 30, message="a thread dump")
+    Record.set(queue="b").perform_async("via-file-path")
+    wait_until(lambda: r.hexists("performed", "via-file-path"), 30, message="the job to run")
+    assert worker.stop() == 0
+
+
+@pytest.mark.slow
+def test_remote_signals(start_worker: StartWorker, e2e_config: kiq.Config) -> None:
+    r: redis.Redis = e2e_config.redis
+    worker = start_worker("-r", "tests.jobs.basic", env=FAST)
+    key = identity_of(r, worker)
+    r.lpush(f"{key}-signals", "TSTP")
+    wait_until(lambda: r.hget(key, "quiet") == "true", 30, message="quiet after a remote TSTP")
+    assert worker.proc.poll() is None  # quiet, not suspended
+    r.lpush(f"{key}-signals", "TERM")
+    assert worker.wait(30) == 0
+    assert not r.sismember("processes", key)

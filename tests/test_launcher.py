@@ -1,0 +1,147 @@
+"""The Launcher: Sidekiq 7's process registry written by the heartbeat, stats flushing, remote signals,
+lifecycle hooks, and leaving the registry on a clean stop."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+import redis
+
+import kiq
+from kiq.launcher import STATS_TTL, Launcher
+from kiq.manager import add_capsule
+from tests.support import wait_until
+
+
+class Hold(kiq.Job):
+    """Runs until the test pushes to ``release``."""
+
+    kiq_name = "tests.launcher.Hold"
+
+    def perform(self) -> None:
+        redis = kiq.default_config().redis
+        redis.rpush("held", self.jid)
+        redis.blpop(["release"], timeout=20)
+
+
+class Fail(kiq.Job):
+    kiq_name = "tests.launcher.Fail"
+    kiq_options = {"retry": False}
+
+    def perform(self) -> None:
+        raise ValueError("no")
+
+
+@pytest.fixture
+def launch(config: kiq.Config) -> Iterator[Callable[[], Launcher]]:
+    config.heartbeat_interval = 0.2
+    config.timeout = 2
+    launchers: list[Launcher] = []
+
+    def start() -> Launcher:
+        launcher = Launcher(config)
+        launchers.append(launcher)
+        launcher.run()
+        return launcher
+
+    yield start
+    config.redis.rpush("release", *["go"] * 10)
+    for launcher in launchers:
+        launcher.stop()
+
+
+def test_heartbeat_writes_the_process_registry(launch: Callable[[], Launcher], r: redis.Redis) -> None:
+    add_capsule(kiq.default_config(), "serial", ["imports,1"], concurrency=1)
+    Hold.perform_async()
+    (raw,) = r.lrange("queue:default", 0, -1)
+    launcher = launch()
+    key = launcher.identity
+    assert key.count(":") == 2 and key.split(":")[1] == str(os.getpid()) and len(key.split(":")[2]) == 12
+    wait_until(lambda: r.hget(key, "busy") == "1", 20, message="the heartbeat to show the busy job")
+    assert r.sismember("processes", key)
+    fields = r.hgetall(key)
+    assert set(fields) == {"info", "busy", "beat", "quiet", "rss", "rtt_us"}
+    assert fields["quiet"] == "false" and int(fields["rss"]) > 0 and int(fields["rtt_us"]) >= 0
+    assert abs(float(fields["beat"]) - time.time()) < 10 and 0 < r.ttl(key) <= 60
+    info = json.loads(fields["info"])
+    assert info["identity"] == key and info["pid"] == os.getpid() and info["concurrency"] == 11
+    assert info["queues"] == ["default", "imports"] and info["weights"] == [{"default": 0}, {"imports": 1}]
+    assert {"hostname", "started_at", "tag", "labels", "version", "embedded"} <= set(info)
+    (work,) = r.hgetall(f"{key}:work").values()
+    entry = json.loads(work)
+    assert entry["queue"] == "default" and entry["payload"] == raw and isinstance(entry["run_at"], int)
+    r.rpush("release", "go")
+    wait_until(lambda: r.hget(key, "busy") == "0", 20, message="the job to finish")
+    assert not r.exists(f"{key}:work")
+
+
+def test_stats_are_flushed_with_daily_keys(launch: Callable[[], Launcher], r: redis.Redis) -> None:
+    Fail.perform_async()
+    Hold.perform_async()
+    r.rpush("release", "go")
+    launch()
+    wait_until(lambda: r.get("stat:processed") == "2", 20, message="two processed jobs counted")
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    assert r.get("stat:failed") == "1"
+    assert r.get(f"stat:processed:{day}") == "2" and r.get(f"stat:failed:{day}") == "1"
+    assert STATS_TTL - 60 < r.ttl(f"stat:processed:{day}") <= STATS_TTL
+
+
+def test_remote_tstp_quiets_and_stop_leaves_the_registry(launch: Callable[[], Launcher], r: redis.Redis) -> None:
+    launcher = launch()
+    key = launcher.identity
+    wait_until(lambda: r.sismember("processes", key), 20, message="the first heartbeat")
+    r.lpush(f"{key}-signals", "TSTP")
+    wait_until(lambda: r.hget(key, "quiet") == "true", 20, message="quiet after a remote TSTP")
+    assert launcher.quieted
+    Hold.perform_async()
+    beat = r.hget(key, "beat")
+    wait_until(lambda: r.hget(key, "beat") != beat, 20, message="another heartbeat")
+    assert r.llen("queue:default") == 1  # quiet: nothing fetched
+    launcher.stop()
+    assert not r.sismember("processes", key) and not r.exists(key) and not r.exists(f"{key}:work")
+
+
+def test_lifecycle_hooks_fire(launch: Callable[[], Launcher], config: kiq.Config) -> None:
+    events: list[str] = []
+
+    class Hooks:
+        @kiq.hookimpl
+        def kiq_startup(self, config: kiq.Config) -> None:
+            events.append("startup")
+
+        @kiq.hookimpl
+        def kiq_heartbeat(self, config: kiq.Config) -> None:
+            events.append("heartbeat")
+
+        @kiq.hookimpl
+        def kiq_quiet(self, config: kiq.Config) -> None:
+            events.append("quiet")
+
+        @kiq.hookimpl
+        def kiq_shutdown(self, config: kiq.Config) -> None:
+            events.append("shutdown")
+
+    config.add_plugin(Hooks())
+    launcher = launch()
+    wait_until(lambda: events.count("heartbeat") >= 2, 20, message="two heartbeats")
+    launcher.stop()
+    assert events[0] == "startup"
+    assert [event for event in events if event != "heartbeat"] == ["startup", "quiet", "shutdown"]
+
+
+def test_remote_ttin_dumps_threads(
+    launch: Callable[[], Launcher], r: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    launcher = launch()
+    with caplog.at_level("WARNING", logger="kiq"):
+        r.lpush(f"{launcher.identity}-signals", "TTIN")
+        wait_until(
+            lambda: any("thread kiq-default-0" in record.getMessage() for record in caplog.records),
+            20,
+            message="a thread dump",
+        )

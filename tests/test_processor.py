@@ -1,0 +1,223 @@
+"""The Processor: running one job through retry, logging, stats and middleware, with Sidekiq's ack rules;
+and the job logger's context and formats."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+import kiq
+from kiq.errors import Shutdown
+from kiq.logging import JsonFormatter, PlainFormatter, setup_logging
+from kiq.middleware import ServerMiddleware, Wrapper
+from kiq.payload import dumps, new_jid
+from kiq.processor import Processor, RedisOutage
+
+seen: list[tuple[str, Any, str]] = []
+
+
+class Remember(kiq.Job):
+    kiq_name = "tests.Remember"
+
+    def perform(self, value: Any) -> None:
+        seen.append((self.jid, value, self.job["class"]))
+        logging.getLogger("tests.jobs").info("inside %s", value)
+
+
+class Boom(kiq.Job):
+    kiq_name = "tests.Boom"
+
+    def perform(self) -> None:
+        raise RuntimeError("boom")
+
+
+class Interrupted(kiq.Job):
+    kiq_name = "tests.Interrupted"
+
+    def perform(self) -> None:
+        raise Shutdown
+
+
+class Unit:
+    """A UnitOfWork that records what the processor did with it."""
+
+    def __init__(self, job: str, queue_name: str = "default") -> None:
+        self.job = job
+        self.queue_name = queue_name
+        self.acked = self.requeued = 0
+
+    def acknowledge(self) -> None:
+        self.acked += 1
+
+    def requeue(self) -> None:
+        self.requeued += 1
+
+
+def payload(name: str, *args: Any, **extra: Any) -> str:
+    return dumps({"class": name, "args": list(args), "jid": new_jid(), "queue": "default", "retry": 3, **extra})
+
+
+def make_processor(config: kiq.Config) -> Processor:
+    return Processor(config, fetcher=None, stopping=threading.Event(), outage=RedisOutage(config), name="t")  # type: ignore[arg-type]
+
+
+@pytest.fixture(autouse=True)
+def _clear_seen() -> Iterator[None]:
+    seen.clear()
+    yield
+    seen.clear()
+
+
+def test_a_finished_job_is_acknowledged_and_counted(config: kiq.Config) -> None:
+    processor = make_processor(config)
+    unit = Unit(payload("tests.Remember", 7))
+    processor.process(unit)
+    assert [(value, name) for _, value, name in seen] == [(7, "tests.Remember")]
+    assert seen[0][0] == json.loads(unit.job)["jid"]
+    assert unit.acked == 1 and (processor.processed, processor.failed) == (1, 0)
+    assert processor.unit is None and processor.work is None
+
+
+def test_a_failing_job_is_retried_acknowledged_and_counted_as_failed(config: kiq.Config, r: redis.Redis) -> None:
+    processor = make_processor(config)
+    unit = Unit(payload("tests.Boom"))
+    processor.process(unit)
+    assert unit.acked == 1 and (processor.processed, processor.failed) == (1, 1)
+    (retry,) = r.zrange("retry", 0, -1)
+    assert json.loads(retry)["error_message"] == "boom"
+
+
+def test_an_unknown_class_is_a_failure_of_that_job(config: kiq.Config, r: redis.Redis) -> None:
+    processor = make_processor(config)
+    unit = Unit(payload("os.system", "echo never"))  # never imported: only the registry is asked
+    processor.process(unit)
+    assert unit.acked == 1 and processor.failed == 1
+    (retry,) = r.zrange("retry", 0, -1)
+    assert "UnknownJobError" in json.loads(retry)["error_class"]
+
+
+def test_an_unparseable_payload_goes_to_dead_and_is_acknowledged(config: kiq.Config, r: redis.Redis) -> None:
+    processor = make_processor(config)
+    for raw in ("{not json", "[1, 2]"):
+        unit = Unit(raw)
+        processor.process(unit)
+        assert unit.acked == 1
+        assert r.zscore("dead", raw) is not None
+    processor.process(good := Unit(payload("tests.Remember", 1)))
+    assert good.acked == 1 and len(seen) == 1
+
+
+def test_shutdown_is_neither_acknowledged_nor_counted(config: kiq.Config, r: redis.Redis) -> None:
+    processor = make_processor(config)
+    unit = Unit(payload("tests.Interrupted"))
+    processor.process(unit)
+    assert unit.acked == 0 and (processor.processed, processor.failed) == (0, 0)
+    assert r.zcard("retry") == 0
+
+
+def test_an_internal_error_is_not_acknowledged(redis_url: str) -> None:
+    # the job fails and Redis is unreachable while its retry is recorded: the job must not be acknowledged
+    config = kiq.Config(redis_url="redis://127.0.0.1:1")
+    errors: list[str] = []
+
+    class Errors:
+        @kiq.hookimpl
+        def kiq_error(self, exc: BaseException, context: dict[str, Any]) -> None:
+            errors.append(context["context"])
+
+    config.add_plugin(Errors())
+    processor = make_processor(config)
+    unit = Unit(payload("tests.Boom"))
+    processor.process(unit)
+    assert unit.acked == 0 and errors == ["Internal exception!"]
+    processor.process(Unit(payload("tests.Remember", 2)))  # and the processor goes on
+    assert len(seen) == 1
+
+
+def test_server_middleware_wraps_perform(config: kiq.Config) -> None:
+    calls: list[str] = []
+
+    class Around(ServerMiddleware):
+        def call(self, job_instance: kiq.Job, job: dict[str, Any], queue: str) -> Wrapper:
+            calls.append(f"in {job_instance.jid == job['jid']} {queue}")
+            yield
+            calls.append("out")
+
+    config.server_middleware.add(Around)
+    processor = make_processor(config)
+    processor.process(Unit(payload("tests.Remember", 3), queue_name="q"))
+    assert calls == ["in True q", "out"] and len(seen) == 1
+
+
+def test_work_state_is_set_while_the_job_runs(config: kiq.Config) -> None:
+    processor = make_processor(config)
+    states: list[Any] = []
+
+    class Peek(ServerMiddleware):
+        def call(self, job_instance: kiq.Job, job: dict[str, Any], queue: str) -> Wrapper:
+            states.append((processor.work, processor.unit))
+            yield
+
+    config.server_middleware.add(Peek)
+    unit = Unit(payload("tests.Remember", 4))
+    processor.process(unit)
+    ((work, current),) = states
+    assert work[:2] == ("default", unit.job) and isinstance(work[2], int) and current is unit
+
+
+# -- the job logger -------------------------------------------------------------------------------------
+@pytest.fixture
+def log_output() -> Iterator[io.StringIO]:
+    stream = io.StringIO()
+    handler = setup_logging("INFO", "plain")
+    handler.setStream(stream)  # type: ignore[attr-defined]
+    yield stream
+    logging.getLogger().removeHandler(handler)
+
+
+def test_job_logs_carry_class_jid_and_elapsed(config: kiq.Config, log_output: io.StringIO) -> None:
+    unit = Unit(payload("tests.Remember", "x"))
+    make_processor(config).process(unit)
+    jid = json.loads(unit.job)["jid"]
+    lines = log_output.getvalue().splitlines()
+    inside = next(line for line in lines if "inside x" in line)
+    assert f"class=tests.Remember jid={jid} INFO: inside x" in inside  # the job's own log line
+    done = next(line for line in lines if line.endswith("INFO: done"))
+    assert f"class=tests.Remember jid={jid} elapsed=" in done and " pid=" in done and " tid=" in done
+
+
+def test_a_failed_job_logs_fail(config: kiq.Config, log_output: io.StringIO) -> None:
+    make_processor(config).process(Unit(payload("tests.Boom")))
+    assert any(
+        line.endswith("INFO: fail") and "class=tests.Boom" in line for line in log_output.getvalue().splitlines()
+    )
+
+
+def test_json_format() -> None:
+    record = logging.LogRecord("kiq", logging.INFO, __file__, 1, "done %s", ("now",), None)
+    record.kiq_tid = "abc"
+    record.kiq_context = {"class": "A", "jid": "j", "elapsed": 0.5}
+    line = json.loads(JsonFormatter().format(record))
+    assert line["msg"] == "done now" and line["lvl"] == "INFO" and line["tid"] == "abc"
+    assert line["ctx"] == {"class": "A", "jid": "j", "elapsed": 0.5} and line["ts"].endswith("Z")
+    plain = PlainFormatter().format(record)
+    assert plain.endswith(" tid=abc class=A jid=j elapsed=0.5 INFO: done now")
+
+
+def test_outage_is_logged_once_until_recovered(config: kiq.Config, caplog: pytest.LogCaptureFixture) -> None:
+    outage = RedisOutage(config)
+    with caplog.at_level(logging.INFO, logger="kiq"):
+        for _ in range(3):
+            outage.failed(ConnectionError("refused"), "fetch")
+        outage.recovered()
+        outage.recovered()
+    messages = [record.getMessage() for record in caplog.records if record.name == "kiq"]
+    assert sum("unreachable" in m for m in messages) == 1
+    assert sum("reachable again" in m for m in messages) == 1
