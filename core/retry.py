@@ -1,0 +1,229 @@
+"""JobRetry: what happens when a job fails (Sidekiq 7's job_retry.rb, same rules and the same Redis data).
+
+The processor wraps every job in two guards (Sidekiq's ``dispatch``)::
+
+    with retrier.global_(jobstr, queue):        # errors before the job exists (e.g. an unknown class)
+        job_class = registry.get(name)
+        instance = job_class()
+        with retrier.local(instance, jobstr, queue):   # the job's errors: its retry_in etc. apply
+            run the server middleware and perform()
+
+A failure is recorded in the ``retry`` ZSET (score = when to run again) with Sidekiq's error fields, or,
+when retries are exhausted, in the ``dead`` ZSET; then ``Handled`` is raised *from* the job's error, which
+tells the processor to acknowledge the job and report the error (``handled.__cause__``) to the error
+handlers. Anything else escaping the guards (``Shutdown``, or Redis failing while recording the failure)
+means: do not acknowledge.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import random
+import re
+import time
+import traceback
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Literal
+
+from .errors import Shutdown
+from .payload import dumps, loads
+
+if TYPE_CHECKING:
+    from .config import Config
+
+logger = logging.getLogger("kiq.retry")
+
+MAX_ERROR_MESSAGE = 10_000  # Sidekiq keeps the first 10,000 characters of an error message
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# What counts as a job failure: every Exception, and SystemExit (a job calling sys.exit() failed; it must not
+# silently end a processor thread). KeyboardInterrupt/GeneratorExit are not failures of a job.
+_FAILURES = (Exception, SystemExit)
+
+
+class Handled(Exception):
+    """JobRetry recorded this failure (retry, dead set or death hooks); the job's error is ``__cause__``.
+
+    The processor acknowledges the job and passes ``__cause__`` to ``config.handle_exception``.
+    """
+
+
+class JobRetry:
+    """The retry guards of one worker; one instance can be shared by every processor thread."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    @contextmanager
+    def global_(self, jobstr: str, queue: str) -> Iterator[None]:
+        """Record errors raised outside ``local`` (no job instance), such as an unknown job class."""
+        try:
+            yield
+        except (Handled, Shutdown):
+            raise
+        except _FAILURES as exc:
+            _raise_if_caused_by_shutdown(exc)
+            job = loads(jobstr)
+            if _ruby_truthy(job.get("retry")):
+                self._process_retry(None, job, queue, exc)
+            else:  # retry: false: no retry and no dead set, but it died, so the death hooks hear of it
+                run_death_hooks(self.config, job, exc)
+            raise Handled(f"{_error_class(exc)} recorded by JobRetry") from exc
+
+    @contextmanager
+    def local(self, job_instance: Any, jobstr: str, queue: str) -> Iterator[None]:
+        """Record errors of the job itself, using the instance's ``retry_in`` and ``retries_exhausted``."""
+        try:
+            yield
+        except (Handled, Shutdown):
+            raise
+        except _FAILURES as exc:
+            _raise_if_caused_by_shutdown(exc)
+            job = loads(jobstr)
+            if job.get("retry") is None:  # a payload from elsewhere may lack it: the class's option applies
+                get_options = getattr(type(job_instance), "get_options", None)
+                job["retry"] = get_options().get("retry") if get_options is not None else None
+            if not _ruby_truthy(job["retry"]):
+                raise  # global_ runs the death hooks, as in Sidekiq
+            self._process_retry(job_instance, job, queue, exc)
+            raise Handled(f"{_error_class(exc)} recorded by JobRetry") from exc
+
+    # -- Sidekiq's process_retry -----------------------------------------------------------------------
+    def _process_retry(self, instance: Any, job: dict[str, Any], queue: str, exc: BaseException) -> None:
+        """Add the error fields to ``job``, then schedule its retry or let it die."""
+        retry = job["retry"]
+        max_attempts = retry if type(retry) is int else self.config.max_retries
+        job["queue"] = job.get("retry_queue") or queue
+        job["error_message"] = _error_message(exc)
+        job["error_class"] = _error_class(exc)
+        now = time.time()
+        if job.get("retry_count") is not None:
+            job["retried_at"] = now
+            count = job["retry_count"] = int(job["retry_count"]) + 1
+        else:
+            job["failed_at"] = now
+            count = job["retry_count"] = 0
+        backtrace: Any = job.get("backtrace")
+        if _ruby_truthy(backtrace):
+            lines = _backtrace_lines(exc)
+            kept = lines if backtrace is True else lines[: int(backtrace)]
+            job["error_backtrace"] = compress_backtrace(kept)
+
+        if count >= max_attempts:
+            return self._retries_exhausted(instance, job, exc)
+        retry_for = job.get("retry_for")
+        if retry_for and float(job.get("failed_at", now)) + float(retry_for) < now:
+            return self._retries_exhausted(instance, job, exc)
+        strategy, delay = self._delay_for(instance, count, exc, job)
+        if strategy == "discard":
+            return None  # dropped on purpose: no retry, no dead set, no death hooks
+        if strategy == "kill":
+            return self._retries_exhausted(instance, job, exc)
+        jitter = random.randrange(10) * (count + 1)
+        # no logging here: a failing log device must not stop the retry from being recorded (Sidekiq #3979)
+        self.config.redis.zadd("retry", {dumps(job): time.time() + delay + jitter})
+        return None
+
+    def _delay_for(
+        self, instance: Any, count: int, exc: BaseException, job: dict[str, Any]
+    ) -> tuple[Literal["default", "discard", "kill"], int]:
+        """The job's ``retry_in(count, exc, job)`` if it has one and it answers, else ``count**4 + 15``."""
+        answer: Any = None
+        retry_in = getattr(instance, "retry_in", None)
+        if callable(retry_in):
+            try:
+                answer = retry_in(count, exc, job)
+            except Exception as error:
+                name = type(instance).__qualname__
+                context = f"Failure scheduling retry using `retry_in` of {name}, falling back to the default"
+                self.config.handle_exception(error, {"context": context, "job": job})
+        if answer == "discard" or answer == "kill":
+            return answer, 0
+        # as Ruby's to_i: a number is cut to whole seconds; anything else (None, 0, "default") = the default
+        if isinstance(answer, int | float) and not isinstance(answer, bool) and int(answer) > 0:
+            return "default", int(answer)
+        return "default", count**4 + 15
+
+    def _retries_exhausted(self, instance: Any, job: dict[str, Any], exc: BaseException) -> None:
+        """The job's ``retries_exhausted``, then the dead set (unless ``dead: false``) and the death hooks."""
+        answer: Any = None
+        hook = getattr(instance, "retries_exhausted", None)
+        if callable(hook):
+            try:
+                answer = hook(job, exc)
+            except Exception as error:
+                context = {"context": "Error calling retries_exhausted", "job": job}
+                self.config.handle_exception(error, context)
+        if answer == "discard":
+            return
+        if job.get("dead") is not False:
+            from .api import DeadSet  # the API pulls in much more; only a dying job needs it
+
+            logger.info("Adding dead %s job %s", job.get("class"), job.get("jid"))
+            # the hooks run below, each on its own, as Sidekiq's retries_exhausted runs its death handlers
+            DeadSet(self.config).kill(dumps(job), notify_failure=False)
+        run_death_hooks(self.config, job, exc)
+
+
+def run_death_hooks(config: Config, job: dict[str, Any], exc: BaseException | None) -> None:
+    """Call every ``kiq_death`` hook; one that fails is reported and does not stop the others (Sidekiq's
+    death_handlers loop), so a broken handler cannot lose the job or the other handlers' notice."""
+    kwargs = {"job": job, "exc": exc, "config": config}
+    for impl in reversed(config.plugins.hook.kiq_death.get_hookimpls()):  # pluggy's call order
+        try:
+            impl.function(*(kwargs[name] for name in impl.argnames))
+        except Exception as error:
+            config.handle_exception(error, {"context": "Error calling death handler", "job": job})
+
+
+# -- helpers -------------------------------------------------------------------------------------------
+def _ruby_truthy(value: Any) -> bool:
+    """Ruby's truth, which Sidekiq's payload rules use: only nil and false are false (so ``retry: 0`` means
+    "no retries, straight to the dead set", and ``backtrace: 0`` stores an empty backtrace)."""
+    return value is not None and value is not False
+
+
+def _raise_if_caused_by_shutdown(exc: BaseException) -> None:
+    """An error raised while a hard shutdown interrupted the job is the shutdown, not a failure."""
+    seen = {id(exc)}
+    cause = exc.__cause__ if exc.__cause__ is not None else exc.__context__
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, Shutdown):
+            raise Shutdown("job interrupted by shutdown") from exc
+        seen.add(id(cause))
+        cause = cause.__cause__ if cause.__cause__ is not None else cause.__context__
+
+
+def _error_class(exc: BaseException) -> str:
+    """The exception class's name: bare for builtins (``ValueError``), else ``module.QualName``."""
+    cls = type(exc)
+    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _error_message(exc: BaseException) -> str:
+    """``str(exc)`` cut to 10,000 characters and made valid UTF-8; Ruby-like, the class name when empty."""
+    try:
+        message = str(exc) or _error_class(exc)
+    except Exception:
+        return "!!! ERROR MESSAGE THREW AN ERROR !!!"
+    return _LONE_SURROGATE.sub("\ufffd", message[:MAX_ERROR_MESSAGE])
+
+
+def _backtrace_lines(exc: BaseException) -> list[str]:
+    """The traceback in Ruby's order and shape (innermost frame first, ``file:line:in `name'``), so that
+    ``backtrace: n`` keeps the n frames nearest the error and Sidekiq's Web UI shows them like Ruby's."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return [
+        f"{frame.filename}:{frame.lineno}:in `{frame.name}'"
+        for frame in reversed(frames)
+        if frame.filename != __file__  # the guards' own frames, where the error was caught, say nothing
+    ]
+
+
+def compress_backtrace(lines: list[str]) -> str:
+    """Sidekiq's ``error_backtrace``: base64(zlib(JSON list of lines))."""
+    encoded = json.dumps(lines, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "replace")
+    return base64.b64encode(zlib.compress(encoded)).decode("ascii")

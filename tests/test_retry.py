@@ -1,0 +1,450 @@
+"""JobRetry's rules (Sidekiq 7's job_retry.rb), exercised by raising inside its guards against a real Redis."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import zlib
+from typing import Any
+
+import pytest
+import redis
+
+import kiq
+from kiq.errors import Shutdown, UnknownJobError
+from kiq.payload import dumps, new_jid
+from kiq.retry import Handled, JobRetry
+
+
+class Boom(Exception):
+    pass
+
+
+class PlainJob(kiq.Job):
+    def perform(self, *args: Any) -> None: ...
+
+
+class NoRetryJob(kiq.Job):
+    kiq_options = {"retry": False}
+
+    def perform(self, *args: Any) -> None: ...
+
+
+class HookedJob(kiq.Job):
+    """Answers ``retry_in`` with whatever the test put in ``answer`` and records its calls."""
+
+    answer: Any = None
+    exhausted_answer: Any = None
+
+    def __init__(self) -> None:
+        self.retry_in_calls: list[tuple[int, BaseException, dict[str, Any]]] = []
+        self.exhausted_calls: list[tuple[dict[str, Any], BaseException]] = []
+
+    def perform(self, *args: Any) -> None: ...
+
+    def retry_in(self, count: int, exc: BaseException, job: dict[str, Any]) -> Any:
+        self.retry_in_calls.append((count, exc, job))
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer
+
+    def retries_exhausted(self, job: dict[str, Any], exc: BaseException) -> Any:
+        self.exhausted_calls.append((job, exc))
+        if isinstance(self.exhausted_answer, BaseException):
+            raise self.exhausted_answer
+        return self.exhausted_answer
+
+
+class Recorder:
+    """A plugin that records death and error hook calls."""
+
+    def __init__(self) -> None:
+        self.deaths: list[tuple[dict[str, Any], BaseException | None]] = []
+        self.errors: list[tuple[BaseException, dict[str, Any]]] = []
+
+    @kiq.hookimpl
+    def kiq_death(self, job: dict[str, Any], exc: BaseException | None) -> None:
+        self.deaths.append((job, exc))
+
+    @kiq.hookimpl
+    def kiq_error(self, exc: BaseException, context: dict[str, Any]) -> None:
+        self.errors.append((exc, context))
+
+
+class BrokenDeathHandler:
+    @kiq.hookimpl
+    def kiq_death(self, job: dict[str, Any]) -> None:
+        raise RuntimeError("death handler bug")
+
+
+@pytest.fixture
+def hooks(config: kiq.Config) -> Recorder:
+    recorder = Recorder()
+    config.plugins.register(recorder)
+    return recorder
+
+
+def payload(cls: str = "tests.test_retry.PlainJob", **fields: Any) -> str:
+    """A job as the client writes it (plus ``fields``; a field set to None is left out)."""
+    job = {"retry": True, "queue": "default", "class": cls, "args": [1, "a"], "jid": new_jid()}
+    job.update(created_at=time.time() - 5, enqueued_at=time.time() - 1, custom={"kept": True})
+    job.update(fields)
+    return dumps({key: value for key, value in job.items() if value is not None})
+
+
+def fail(
+    config: kiq.Config, jobstr: str, error: BaseException, instance: Any = None, queue: str = "default"
+) -> Handled:
+    """Run a job that raises ``error`` inside both guards, as the processor nests them."""
+    retrier = JobRetry(config)
+    with (
+        pytest.raises(Handled) as caught,
+        retrier.global_(jobstr, queue),
+        retrier.local(instance or PlainJob(), jobstr, queue),
+    ):
+        raise error
+    return caught.value
+
+
+def entries(r: redis.Redis, key: str) -> list[tuple[dict[str, Any], float]]:
+    return [(json.loads(member), score) for member, score in r.zrange(key, 0, -1, withscores=True)]
+
+
+def only_entry(r: redis.Redis, key: str) -> tuple[dict[str, Any], float]:
+    found = entries(r, key)
+    assert len(found) == 1, found
+    return found[0]
+
+
+def unpack_backtrace(data: str) -> list[str]:
+    lines: list[str] = json.loads(zlib.decompress(base64.b64decode(data)))
+    return lines
+
+
+# -- the retry entry ---------------------------------------------------------------------------------
+def test_first_failure_goes_to_retry_with_sidekiq_fields(config: kiq.Config, r: redis.Redis) -> None:
+    jobstr = payload()
+    error = ValueError("bad input")
+    before = time.time()
+    handled = fail(config, jobstr, error)
+    after = time.time()
+    assert handled.__cause__ is error  # the processor reports this one
+    job, score = only_entry(r, "retry")
+    original = json.loads(jobstr)
+    assert job == {
+        **original,
+        "error_message": "bad input",
+        "error_class": "ValueError",
+        "failed_at": job["failed_at"],
+        "retry_count": 0,
+    }
+    assert isinstance(job["failed_at"], float) and before <= job["failed_at"] <= after
+    assert "retried_at" not in job and "error_backtrace" not in job
+    # count 0: 0**4 + 15 + rand(10) * 1
+    assert before + 15 <= score <= after + 15 + 9
+    assert r.zcard("dead") == 0
+
+
+def test_later_failure_sets_retried_at_and_counts(config: kiq.Config, r: redis.Redis) -> None:
+    jobstr = payload(retry_count=0, failed_at=1_000.5, error_message="old", error_class="OldError")
+    before = time.time()
+    fail(config, jobstr, KeyError("k"))
+    after = time.time()
+    job, score = only_entry(r, "retry")
+    assert job["retry_count"] == 1 and job["failed_at"] == 1_000.5
+    assert before <= job["retried_at"] <= after
+    assert job["error_class"] == "KeyError" and job["error_message"] == "'k'"
+    # count 1: 1**4 + 15 + rand(10) * 2
+    assert before + 16 <= score <= after + 16 + 18
+
+
+def test_count_grows_the_delay(config: kiq.Config, r: redis.Redis) -> None:
+    before = time.time()
+    fail(config, payload(retry_count=4), Boom("x"))
+    job, score = only_entry(r, "retry")
+    assert job["retry_count"] == 5
+    assert before + 5**4 + 15 <= score <= time.time() + 5**4 + 15 + 9 * 6
+
+
+def test_retry_queue_replaces_queue(config: kiq.Config, r: redis.Redis) -> None:
+    fail(config, payload(retry_queue="low"), Boom("x"), queue="default")
+    assert only_entry(r, "retry")[0]["queue"] == "low"
+
+
+def test_queue_is_the_one_the_job_came_from(config: kiq.Config, r: redis.Redis) -> None:
+    fail(config, payload(queue="critical"), Boom("x"), queue="critical")
+    assert only_entry(r, "retry")[0]["queue"] == "critical"
+
+
+def test_error_class_of_a_non_builtin_is_qualified(config: kiq.Config, r: redis.Redis) -> None:
+    fail(config, payload(), Boom("x"))
+    assert only_entry(r, "retry")[0]["error_class"] == "tests.test_retry.Boom"
+
+
+def test_error_message_is_cut_and_made_valid_utf8(config: kiq.Config, r: redis.Redis) -> None:
+    fail(config, payload(), Boom("é" * 10_005 + "tail"))
+    assert only_entry(r, "retry")[0]["error_message"] == "é" * 10_000
+    r.delete("retry")
+    fail(config, payload(), Boom("bad \udcff byte"))
+    assert only_entry(r, "retry")[0]["error_message"] == "bad \ufffd byte"
+
+
+def test_empty_message_is_the_class_name_like_ruby(config: kiq.Config, r: redis.Redis) -> None:
+    fail(config, payload(), Boom())
+    assert only_entry(r, "retry")[0]["error_message"] == "tests.test_retry.Boom"
+
+
+def test_message_that_cannot_be_read(config: kiq.Config, r: redis.Redis) -> None:
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no")
+
+    fail(config, payload(), Unprintable())
+    assert only_entry(r, "retry")[0]["error_message"] == "!!! ERROR MESSAGE THREW AN ERROR !!!"
+
+
+def raise_deep(depth: int) -> None:
+    if depth == 0:
+        raise Boom("deep")
+    raise_deep(depth - 1)
+
+
+def test_backtrace_true_stores_every_line_compressed(config: kiq.Config, r: redis.Redis) -> None:
+    jobstr = payload(backtrace=True)
+    with pytest.raises(Handled), JobRetry(config).local(PlainJob(), jobstr, "default"):
+        raise_deep(3)
+    lines = unpack_backtrace(only_entry(r, "retry")[0]["error_backtrace"])
+    # innermost first, in Ruby's "file:line:in `method'" shape
+    assert [line.rsplit(":in ", 1)[1] for line in lines[:4]] == ["`raise_deep'"] * 4
+    assert lines[0].startswith(f"{__file__}:")
+    assert "test_backtrace_true_stores_every_line_compressed" in lines[-1]
+
+
+def test_backtrace_count_keeps_the_innermost_lines(config: kiq.Config, r: redis.Redis) -> None:
+    jobstr = payload(backtrace=2)
+    with pytest.raises(Handled), JobRetry(config).local(PlainJob(), jobstr, "default"):
+        raise_deep(3)
+    lines = unpack_backtrace(only_entry(r, "retry")[0]["error_backtrace"])
+    assert len(lines) == 2 and all(line.endswith("`raise_deep'") for line in lines)
+
+
+def test_backtrace_false_stores_none(config: kiq.Config, r: redis.Redis) -> None:
+    fail(config, payload(backtrace=False), Boom("x"))
+    assert "error_backtrace" not in only_entry(r, "retry")[0]
+
+
+# -- retry_in ----------------------------------------------------------------------------------------
+def test_retry_in_seconds(config: kiq.Config, r: redis.Redis) -> None:
+    instance = HookedJob()
+    instance.answer = 1
+    error = Boom("x")
+    before = time.time()
+    fail(config, payload(), error, instance)
+    _, score = only_entry(r, "retry")
+    assert before + 1 <= score <= time.time() + 1 + 9  # Sidekiq adds its jitter to a custom delay too
+    [(count, exc, job)] = instance.retry_in_calls
+    assert count == 0 and exc is error and job["error_class"] == "tests.test_retry.Boom"
+
+
+def test_retry_in_none_zero_or_default_use_the_default_delay(config: kiq.Config, r: redis.Redis) -> None:
+    for answer in (None, 0, "default", 0.4):
+        r.delete("retry")
+        instance = HookedJob()
+        instance.answer = answer
+        before = time.time()
+        fail(config, payload(), Boom("x"), instance)
+        assert before + 15 <= only_entry(r, "retry")[1] <= time.time() + 24, answer
+
+
+def test_retry_in_discard_drops_the_job_silently(config: kiq.Config, r: redis.Redis, hooks: Recorder) -> None:
+    instance = HookedJob()
+    instance.answer = "discard"
+    fail(config, payload(), Boom("x"), instance)
+    assert r.zcard("retry") == 0 and r.zcard("dead") == 0
+    assert hooks.deaths == [] and instance.exhausted_calls == []
+
+
+def test_retry_in_kill_sends_the_job_to_dead(config: kiq.Config, r: redis.Redis, hooks: Recorder) -> None:
+    instance = HookedJob()
+    instance.answer = "kill"
+    error = Boom("x")
+    fail(config, payload(), error, instance)
+    assert r.zcard("retry") == 0
+    job, _ = only_entry(r, "dead")
+    assert job["error_class"] == "tests.test_retry.Boom" and job["retry_count"] == 0
+    assert [(j["jid"], e) for j, e in hooks.deaths] == [(job["jid"], error)]
+    assert len(instance.exhausted_calls) == 1
+
+
+def test_retry_in_that_raises_falls_back_to_the_default(config: kiq.Config, r: redis.Redis, hooks: Recorder) -> None:
+    instance = HookedJob()
+    instance.answer = ZeroDivisionError("in retry_in")
+    before = time.time()
+    fail(config, payload(), Boom("x"), instance)
+    assert before + 15 <= only_entry(r, "retry")[1] <= time.time() + 24
+    [(exc, context)] = hooks.errors
+    assert exc is instance.answer and "falling back to the default" in context["context"]
+
+
+# -- exhausted: dead set, retries_exhausted, death hooks ---------------------------------------------
+def test_retry_n_exhausted_goes_to_dead(config: kiq.Config, r: redis.Redis, hooks: Recorder) -> None:
+    instance = HookedJob()
+    error = Boom("last")
+    before = time.time()
+    fail(config, payload(retry=2, retry_count=1, failed_at=before - 60), error, instance)
+    assert r.zcard("retry") == 0
+    job, score = only_entry(r, "dead")
+    assert before <= score <= time.time()
+    assert job["retry_count"] == 2 and job["error_message"] == "last" and job["failed_at"] == before - 60
+    [(exhausted_job, exhausted_exc)] = instance.exhausted_calls
+    assert exhausted_job == job and exhausted_exc is error
+    [(death_job, death_exc)] = hooks.deaths
+    assert death_job == job and death_exc is error
+
+
+def test_retry_n_below_the_limit_retries(config: kiq.Config, r: redis.Redis) -> None:
+    fail(config, payload(retry=2, retry_count=0), Boom("x"))
+    assert only_entry(r, "retry")[0]["retry_count"] == 1 and r.zcard("dead") == 0
+
+
+def test_retry_true_uses_max_retries(config: kiq.Config, r: redis.Redis) -> None:
+    fail(config, payload(retry_count=23), Boom("x"))
+    assert only_entry(r, "retry")[0]["retry_count"] == 24
+    fail(config, payload(retry_count=24), Boom("x"))
+    assert only_entry(r, "dead")[0]["retry_count"] == 25
+    config.max_retries = 1
+    fail(config, payload(retry_count=0), Boom("x"))
+    assert r.zcard("dead") == 2
+
+
+def test_retry_zero_goes_straight_to_dead(config: kiq.Config, r: redis.Redis, hooks: Recorder) -> None:
+    fail(config, payload(retry=0), Boom("x"))
+    assert r.zcard("retry") == 0
+    assert only_entry(r, "dead")[0]["retry_count"] == 0
+    assert len(hooks.deaths) == 1
+
+
+def test_retry_for_past_goes_to_dead(config: kiq.Config, r: redis.Redis) -> None:
+    fail(config, payload(retry_for=60, retry_count=0, failed_at=time.time() - 61), Boom("x"))
+    assert r.zcard("retry") == 0 and r.zcard("dead") == 1
+
+
+def test_retry_for_not_yet_past_retries(config: kiq.Config, r: redis.Redis) -> None:
+    fail(config, payload(retry_for=60, retry_count=0, failed_at=time.time() - 30), Boom("x"))
+    assert r.zcard("retry") == 1 and r.zcard("dead") == 0
+
+
+def test_dead_false_runs_the_death_hooks_but_keeps_it_out_of_dead(
+    config: kiq.Config, r: redis.Redis, hooks: Recorder
+) -> None:
+    error = Boom("x")
+    fail(config, payload(retry=0, dead=False), error)
+    assert r.zcard("retry") == 0 and r.zcard("dead") == 0
+    [(job, exc)] = hooks.deaths
+    assert exc is error and job["error_class"] == "tests.test_retry.Boom" and job["dead"] is False
+
+
+def test_retries_exhausted_that_raises_is_reported(config: kiq.Config, r: redis.Redis, hooks: Recorder) -> None:
+    instance = HookedJob()
+    instance.exhausted_answer = RuntimeError("bug in retries_exhausted")
+    fail(config, payload(retry=0), Boom("x"), instance)
+    assert r.zcard("dead") == 1 and len(hooks.deaths) == 1
+    [(exc, context)] = hooks.errors
+    assert exc is instance.exhausted_answer and context["context"] == "Error calling retries_exhausted"
+
+
+def test_retries_exhausted_discard_skips_dead_and_hooks(config: kiq.Config, r: redis.Redis, hooks: Recorder) -> None:
+    instance = HookedJob()
+    instance.exhausted_answer = "discard"
+    fail(config, payload(retry=0), Boom("x"), instance)
+    assert r.zcard("dead") == 0 and r.zcard("retry") == 0 and hooks.deaths == []
+
+
+# -- retry: false, and what the guards let through ---------------------------------------------------
+def test_retry_false_no_retry_no_dead_but_death_hooks(config: kiq.Config, r: redis.Redis, hooks: Recorder) -> None:
+    error = Boom("x")
+    handled = fail(config, payload(retry=False), error)
+    assert handled.__cause__ is error
+    assert r.zcard("retry") == 0 and r.zcard("dead") == 0
+    [(job, exc)] = hooks.deaths
+    assert exc is error and job["retry"] is False and "error_class" not in job  # Sidekiq adds no fields here
+
+
+def test_missing_retry_takes_the_class_option(config: kiq.Config, r: redis.Redis, hooks: Recorder) -> None:
+    fail(config, payload(retry=None), Boom("x"), NoRetryJob())
+    assert r.zcard("retry") == 0 and r.zcard("dead") == 0 and len(hooks.deaths) == 1
+    fail(config, payload(retry=None), Boom("x"), PlainJob())
+    assert only_entry(r, "retry")[0]["retry"] is True
+
+
+@pytest.mark.parametrize(("retry", "in_dead"), [(False, 0), (0, 1)])
+def test_failing_death_handler_does_not_stop_the_others(
+    config: kiq.Config, r: redis.Redis, hooks: Recorder, retry: bool | int, in_dead: int
+) -> None:
+    config.plugins.register(BrokenDeathHandler())
+    fail(config, payload(retry=retry), Boom("x"))
+    assert len(hooks.deaths) == 1 and r.zcard("dead") == in_dead
+    [(exc, context)] = hooks.errors
+    assert str(exc) == "death handler bug" and context["context"] == "Error calling death handler"
+
+
+def test_unknown_job_class_is_a_failure_of_that_job(config: kiq.Config, r: redis.Redis) -> None:
+    jobstr = payload("NoSuchJob")
+    with pytest.raises(Handled) as caught, JobRetry(config).global_(jobstr, "default"):
+        kiq.registry.get("NoSuchJob")
+    assert isinstance(caught.value.__cause__, UnknownJobError)
+    job, _ = only_entry(r, "retry")
+    assert job["class"] == "NoSuchJob" and job["retry_count"] == 0
+    assert job["error_class"] == "kiq.errors.UnknownJobError" and "'NoSuchJob'" in job["error_message"]
+
+
+def test_handled_from_local_is_recorded_once(config: kiq.Config, r: redis.Redis, hooks: Recorder) -> None:
+    fail(config, payload(retry=0), Boom("x"))
+    assert r.zcard("dead") == 1 and len(hooks.deaths) == 1
+
+
+def test_success_records_nothing(config: kiq.Config, r: redis.Redis) -> None:
+    retrier = JobRetry(config)
+    jobstr = payload()
+    with retrier.global_(jobstr, "default"), retrier.local(PlainJob(), jobstr, "default"):
+        pass
+    assert r.zcard("retry") == 0 and r.zcard("dead") == 0
+
+
+def test_shutdown_passes_through_untouched(config: kiq.Config, r: redis.Redis, hooks: Recorder) -> None:
+    shutdown = Shutdown()
+    retrier = JobRetry(config)
+    jobstr = payload(retry=False)
+    with (
+        pytest.raises(Shutdown) as caught,
+        retrier.global_(jobstr, "default"),
+        retrier.local(PlainJob(), jobstr, "default"),
+    ):
+        raise shutdown
+    assert caught.value is shutdown
+    assert r.zcard("retry") == 0 and r.zcard("dead") == 0 and hooks.deaths == []
+
+
+def test_an_error_caused_by_shutdown_is_the_shutdown(config: kiq.Config, r: redis.Redis) -> None:
+    retrier = JobRetry(config)
+    jobstr = payload()
+    with pytest.raises(Shutdown), retrier.global_(jobstr, "default"), retrier.local(PlainJob(), jobstr, "default"):
+        try:
+            raise Shutdown()
+        except Shutdown:
+            raise Boom("cleanup failed while shutting down") from None  # __context__ is the Shutdown
+    assert r.zcard("retry") == 0
+
+
+def test_sys_exit_in_a_job_is_a_failure(config: kiq.Config, r: redis.Redis) -> None:
+    fail(config, payload(), SystemExit(3))
+    assert only_entry(r, "retry")[0]["error_class"] == "SystemExit"
+
+
+def test_redis_down_while_recording_is_not_handled(config: kiq.Config) -> None:
+    """The processor must not acknowledge a job whose failure was not recorded: the Redis error escapes."""
+    unreachable = kiq.Config(redis_url="redis://127.0.0.1:1/0")
+    retrier = JobRetry(unreachable)
+    with pytest.raises(redis.ConnectionError), retrier.global_(payload(), "default"):
+        raise Boom("x")
