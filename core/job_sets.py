@@ -1,0 +1,240 @@
+"""The ``schedule``, ``retry`` and ``dead`` sorted sets (score = epoch seconds, member = job JSON), as Sidekiq's
+``ScheduledSet``, ``RetrySet`` and ``DeadSet``, and ``SortedEntry``, one job in them.
+
+An entry is taken out of its set with ``ZREM`` of its exact JSON before anything is done with it, so two
+callers acting on the same entry (two admins, or an admin and the poller) never both move it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from .errors import KiqError
+from .job_record import JobRecord, parse_job, resolve_config
+from .payload import dumps
+from .retry import run_death_hooks
+
+if TYPE_CHECKING:
+    from .config import Config
+
+PAGE_SIZE = 50
+
+
+def _scored(result: Any) -> list[tuple[str, float]]:
+    """A WITHSCORES reply as (member, score) pairs (redis-py's stubs do not know the shape)."""
+    return [(str(member), float(score)) for member, score in result]
+
+
+def glob_escape(text: str) -> str:
+    """``text`` as a literal inside a Redis MATCH pattern."""
+    return "".join("\\" + char if char in "*?[]\\" else char for char in text)
+
+
+class SortedEntry(JobRecord):
+    """A job in one of the sorted sets; ``score`` (= ``at``) is when it runs (schedule/retry) or died (dead)."""
+
+    def __init__(self, parent: JobSet, score: float, value: str) -> None:
+        super().__init__(value, config=parent.config)
+        self.parent = parent
+        self.score = score
+
+    @property
+    def at(self) -> float:
+        return self.score
+
+    @property
+    def error(self) -> bool:
+        """Whether the job carries failure fields."""
+        return "error_class" in self.item
+
+    def delete(self) -> bool:
+        """Remove the job from its set; False when it was no longer there."""
+        return self.parent.delete_by_value(self.value)
+
+    def reschedule(self, at: float) -> bool:
+        """Move the job to a new time (epoch seconds) in the same set."""
+        if not self.parent.delete_by_value(self.value):
+            return False
+        self.config.redis.zadd(self.parent.name, {self.value: float(at)})
+        self.score = float(at)
+        return True
+
+    def add_to_queue(self) -> bool:
+        """Enqueue the job now (through the client middleware), as the Web UI's "Add to queue"."""
+        return self._push(dict(self.item))
+
+    def retry(self) -> bool:
+        """Enqueue the job now; its ``retry_count`` is lowered by one because the next failure raises it again."""
+        item = dict(self.item)
+        if isinstance(item.get("retry_count"), int):
+            item["retry_count"] -= 1
+        return self._push(item)
+
+    def kill(self) -> bool:
+        """Move the job to the dead set (the death hooks run, as for Sidekiq's "Kill")."""
+        if not self.parent.delete_by_value(self.value):
+            return False
+        DeadSet(self.config).kill(self.value)
+        return True
+
+    def _push(self, item: dict[str, Any]) -> bool:
+        if not self.parsed:
+            raise KiqError(f"the job in {self.parent.name} is not valid JSON and can only be deleted: {self.value!r}")
+        if not self.parent.delete_by_value(self.value):
+            return False
+        item.pop("at", None)  # a leftover "at" would send it straight back to the schedule
+        try:
+            self.config.client.push(item)
+        except BaseException:
+            self.config.redis.zadd(self.parent.name, {self.value: self.score})  # not lost: put it back
+            raise
+        return True
+
+
+class JobSet:
+    """One of the sorted sets of jobs. Iterates newest (highest score) first, as Sidekiq does."""
+
+    name: ClassVar[str]
+
+    def __init__(self, config: Config | None = None) -> None:
+        self.config = resolve_config(config)
+
+    @property
+    def size(self) -> int:
+        return int(self.config.redis.zcard(self.name))
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self) -> Iterator[SortedEntry]:
+        # pages of 50 from the top; when entries are removed meanwhile (e.g. by the caller, while iterating),
+        # the next page starts that much higher so no entry is skipped
+        redis = self.config.redis
+        initial_size = self.size
+        offset = 0
+        page = -1
+        while True:
+            start = page * PAGE_SIZE + offset
+            end = min(start + PAGE_SIZE - 1, -1)
+            elements = _scored(redis.zrange(self.name, start, end, withscores=True))
+            if not elements:
+                return
+            page -= 1
+            for value, score in reversed(elements):
+                yield SortedEntry(self, score, value)
+            offset = initial_size - self.size
+
+    def clear(self) -> int:
+        """Remove every job; returns how many there were."""
+        pipe = self.config.redis.pipeline(transaction=True)
+        pipe.zcard(self.name)
+        pipe.unlink(self.name)
+        return int(pipe.execute()[0])
+
+    def scan(self, match: str) -> Iterator[SortedEntry]:
+        """Entries whose JSON contains ``match`` (ZSCAN, so a large set is not loaded at once)."""
+        pairs = self.config.redis.zscan_iter(self.name, match=f"*{glob_escape(match)}*", count=100)
+        for value, score in _scored(pairs):
+            yield SortedEntry(self, score, value)
+
+    def fetch(self, score: float, jid: str | None = None) -> list[SortedEntry]:
+        """The entries with exactly this score (and this jid, when given)."""
+        found = _scored(self.config.redis.zrangebyscore(self.name, score, score, withscores=True))
+        entries = [SortedEntry(self, s, value) for value, s in found]
+        return [entry for entry in entries if jid is None or entry.jid == jid]
+
+    def find_job(self, jid: str) -> SortedEntry | None:
+        """The entry of the job with this jid, or None."""
+        return next((entry for entry in self.scan(jid) if entry.jid == jid), None)
+
+    def schedule(self, at: float, job: dict[str, Any]) -> None:
+        """Add a job payload to this set with score ``at`` (epoch seconds)."""
+        self.config.redis.zadd(self.name, {dumps(job): float(at)})
+
+    def delete_by_value(self, value: str) -> bool:
+        """Remove the entry with this exact JSON; False when it was not there."""
+        return bool(self.config.redis.zrem(self.name, value))
+
+    def delete_by_jid(self, jid: str) -> bool:
+        """Remove the job with this jid; False when there is none."""
+        entry = self.find_job(jid)
+        return entry is not None and entry.delete()
+
+    def retry_by_jid(self, jid: str) -> bool:
+        """Enqueue the job with this jid now; False when there is none."""
+        entry = self.find_job(jid)
+        return entry is not None and entry.retry()
+
+    def _apply_to_all(self, action: Callable[[SortedEntry], bool]) -> int:
+        """Apply ``action`` to the entries present now (oldest first), at most once each; returns the successes.
+
+        Entries that are not valid JSON stay where they are (they can only be deleted).
+        """
+        remaining = self.size
+        kept = done = 0
+        redis = self.config.redis
+        while remaining > 0:
+            last = kept + min(remaining, PAGE_SIZE) - 1
+            elements = _scored(redis.zrange(self.name, kept, last, withscores=True))
+            if not elements:
+                break
+            for value, score in elements:
+                entry = SortedEntry(self, score, value)
+                if not entry.parsed:
+                    kept += 1
+                elif action(entry):
+                    done += 1
+            remaining -= len(elements)
+        return done
+
+
+class ScheduledSet(JobSet):
+    """Jobs pushed with ``perform_in``/``perform_at``, scored by when they are due."""
+
+    name = "schedule"
+
+
+class RetrySet(JobSet):
+    """Failed jobs waiting for their next attempt, scored by when it is due."""
+
+    name = "retry"
+
+    def retry_all(self) -> int:
+        """Enqueue every job in the set now; returns how many were enqueued."""
+        return self._apply_to_all(SortedEntry.retry)
+
+    def kill_all(self) -> int:
+        """Move every job to the dead set; returns how many were moved."""
+        return self._apply_to_all(SortedEntry.kill)
+
+
+class DeadSet(JobSet):
+    """Jobs that failed for good, scored by when they died; trimmed by ``dead_timeout`` and ``dead_max_jobs``."""
+
+    name = "dead"
+
+    def retry_all(self) -> int:
+        """Enqueue every dead job now; returns how many were enqueued."""
+        return self._apply_to_all(SortedEntry.retry)
+
+    def kill(self, jobstr: str, notify_failure: bool = True, exc: BaseException | None = None) -> None:
+        """Add a job (raw JSON) to the dead set and trim it; with ``notify_failure`` the death hooks run."""
+        config = self.config
+        now = time.time()
+        pipe = config.redis.pipeline(transaction=True)
+        pipe.zadd(self.name, {jobstr: now})
+        pipe.zremrangebyscore(self.name, "-inf", now - config.dead_timeout)
+        # keep the newest dead_max_jobs (Sidekiq's "0, -max" keeps one fewer than the setting says)
+        pipe.zremrangebyrank(self.name, 0, -(config.dead_max_jobs + 1))
+        pipe.execute()
+        if not notify_failure:
+            return
+        job = parse_job(jobstr)
+        if job is None:
+            config.handle_exception(
+                KiqError(f"a job that is not valid JSON was killed: {jobstr[:200]!r}"), {"context": "dead set"}
+            )
+            return
+        run_death_hooks(config, job, exc)

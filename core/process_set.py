@@ -1,0 +1,236 @@
+"""The live worker processes (Sidekiq's ``ProcessSet``/``Process``) and what their threads are running
+(``Workers``/``Work``), read from the process registry the launcher's heartbeat writes:
+
+- ``processes`` SET of identities; HASH ``<identity>`` (``info`` JSON, ``busy``, ``beat``, ``quiet``, ``rss``,
+  ``rtt_us``; expires 60 s after the last heartbeat); HASH ``<identity>:work`` (thread id -> JSON work).
+- Remote control: ``LPUSH <identity>-signals TSTP|TERM|TTIN``, which the heartbeat picks up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from .errors import KiqError
+from .job_record import epoch, parse_job, resolve_config
+
+if TYPE_CHECKING:
+    import redis
+
+    from .config import Config
+
+CLEANUP_LOCK = "process_cleanup"
+SIGNALS_TTL = 60
+
+
+def cleanup_processes(connection: redis.Redis) -> int:
+    """Drop identities from ``processes`` whose heartbeat hash expired (the process died without saying so).
+
+    At most once a minute across all callers (the ``process_cleanup`` NX lock); returns how many were removed.
+    """
+    if not connection.set(CLEANUP_LOCK, "1", nx=True, ex=60):
+        return 0
+    identities = sorted(connection.sscan_iter("processes"))
+    if not identities:
+        return 0
+    pipe = connection.pipeline(transaction=False)
+    for identity in identities:
+        pipe.hget(identity, "info")
+    infos = pipe.execute()
+    dead = [identity for identity, info in zip(identities, infos, strict=True) if info is None]
+    return int(connection.srem("processes", *dead)) if dead else 0
+
+
+class Process:
+    """One live worker process: its ``info`` (hostname, pid, identity, queues, concurrency, tag, labels,
+    started_at, version...) merged with the heartbeat fields ``busy``, ``beat``, ``quiet``, ``rss``, ``rtt_us``."""
+
+    def __init__(self, attributes: dict[str, Any], config: Config) -> None:
+        self.attributes = attributes
+        self.config = config
+
+    def __getitem__(self, key: str) -> Any:
+        return self.attributes.get(key)
+
+    def __repr__(self) -> str:
+        return f"<Process {self.identity} busy={self.busy} stopping={self.stopping}>"
+
+    @property
+    def identity(self) -> str:
+        return str(self.attributes.get("identity", ""))
+
+    @property
+    def busy(self) -> int:
+        return int(self.attributes.get("busy") or 0)
+
+    @property
+    def beat(self) -> float:
+        return float(self.attributes.get("beat") or 0.0)
+
+    @property
+    def stopping(self) -> bool:
+        """True once the process stopped fetching (quieted, or shutting down)."""
+        return self.attributes.get("quiet") == "true"
+
+    @property
+    def tag(self) -> str | None:
+        return self.attributes.get("tag")
+
+    @property
+    def queues(self) -> list[str]:
+        return list(self.attributes.get("queues") or [])
+
+    def signal(self, name: str) -> None:
+        """Queue a signal (TSTP, TERM, TTIN) for the process; its heartbeat runs it within a few seconds."""
+        key = f"{self.identity}-signals"
+        pipe = self.config.redis.pipeline(transaction=True)
+        pipe.lpush(key, name)
+        pipe.expire(key, SIGNALS_TTL)
+        pipe.execute()
+
+    def quiet(self) -> None:
+        """Stop fetching new jobs (TSTP); running jobs finish."""
+        self.signal("TSTP")
+
+    def stop(self) -> None:
+        """Shut the process down (TERM): quiet, wait up to ``timeout``, requeue what still runs, exit."""
+        self.signal("TERM")
+
+    def dump_threads(self) -> None:
+        """Log every thread's stack in the process's log (TTIN)."""
+        self.signal("TTIN")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.attributes, "quiet": self.stopping}
+
+
+class ProcessSet:
+    """The live processes, sorted by identity. Builds with a cleanup of dead entries (at most once a minute)."""
+
+    def __init__(self, config: Config | None = None, clean: bool = True) -> None:
+        self.config = resolve_config(config)
+        if clean:
+            self.cleanup()
+
+    def cleanup(self) -> int:
+        return cleanup_processes(self.config.redis)
+
+    @property
+    def size(self) -> int:
+        """How many identities are registered (may include a dead one until the next cleanup)."""
+        return int(self.config.redis.scard("processes"))
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self) -> Iterator[Process]:
+        redis = self.config.redis
+        identities = sorted(redis.sscan_iter("processes"))
+        pipe = redis.pipeline(transaction=False)
+        for identity in identities:
+            pipe.hmget(identity, "info", "busy", "beat", "quiet", "rss", "rtt_us")
+        for identity, (info, busy, beat, quiet, rss, rtt_us) in zip(identities, pipe.execute(), strict=True):
+            attributes = parse_job(info) if info is not None else None
+            if attributes is None:  # stopped between the two reads, or not a registry entry
+                continue
+            attributes.setdefault("identity", identity)
+            attributes.update(
+                busy=int(busy or 0), beat=float(beat or 0), quiet=quiet, rss=int(rss or 0), rtt_us=int(rtt_us or 0)
+            )
+            yield Process(attributes, self.config)
+
+    def get(self, identity: str) -> Process:
+        """The live process with this identity or unique identity prefix (e.g. ``host:pid``)."""
+        matches = [process for process in self if process.identity.startswith(identity)]
+        exact = [process for process in matches if process.identity == identity]
+        if exact or len(matches) == 1:
+            return (exact or matches)[0]
+        if not matches:
+            raise KiqError(f"no live process {identity!r}")
+        raise KiqError(f"{identity!r} matches {len(matches)} processes; give more of the identity")
+
+    def quiet(self, identity: str | None = None) -> int:
+        """Quiet one process (by identity or unique prefix) or, without one, every live process."""
+        return self._signal_all("TSTP", identity)
+
+    def stop(self, identity: str | None = None) -> int:
+        """Stop one process (by identity or unique prefix) or, without one, every live process."""
+        return self._signal_all("TERM", identity)
+
+    def _signal_all(self, name: str, identity: str | None) -> int:
+        processes = [self.get(identity)] if identity is not None else list(self)
+        for process in processes:
+            process.signal(name)
+        return len(processes)
+
+    @property
+    def total_concurrency(self) -> int:
+        return sum(int(process["concurrency"] or 0) for process in self)
+
+    @property
+    def total_rss_in_kb(self) -> int:
+        return sum(int(process["rss"] or 0) for process in self)
+
+
+class Work(NamedTuple):
+    """One job running on one thread of one process; ``work`` is the registry entry with ``payload`` parsed."""
+
+    process_id: str
+    thread_id: str
+    work: dict[str, Any]
+
+    @property
+    def queue(self) -> str:
+        return str(self.work.get("queue", ""))
+
+    @property
+    def run_at(self) -> float | None:
+        return epoch(self.work.get("run_at"))
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        payload = self.work.get("payload")
+        return payload if isinstance(payload, dict) else {}
+
+
+class Workers:
+    """The jobs running right now in every live process, oldest first (Sidekiq's ``Workers``)."""
+
+    def __init__(self, config: Config | None = None) -> None:
+        self.config = resolve_config(config)
+
+    def __iter__(self) -> Iterator[Work]:
+        redis = self.config.redis
+        identities = sorted(redis.sscan_iter("processes"))
+        pipe = redis.pipeline(transaction=False)
+        for identity in identities:
+            pipe.hgetall(f"{identity}:work")
+            pipe.hgetall(f"{identity}:workers")  # Sidekiq < 6.5 (e.g. Debian's 6.4.1) uses this key
+        replies = pipe.execute()
+        works: list[Work] = []
+        for index, identity in enumerate(identities):
+            entries = {**replies[2 * index + 1], **replies[2 * index]}
+            for thread_id, raw in entries.items():
+                work = parse_job(raw)
+                if work is None:
+                    continue
+                payload = work.get("payload")
+                # Sidekiq ≥ 6 stores the payload as a JSON string; older versions stored an object
+                if isinstance(payload, str):
+                    work["payload"] = parse_job(payload) or {}
+                works.append(Work(identity, thread_id, work))
+        works.sort(key=lambda work: work.run_at or 0.0)
+        return iter(works)
+
+    @property
+    def size(self) -> int:
+        """How many jobs are running (the sum of every process's ``busy``)."""
+        redis = self.config.redis
+        identities = list(redis.sscan_iter("processes"))
+        pipe = redis.pipeline(transaction=False)
+        for identity in identities:
+            pipe.hget(identity, "busy")
+        return sum(int(busy or 0) for busy in pipe.execute())
+
+    def __len__(self) -> int:
+        return self.size

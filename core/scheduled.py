@@ -1,0 +1,146 @@
+"""The Poller (Sidekiq's ``Scheduled::Poller`` and ``Enq``): moves due jobs from ``retry`` and ``schedule`` to
+their queues.
+
+Each due job is popped with a Lua script (the ZRANGEBYSCORE and the ZREM are one atomic step, so two workers
+polling at once never both enqueue it) and pushed through ``config.client``, so client middleware runs again
+and the job gets its ``enqueued_at`` then.
+
+Timing follows Sidekiq: every worker polls, at random intervals whose average is ``poll_interval`` times the
+number of live processes, so the cluster as a whole polls about every ``poll_interval`` seconds without
+coordination. The first poll comes after two to three intervals (Sidekiq's 10-15 s with the 5 s default),
+giving the heartbeats time to register, and dead entries are pruned from ``processes`` (at most once a
+minute across the cluster).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from typing import TYPE_CHECKING
+
+import redis as redis_py
+
+from .job_record import parse_job
+from .job_sets import DeadSet
+from .process_set import cleanup_processes
+
+if TYPE_CHECKING:
+    from .config import Config
+
+log = logging.getLogger("kiq")
+
+SETS = ("retry", "schedule")
+
+# returns the first member due at ARGV[1] and removes it, or nil
+ZPOPBYSCORE = """
+local jobs = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", ARGV[1], "LIMIT", 0, 1)
+if jobs[1] then
+  redis.call("ZREM", KEYS[1], jobs[1])
+  return jobs[1]
+end
+return false
+"""
+
+
+class Poller:
+    """The thread that enqueues due scheduled jobs and retries; the launcher starts and stops it."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._zpopbyscore = config.redis.register_script(ZPOPBYSCORE)
+
+    def start(self) -> None:
+        """Start polling in a daemon thread."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="kiq-poller", daemon=True)
+            self._thread.start()
+
+    def terminate(self, timeout: float = 5.0) -> None:
+        """Stop polling: a pass in progress ends after the job it is moving; returns when the thread is gone."""
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def enqueue_jobs(self, now: float | None = None) -> int:
+        """One pass: enqueue every job due by ``now`` (default: the current time), ``retry`` first.
+
+        Returns how many jobs were enqueued. Raises on a Redis error (the job being moved is put back).
+        """
+        count = 0
+        for name in SETS:
+            while not self._done.is_set():
+                due = time.time() if now is None else now
+                raw = self._zpopbyscore(keys=[name], args=[repr(due)])
+                if raw is None:
+                    break
+                count += self._enqueue(name, raw, due)
+        return count
+
+    # -- internals ----------------------------------------------------------------------------------
+    def _enqueue(self, set_name: str, raw: str, due: float) -> int:
+        config = self.config
+        job = parse_job(raw)
+        if job is None or not isinstance(job.get("class"), str) or not isinstance(job.get("args"), list):
+            log.warning("poller: a job in %r is not a valid payload; moved to the dead set: %.200s", set_name, raw)
+            DeadSet(config).kill(raw, notify_failure=False)
+            return 0
+        job.pop("at", None)  # a leftover "at" would send it straight back to the schedule
+        try:
+            config.client.push(job)
+        except redis_py.RedisError:
+            self._put_back(set_name, raw, due)
+            raise
+        except Exception as exc:
+            # e.g. a client middleware failed: keep the job and try again next poll, not in a hot loop
+            self._put_back(set_name, raw, max(due, time.time()) + config.poll_interval)
+            config.handle_exception(exc, {"context": "poller: pushing a due job failed; it stays", "job": job})
+            return 0
+        log.debug("enqueued from %s: %s", set_name, raw)
+        return 1
+
+    def _put_back(self, set_name: str, raw: str, score: float) -> None:
+        try:
+            self.config.redis.zadd(set_name, {raw: score})
+        except redis_py.RedisError:
+            log.error("poller: could not put a job back into %r; it is lost: %s", set_name, raw)
+            raise
+
+    def _run(self) -> None:
+        self._done.wait(self.initial_wait())
+        while not self._done.is_set():
+            for step in (self.enqueue_jobs, self._cleanup):
+                try:
+                    step()
+                except Exception as exc:  # most likely Redis is unreachable: try again next time
+                    self.config.handle_exception(exc, {"context": f"poller: {step.__name__}"})
+            self._done.wait(self._next_wait())
+
+    def _cleanup(self) -> int:
+        return cleanup_processes(self.config.redis)
+
+    def _next_wait(self) -> float:
+        try:
+            return self.random_poll_interval()
+        except redis_py.RedisError as exc:
+            self.config.handle_exception(exc, {"context": "poller: counting processes"})
+            return self.config.poll_interval
+
+    def initial_wait(self) -> float:
+        """Seconds before the first poll: two intervals plus up to one more at random."""
+        return self.config.poll_interval * (2 + random.random())
+
+    def process_count(self) -> int:
+        return max(1, int(self.config.redis.scard("processes")))
+
+    def random_poll_interval(self) -> float:
+        """Seconds until the next poll, at random around ``poll_interval`` times the number of processes N:
+        within ±50% of it while N < 10; from 0 to it for larger clusters (Sidekiq's rule)."""
+        count = self.process_count()
+        interval = count * self.config.poll_interval
+        if count < 10:
+            return interval * random.random() + interval / 2
+        return interval * random.random()

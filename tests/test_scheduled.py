@@ -1,0 +1,208 @@
+"""The Poller: due jobs move from retry/schedule to their queues through the client; timing; process cleanup."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+
+import kiq
+from kiq.middleware import ClientMiddleware, Wrapper
+from kiq.payload import dumps
+from kiq.scheduled import Poller
+
+from .jobs.api import RUNS_KEY, RecordRun
+from .support import WorkerProcess, wait_until
+
+
+def job_json(jid: str, queue: str = "default", **extra: Any) -> str:
+    return dumps({"class": "Hard", "args": [1], "jid": jid, "queue": queue, "retry": True, **extra})
+
+
+def queued(r: redis.Redis, queue: str = "default") -> list[dict[str, Any]]:
+    return [json.loads(raw) for raw in reversed(r.lrange(f"queue:{queue}", 0, -1))]
+
+
+class StampMiddleware(ClientMiddleware):
+    def call(self, job_class: Any, job: dict[str, Any], queue: str, redis: Any) -> Wrapper:
+        job["stamped"] = job.get("stamped", 0) + 1
+        yield
+
+
+def test_moves_due_jobs_from_retry_and_schedule_through_client_middleware(config: kiq.Config, r: redis.Redis) -> None:
+    config.client_middleware.add(StampMiddleware)
+    now = time.time()
+    r.zadd("retry", {job_json("r-due", "low", retry_count=0, error_class="E"): now - 5})
+    r.zadd("retry", {job_json("r-later"): now + 60})
+    r.zadd("schedule", {job_json("s-due"): now - 1, job_json("s-later"): now + 60})
+
+    assert Poller(config).enqueue_jobs() == 2
+
+    low, default = queued(r, "low"), queued(r, "default")
+    assert [job["jid"] for job in low] == ["r-due"]
+    assert [job["jid"] for job in default] == ["s-due"]
+    for job in low + default:
+        assert job["stamped"] == 1  # client middleware ran again
+        assert now - 1 <= job["enqueued_at"] <= time.time()
+    assert low[0]["retry_count"] == 0 and low[0]["error_class"] == "E"  # the payload is otherwise kept
+    assert r.smembers("queues") == {"low", "default"}
+    assert [json.loads(m)["jid"] for m in r.zrange("retry", 0, -1)] == ["r-later"]
+    assert [json.loads(m)["jid"] for m in r.zrange("schedule", 0, -1)] == ["s-later"]
+
+
+def test_now_decides_what_is_due(config: kiq.Config, r: redis.Redis) -> None:
+    now = time.time()
+    r.zadd("schedule", {job_json("a"): now + 10, job_json("b"): now + 20})
+    poller = Poller(config)
+    assert poller.enqueue_jobs(now=now + 15) == 1
+    assert [job["jid"] for job in queued(r)] == ["a"]
+    assert poller.enqueue_jobs(now=now + 15) == 0
+
+
+def test_unparseable_job_goes_to_dead(config: kiq.Config, r: redis.Redis) -> None:
+    deaths: list[dict[str, Any]] = []
+
+    class Recorder:
+        @kiq.hookimpl
+        def kiq_death(self, job: dict[str, Any], exc: BaseException | None, config: kiq.Config) -> None:
+            deaths.append(job)
+
+    config.plugins.register(Recorder())
+    r.zadd("schedule", {"{not json": time.time() - 1, dumps({"no": "class"}): time.time() - 1})
+    r.zadd("schedule", {job_json("ok"): time.time() - 1})
+
+    assert Poller(config).enqueue_jobs() == 1
+    assert sorted(r.zrange("dead", 0, -1)) == sorted(["{not json", dumps({"no": "class"})])
+    assert [job["jid"] for job in queued(r)] == ["ok"]
+    assert r.zcard("schedule") == 0
+    assert deaths == []  # like the processor: no death hook for a payload that is not a job
+
+
+def test_failing_middleware_keeps_the_job_for_a_later_poll(config: kiq.Config, r: redis.Redis) -> None:
+    class Broken(ClientMiddleware):
+        def call(self, job_class: Any, job: dict[str, Any], queue: str, redis: Any) -> Wrapper:
+            raise RuntimeError("middleware down")
+            yield
+
+    errors: list[BaseException] = []
+
+    class Recorder:
+        @kiq.hookimpl
+        def kiq_error(self, exc: BaseException, context: dict[str, Any], config: kiq.Config) -> None:
+            errors.append(exc)
+
+    config.plugins.register(Recorder())
+    config.client_middleware.add(Broken)
+    raw = job_json("kept")
+    r.zadd("schedule", {raw: time.time() - 1})
+
+    assert Poller(config).enqueue_jobs() == 0
+    score = r.zscore("schedule", raw)
+    assert score is not None and score > time.time()  # not in a hot loop: due again at the next poll
+    assert r.llen("queue:default") == 0
+    assert [str(e) for e in errors] == ["middleware down"]
+
+
+def test_terminate_is_prompt(config: kiq.Config) -> None:
+    config.poll_interval = 30
+    poller = Poller(config)
+    poller.start()
+    started = time.monotonic()
+    poller.terminate()
+    assert time.monotonic() - started < 2
+    assert poller._thread is not None and not poller._thread.is_alive()
+
+
+def test_thread_polls_repeatedly(config: kiq.Config, r: redis.Redis) -> None:
+    config.poll_interval = 0.1
+    poller = Poller(config)
+    poller.start()
+    try:
+        r.zadd("schedule", {job_json("first"): time.time()})
+        wait_until(lambda: r.llen("queue:default") == 1, 20, message="first job enqueued")
+        r.zadd("schedule", {job_json("second"): time.time()})
+        wait_until(lambda: r.llen("queue:default") == 2, 20, message="second job enqueued")
+    finally:
+        poller.terminate()
+
+
+def test_redis_outage_does_not_kill_the_thread(config: kiq.Config) -> None:
+    with socket.socket() as sock:  # a port where nothing listens
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    broken = kiq.Config(redis_url=f"redis://127.0.0.1:{port}/0", poll_interval=0.1)
+    errors: list[dict[str, Any]] = []
+
+    class Recorder:
+        @kiq.hookimpl
+        def kiq_error(self, exc: BaseException, context: dict[str, Any], config: kiq.Config) -> None:
+            errors.append(context)
+
+    broken.plugins.register(Recorder())
+    poller = Poller(broken)
+    poller.start()
+    try:
+        wait_until(lambda: len(errors) >= 4, 20, message="several failed polls")
+        assert poller._thread is not None and poller._thread.is_alive()
+        assert any("enqueue_jobs" in context["context"] for context in errors)
+    finally:
+        poller.terminate()
+
+
+def register(r: redis.Redis, identity: str, alive: bool) -> None:
+    r.sadd("processes", identity)
+    if alive:
+        r.hset(identity, mapping={"info": json.dumps({"identity": identity}), "busy": 0, "beat": time.time()})
+        r.expire(identity, 60)
+
+
+@pytest.mark.parametrize(("processes", "low", "high"), [(0, 0.5, 1.5), (3, 1.5, 4.5), (12, 0.0, 12.0)])
+def test_poll_interval_scales_with_live_processes(
+    config: kiq.Config, r: redis.Redis, processes: int, low: float, high: float
+) -> None:
+    config.poll_interval = 1.0
+    for index in range(processes):
+        register(r, f"host:{index}:abc", alive=True)
+    poller = Poller(config)
+    intervals = [poller.random_poll_interval() for _ in range(300)]
+    assert low <= min(intervals) and max(intervals) <= high
+    assert min(intervals) < low + (high - low) * 0.2 and max(intervals) > high - (high - low) * 0.2  # spread out
+    assert 2.0 <= poller.initial_wait() <= 3.0
+
+
+def test_cleanup_prunes_dead_processes_once_a_minute(config: kiq.Config, r: redis.Redis) -> None:
+    register(r, "host:1:alive", alive=True)
+    register(r, "host:2:dead", alive=False)
+    poller = Poller(config)
+    assert poller._cleanup() == 1
+    assert r.smembers("processes") == {"host:1:alive"}
+    assert 0 < r.ttl("process_cleanup") <= 60
+
+    register(r, "host:3:dead", alive=False)
+    assert poller._cleanup() == 0  # the lock holds for a minute
+    assert "host:3:dead" in r.smembers("processes")
+
+
+@pytest.mark.slow
+def test_perform_in_runs_about_that_much_later_in_a_worker(
+    e2e_config: kiq.Config, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    r = e2e_config.redis
+    worker = start_worker("-r", "tests.jobs.api", "-c", "2", env={"KIQ_POLL_INTERVAL": "0.5"})
+    wait_until(lambda: r.scard("processes") == 1, 30, message=f"the worker to register\n{worker.output()}")
+
+    pushed_at = time.time()
+    RecordRun.perform_in(2, "later")
+    RecordRun.perform_in(600, "much later")
+    wait_until(lambda: r.llen(RUNS_KEY) >= 1, 30, message=f"the scheduled job to run\n{worker.output()}")
+
+    (run,) = [json.loads(raw) for raw in r.lrange(RUNS_KEY, 0, -1)]
+    assert run["label"] == "later"
+    assert 1.0 <= run["at"] - pushed_at <= 3.0, run["at"] - pushed_at
+    assert r.zcard("schedule") == 1  # the one due in 10 minutes stays
+    assert worker.stop() == 0
