@@ -1,0 +1,266 @@
+"""ReliableFetch: jobs move atomically from ``queue:<q>`` into this process's working list, and leave it only
+when acknowledged, requeued, or recovered after the process died.
+
+Speed without giving up the guarantee:
+- one Lua call moves up to ``reliable_batch_size`` jobs (never more than the threads waiting for work, so a
+  process does not hoard jobs that idle processes could run); the extra ones wait in a local buffer, but they
+  are already in the working list, so a crash cannot lose them;
+- acknowledgements (``LREM``) ride along with the next fetch; a thread's acknowledgement always reaches Redis
+  before that thread takes or waits for another job, so only a kill in that instant can run a finished job again.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, cast
+
+from redis import exceptions as redis_errors
+
+from kiq.errors import ConfigError
+
+from . import scripts
+from .keys import alive_key, working_key
+from .recovery import QUEUE_PREFIX, put_back
+
+if TYPE_CHECKING:
+    from kiq.config import Config
+
+log = logging.getLogger("kiq.reliable_fetch")
+
+BLOCK_SECONDS = 1.0  # the longest retrieve_work waits for a job, so that a stop is prompt
+IDLE_PAUSE = (0.05, 0.5)  # with several queues all empty: sleep, doubling from the first to the second value
+
+
+class Capsule(Protocol):
+    """What the fetcher reads of ``kiq.manager.Capsule``."""
+
+    name: str
+    queues: list[tuple[str, int]]
+    config: Config
+    identity: str
+
+    @property
+    def mode(self) -> str: ...
+
+
+def liveness_ttl_ms(config: Config) -> int:
+    """Three heartbeats (at least a second): a process missing that many is taken for dead."""
+    return int(max(3 * config.heartbeat_interval, 1.0) * 1000)
+
+
+@dataclass(eq=False)
+class ReliableUnit:
+    """One fetched job; it stays in the working list until ``acknowledge()`` or ``requeue()``."""
+
+    fetcher: ReliableFetch = field(repr=False)
+    queue_name: str
+    job: str
+
+    def acknowledge(self) -> None:
+        self.fetcher.acknowledge(self)
+
+    def requeue(self) -> None:
+        self.fetcher.requeue(self)
+
+
+class ReliableFetch:
+    """The fetcher of one capsule in one process (``fetch = "reliable"``)."""
+
+    def __init__(self, capsule: Capsule) -> None:
+        if not capsule.queues:
+            raise ConfigError(f"capsule {capsule.name!r} has no queues to fetch from")
+        config = capsule.config
+        from kiq.plugins import reliable_fetch  # the package's hooks: its settings, liveness and recovery
+
+        config.add_plugin(reliable_fetch, "reliable_fetch")  # no-op when registered already
+        self.config = config
+        self.redis = config.redis
+        self.identity = capsule.identity
+        self.working_key = working_key(capsule.identity, capsule.name)
+        self.alive_key = alive_key(capsule.identity)
+        self._strict = capsule.mode == "strict"
+        self._queue_keys = list(dict.fromkeys(QUEUE_PREFIX + name for name, _ in capsule.queues))
+        # Sidekiq's weighted/random order: each queue weight times (at least once), shuffled per fetch
+        self._weighted_keys = [QUEUE_PREFIX + name for name, weight in capsule.queues for _ in range(max(weight, 1))]
+        self._batch_size: int = config.get("reliable_batch_size")
+        self._ttl_ms = liveness_ttl_ms(config)
+        self._fetch_script = self.redis.register_script(scripts.FETCH)
+        self._requeue_script = self.redis.register_script(scripts.REQUEUE)
+        self._lock = threading.Condition()
+        self._buffer: deque[tuple[str, str]] = deque()  # (queue name, job), oldest first
+        self._acks: list[str] = []  # finished jobs whose LREM has not been sent yet
+        self._waiting = 0  # threads inside retrieve_work
+        self._fetching = False  # one thread at a time talks to Redis for the others
+        self._quiet = False
+        self._closed = False
+        self._idle_pause = IDLE_PAUSE[0]
+        self.refresh_liveness()  # before the first job enters the working list
+        with _registry_lock:
+            _open.add(self)
+
+    # -- the fetcher seam ------------------------------------------------------------------------------
+    def retrieve_work(self) -> ReliableUnit | None:
+        """The next job, or None after about ``BLOCK_SECONDS`` without one (or once closed)."""
+        deadline = time.monotonic() + BLOCK_SECONDS
+        with self._lock:
+            # this thread's last ack goes out now, unless the fetch below will carry it
+            early_acks = self._take_acks() if self._acks and (self._buffer or self._fetching) else []
+        self._send_acks(early_acks)
+        with self._lock:
+            self._waiting += 1
+            try:
+                while not self._buffer:
+                    remaining = deadline - time.monotonic()
+                    if self._closed or remaining <= 0:
+                        return None
+                    if self._fetching:
+                        self._lock.wait(remaining)
+                    else:
+                        self._fetch_locked(min(self._batch_size, self._waiting), remaining)
+                queue, job = self._buffer.popleft()
+            finally:
+                self._waiting -= 1
+        return ReliableUnit(self, queue, job)
+
+    def acknowledge(self, unit: ReliableUnit) -> None:
+        with self._lock:
+            if not (self._quiet or self._closed):
+                self._acks.append(unit.job)  # sent with the next fetch, or before this thread's next job
+                return
+        self._send_acks([unit.job])
+
+    def requeue(self, unit: ReliableUnit) -> None:
+        """Back to the fetch end of its queue (it runs next), if it is still ours."""
+        self._requeue_script(keys=[self.working_key, QUEUE_PREFIX + unit.queue_name], args=[unit.job])
+
+    def bulk_requeue(self, units: Sequence[ReliableUnit]) -> None:
+        """Stop for good: the in-flight ``units`` and the buffered jobs go back to their queues (to run next),
+        pending acknowledgements are sent, and the working list and liveness key are gone afterwards."""
+        with self._lock:
+            self._closed = True
+            self._lock.notify_all()  # waiting threads return None now
+            # let a fetch in progress land its jobs in the buffer (bounded: a thread killed mid-fetch leaves its
+            # jobs in the working list, which the put_back below returns)
+            self._lock.wait_for(lambda: not self._fetching, timeout=3 * BLOCK_SECONDS)
+            buffered = list(self._buffer)
+            self._buffer.clear()
+            acks = self._take_acks()
+        with _registry_lock:
+            _open.discard(self)
+        # the last pushed runs first: buffered jobs newest first, then the in-flight ones (fetched earlier)
+        returning = [*reversed(buffered), *((unit.queue_name, unit.job) for unit in reversed(units))]
+        try:
+            self._send_acks(acks)
+            pipe = self.redis.pipeline(transaction=False)
+            for queue, job in returning:
+                self._requeue_script(keys=[self.working_key, QUEUE_PREFIX + queue], args=[job], client=pipe)
+            pipe.execute()
+            # anything still listed was handed to a thread the caller did not mention: better twice than never
+            put_back(self.config, self.working_key, count_interruption=False)
+            with _registry_lock:
+                shared = any(other.alive_key == self.alive_key for other in _open)
+            if not shared:
+                self.redis.delete(self.alive_key)
+        except redis_errors.RedisError as exc:
+            log.error(
+                "could not give back the jobs of %s (%s); they stay in Redis and another process recovers "
+                "them once this one's liveness key expires",
+                self.working_key,
+                exc,
+            )
+
+    # -- lifecycle, driven by the plugin's hooks -------------------------------------------------------
+    def refresh_liveness(self) -> None:
+        self.redis.set(self.alive_key, "1", px=self._ttl_ms)
+
+    def heartbeat(self) -> None:
+        """Keep this process alive in Redis, and bound how long an acknowledgement can wait."""
+        if not self._closed:
+            self.refresh_liveness()
+            self.flush_acks()
+
+    def quiet(self) -> None:
+        """No more fetches will come to carry acknowledgements: send them at once from now on."""
+        with self._lock:
+            self._quiet = True
+        self.flush_acks()
+
+    def flush_acks(self) -> None:
+        with self._lock:
+            acks = self._take_acks()
+        self._send_acks(acks)
+
+    # -- internals -------------------------------------------------------------------------------------
+    def _queue_order(self) -> list[str]:
+        if self._strict:
+            return self._queue_keys
+        keys = self._weighted_keys.copy()
+        random.shuffle(keys)
+        return list(dict.fromkeys(keys))
+
+    def _take_acks(self) -> list[str]:
+        acks, self._acks = self._acks, []
+        return acks
+
+    def _send_acks(self, acks: list[str]) -> None:
+        if not acks:
+            return
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            for job in acks:
+                pipe.lrem(self.working_key, -1, job)
+            pipe.execute()
+        except BaseException:
+            with self._lock:
+                self._acks[:0] = acks  # try again with the next call; LREM of a job already gone is a no-op
+            raise
+
+    def _fetch_locked(self, wanted: int, remaining: float) -> None:
+        """Fill the buffer for the waiting threads; called and returns with the lock held, releases it for I/O."""
+        self._fetching = True
+        acks = self._take_acks()
+        fetched: list[tuple[str, str]] = []
+        try:
+            self._lock.release()
+            try:
+                fetched = self._fetch(wanted, acks, remaining)
+            finally:
+                self._lock.acquire()
+        except BaseException:
+            self._acks[:0] = acks
+            raise
+        finally:
+            self._fetching = False
+            self._buffer.extend(fetched)
+            self._lock.notify_all()
+
+    def _fetch(self, wanted: int, acks: list[str], remaining: float) -> list[tuple[str, str]]:
+        keys = [self.working_key, self.alive_key, *self._queue_order()]
+        reply: list[str] = self._fetch_script(keys=keys, args=[wanted, self._ttl_ms, *acks])
+        if reply:
+            self._idle_pause = IDLE_PAUSE[0]
+            return [(reply[i][len(QUEUE_PREFIX) :], reply[i + 1]) for i in range(0, len(reply), 2)]
+        if len(self._queue_keys) == 1:
+            # a single queue: block inside Redis (there is no other queue this could starve)
+            # (a whole second: redis-py types the timeout as int, and 0 would mean forever)
+            job = cast("str | None", self.redis.blmove(self._queue_keys[0], self.working_key, 1, "RIGHT", "LEFT"))
+            return [(self._queue_keys[0][len(QUEUE_PREFIX) :], job)] if job is not None else []
+        # several queues: no Redis 6.2 command blocks on all of them and moves, so back off briefly
+        time.sleep(min(self._idle_pause, remaining))
+        self._idle_pause = min(2 * self._idle_pause, IDLE_PAUSE[1])
+        return []
+
+
+_open: set[ReliableFetch] = set()  # this process's fetchers that have not stopped, for the hooks
+_registry_lock = threading.Lock()
+
+
+def open_fetchers(config: Config) -> list[ReliableFetch]:
+    with _registry_lock:
+        return [fetcher for fetcher in _open if fetcher.config is config]

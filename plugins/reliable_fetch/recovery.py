@@ -1,0 +1,136 @@
+"""Orphan recovery: the working lists of processes that died go back to the fetch end of their queues.
+
+One process at a time does it (a lease, ``SET NX PX`` for ``reliable_recovery_interval``), finding lists with
+``SCAN``. A list is claimed atomically (only if its owner's liveness key is gone) into this process's own
+``kiq:recovering:<identity>`` list, so a recoverer that dies half-way leaves its claim to the next one. Each job
+comes back with ``interrupted_count`` + 1; at the cap (the job's ``max_interrupts`` or the
+``reliable_max_interrupts`` setting) it goes to the dead set instead, with the death hooks: a job that kills its
+worker must not crash-loop the fleet.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from kiq.errors import KiqError
+from kiq.payload import dumps, loads
+
+from . import scripts
+from .keys import LEASE_KEY, RECOVERING_PREFIX, WORKING_PREFIX, alive_key, owner_of, recovering_key
+
+if TYPE_CHECKING:
+    from kiq.config import Config
+
+QUEUE_PREFIX = "queue:"
+SCAN_COUNT = 500
+log = logging.getLogger("kiq.reliable_fetch")
+
+
+class InterruptedJobError(KiqError):
+    """A job's worker process died while running it, as many times as allowed (likely a poison pill)."""
+
+
+@dataclass
+class Recovery:
+    """What one recovery pass did."""
+
+    lists: int = 0  # orphaned lists claimed
+    requeued: int = 0
+    dead: int = 0
+
+
+def recover_orphans(config: Config, identity: str) -> Recovery | None:
+    """One recovery pass on behalf of the live process ``identity`` (its liveness key must exist); None when
+    that key is missing or another process holds the lease."""
+    redis = config.redis
+    if not redis.exists(alive_key(identity)):
+        return None  # only a live process recovers: the claim list of a dead one would be an orphan itself
+    lease_ms = int(config.get("reliable_recovery_interval") * 1000)
+    if not redis.set(LEASE_KEY, identity, nx=True, px=lease_ms):
+        return None
+    claim = redis.register_script(scripts.CLAIM)
+    mine = recovering_key(identity)
+    report = Recovery()
+    _return_claimed(config, mine, report)  # left over from an earlier pass of ours that failed
+    for pattern in (WORKING_PREFIX + "*", RECOVERING_PREFIX + "*"):
+        for key in redis.scan_iter(match=pattern, count=SCAN_COUNT, _type="list"):
+            owner = owner_of(key)
+            if owner is None or owner == identity:
+                continue
+            if claim(keys=[key, alive_key(owner), mine]) > 0:
+                report.lists += 1
+                _return_claimed(config, mine, report)
+    if report.lists:
+        log.warning(
+            "reliable fetch recovered %d job(s) of %d dead process list(s); %d reached the interrupt cap and are dead",
+            report.requeued + report.dead,
+            report.lists,
+            report.dead,
+        )
+    return report
+
+
+def _return_claimed(config: Config, key: str, report: Recovery) -> None:
+    requeued, dead = put_back(config, key, count_interruption=True)
+    report.requeued += requeued
+    report.dead += dead
+
+
+def put_back(config: Config, list_key: str, count_interruption: bool) -> tuple[int, int]:
+    """Move the jobs of ``list_key`` to the fetch end of the queues named in their payloads, the oldest (rightmost)
+    last so it runs first. Returns (requeued, dead)."""
+    from kiq.api import DeadSet  # the API pulls in much of kiq; only recovery needs it
+
+    redis = config.redis
+    requeue = redis.register_script(scripts.REQUEUE)
+    jobs = cast(list[str], redis.lrange(list_key, 0, -1))  # newest first
+    pipe = redis.pipeline(transaction=False)
+    dead = 0
+    for job in jobs:
+        payload = _parse(job)
+        queue = payload.get("queue") if payload is not None else None
+        if payload is None or not isinstance(queue, str) or not queue:
+            log.error("reliable fetch: a job without a valid JSON payload and queue goes to dead: %.200s", job)
+            DeadSet(config).kill(job, notify_failure=False)
+        elif count_interruption and (error := _interrupt(config, payload)) is not None:
+            DeadSet(config).kill(dumps(payload), notify_failure=True, exc=error)
+        else:
+            pushed = dumps(payload) if count_interruption else job
+            requeue(keys=[list_key, QUEUE_PREFIX + queue], args=[job, pushed], client=pipe)
+            continue
+        redis.lrem(list_key, -1, job)  # after it is safely dead: a crash in between can only kill it twice
+        dead += 1
+    moved = sum(pipe.execute())
+    return moved, dead
+
+
+def _parse(job: str) -> dict[str, Any] | None:
+    try:
+        payload = loads(job)
+    except ValueError:
+        return None
+    return payload if isinstance(payload, dict) else None
+
+
+def _count(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
+
+
+def _interrupt(config: Config, payload: dict[str, Any]) -> InterruptedJobError | None:
+    """Count one more interruption; at the job's cap, set the error fields and return the error."""
+    count = _count(payload.get("interrupted_count"), 0) + 1
+    payload["interrupted_count"] = count
+    cap = _count(payload.get("max_interrupts"), 0) or config.get("reliable_max_interrupts")
+    if count < cap:
+        return None
+    error = InterruptedJobError(
+        f"the worker process running this job died {count} times (killed, crashed or out of memory); "
+        f"reliable fetch stops at max_interrupts={cap}, so this job may be what kills its workers"
+    )
+    payload["error_class"] = f"{InterruptedJobError.__module__}.{InterruptedJobError.__qualname__}"
+    payload["error_message"] = str(error)
+    payload.setdefault("failed_at", time.time())
+    return error

@@ -1,0 +1,322 @@
+"""ReliableFetch against a real Redis: jobs move into the working list, leave it on acknowledge or requeue, and
+a graceful stop leaves nothing behind."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+import kiq
+from kiq.fetch import fetcher_for
+from kiq.manager import Capsule
+from kiq.payload import dumps
+from kiq.plugins import reliable_fetch
+from kiq.plugins.reliable_fetch import ReliableFetch, ReliableUnit
+from tests.jobs.reliable import DONE, HOLD, Hold
+from tests.support import WorkerProcess, wait_until
+
+IDENTITY = "host:1:aaaaaaaaaaaa"
+WORKING = f"kiq:working:{IDENTITY}:default"
+ALIVE = f"kiq:alive:{IDENTITY}"
+
+MakeFetch = Callable[..., ReliableFetch]
+
+
+@pytest.fixture
+def make_fetch(config: kiq.Config) -> Iterator[MakeFetch]:
+    """``make_fetch(queues=[("default", 0)], name="default", identity=IDENTITY)``; stopped at teardown."""
+    made: list[ReliableFetch] = []
+
+    def make(
+        queues: list[tuple[str, int]] | None = None, name: str = "default", identity: str = IDENTITY
+    ) -> ReliableFetch:
+        fetch = ReliableFetch(Capsule(name, queues or [("default", 0)], 5, config, identity))
+        made.append(fetch)
+        return fetch
+
+    yield make
+    for fetch in made:
+        fetch.bulk_requeue([])
+
+
+def push(r: redis.Redis, queue: str, count: int) -> list[str]:
+    """Push ``count`` jobs the way the client does (LPUSH); returns them oldest first."""
+    jobs = [dumps({"class": "Noop", "args": [i], "jid": f"{queue}-{i}", "queue": queue}) for i in range(count)]
+    for job in jobs:
+        r.lpush(f"queue:{queue}", job)
+    return jobs
+
+
+def take(fetch: ReliableFetch) -> ReliableUnit:
+    unit = fetch.retrieve_work()
+    assert unit is not None
+    return unit
+
+
+def test_fetch_moves_the_job_into_the_working_list(make_fetch: MakeFetch, r: redis.Redis) -> None:
+    jobs = push(r, "default", 3)
+    unit = take(make_fetch())
+    assert (unit.queue_name, unit.job) == ("default", jobs[0])  # FIFO, like BRPOP
+    assert r.lrange(WORKING, 0, -1) == [jobs[0]]  # one thread waiting: one job moved, none hoarded
+    assert r.lrange("queue:default", 0, -1) == [jobs[2], jobs[1]]
+
+
+def test_acknowledge_removes_the_job_before_the_thread_takes_another(make_fetch: MakeFetch, r: redis.Redis) -> None:
+    jobs = push(r, "default", 2)
+    fetch = make_fetch()
+    first = take(fetch)
+    first.acknowledge()
+    second = take(fetch)  # the ack rides along with this fetch
+    assert second.job == jobs[1]
+    assert r.lrange(WORKING, 0, -1) == [jobs[1]]
+    fetch.flush_acks()
+    second.acknowledge()
+    fetch.flush_acks()
+    assert not r.exists(WORKING)
+
+
+def test_after_quiet_acknowledge_is_sent_at_once(make_fetch: MakeFetch, r: redis.Redis) -> None:
+    push(r, "default", 1)
+    fetch = make_fetch()
+    unit = take(fetch)
+    fetch.quiet()
+    unit.acknowledge()
+    assert not r.exists(WORKING)
+
+
+def test_heartbeat_sends_pending_acks_and_refreshes_liveness(
+    make_fetch: MakeFetch, config: kiq.Config, r: redis.Redis
+) -> None:
+    push(r, "default", 1)
+    fetch = make_fetch()
+    take(fetch).acknowledge()
+    r.pexpire(ALIVE, 50)
+    reliable_fetch.kiq_heartbeat(config=config)
+    assert not r.exists(WORKING)
+    assert r.pttl(ALIVE) > 1000
+
+
+def test_requeue_puts_the_job_back_where_it_runs_next(make_fetch: MakeFetch, r: redis.Redis) -> None:
+    jobs = push(r, "default", 2)
+    fetch = make_fetch()
+    unit = take(fetch)
+    unit.requeue()
+    assert r.lindex("queue:default", -1) == jobs[0]
+    assert not r.exists(WORKING)
+    unit.requeue()  # no longer ours: not pushed a second time
+    assert r.llen("queue:default") == 2
+
+
+def test_a_requeue_after_acknowledge_does_not_run_the_job_again(make_fetch: MakeFetch, r: redis.Redis) -> None:
+    push(r, "default", 1)
+    fetch = make_fetch()
+    unit = take(fetch)
+    fetch.quiet()
+    unit.acknowledge()
+    unit.requeue()
+    assert not r.exists("queue:default")
+
+
+def test_strict_order_drains_queues_in_the_given_order(make_fetch: MakeFetch, r: redis.Redis) -> None:
+    low = push(r, "low", 1)
+    high = push(r, "high", 1)
+    fetch = make_fetch([("high", 0), ("low", 0)])
+    assert [take(fetch).job for _ in range(2)] == [high[0], low[0]]
+
+
+def test_weighted_order_follows_the_weights(make_fetch: MakeFetch, r: redis.Redis) -> None:
+    push(r, "often", 300)
+    push(r, "rarely", 300)
+    fetch = make_fetch([("often", 3), ("rarely", 1)])
+    queues = [take(fetch).queue_name for _ in range(200)]
+    share = queues.count("often") / len(queues)
+    assert 0.6 < share < 0.9, share  # expected 0.75
+
+
+def test_random_order_takes_from_every_queue(make_fetch: MakeFetch, r: redis.Redis) -> None:
+    push(r, "a", 50)
+    push(r, "b", 50)
+    fetch = make_fetch([("a", 1), ("b", 1)])
+    assert {take(fetch).queue_name for _ in range(40)} == {"a", "b"}
+
+
+@pytest.mark.parametrize("queues", [[("default", 0)], [("a", 0), ("b", 0)]], ids=["one-queue", "two-queues"])
+def test_retrieve_work_returns_none_promptly_when_queues_are_empty(
+    make_fetch: MakeFetch, queues: list[tuple[str, int]]
+) -> None:
+    fetch = make_fetch(queues)
+    started = time.monotonic()
+    assert fetch.retrieve_work() is None
+    assert time.monotonic() - started < 2.5  # the seam's bound, so a stop is prompt
+
+
+def test_a_job_pushed_while_blocking_is_fetched(make_fetch: MakeFetch, r: redis.Redis) -> None:
+    fetch = make_fetch()
+    got: list[ReliableUnit | None] = []
+    thread = threading.Thread(target=lambda: got.append(fetch.retrieve_work()))
+    thread.start()
+    time.sleep(0.1)  # let it block in BLMOVE; the assertion below does not depend on it
+    jobs = push(r, "default", 1)
+    thread.join(5)
+    unit = got[0] or take(fetch)
+    assert unit.job == jobs[0]
+    assert r.lrange(WORKING, 0, -1) == [jobs[0]]
+
+
+def test_concurrent_threads_get_distinct_jobs_and_nothing_is_hoarded(make_fetch: MakeFetch, r: redis.Redis) -> None:
+    push(r, "default", 50)
+    fetch = make_fetch()
+    units: list[ReliableUnit] = []
+    lock = threading.Lock()
+
+    def work() -> None:
+        for _ in range(5):
+            unit = take(fetch)
+            with lock:
+                units.append(unit)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert len({unit.job for unit in units}) == 20
+    # every job that left the queue was handed to a thread: the buffer is empty once no thread waits
+    assert sorted(r.lrange(WORKING, 0, -1)) == sorted(unit.job for unit in units)
+    assert r.llen("queue:default") == 30
+
+
+def test_bulk_requeue_returns_in_flight_jobs_and_leaves_nothing_behind(make_fetch: MakeFetch, r: redis.Redis) -> None:
+    jobs = push(r, "default", 3)
+    fetch = make_fetch()
+    units = [take(fetch), take(fetch)]
+    assert r.exists(ALIVE)
+    fetch.bulk_requeue(units)
+    assert r.lrange("queue:default", 0, -1) == [jobs[2], jobs[1], jobs[0]]  # the first fetched runs first again
+    assert not r.exists(WORKING)
+    assert not r.exists(ALIVE)
+    assert fetch.retrieve_work() is None  # stopped
+
+
+def test_bulk_requeue_returns_jobs_no_thread_reported(make_fetch: MakeFetch, r: redis.Redis) -> None:
+    """A job in the working list that the manager did not pass (e.g. a reply lost on the network) runs again."""
+    stray = dumps({"class": "Noop", "args": [], "jid": "stray", "queue": "other"})
+    fetch = make_fetch()
+    r.lpush(WORKING, stray)
+    fetch.bulk_requeue([])
+    assert r.lrange("queue:other", 0, -1) == [stray]
+    assert not r.exists(WORKING)
+
+
+def test_a_stop_without_redis_leaves_the_jobs_for_recovery(make_fetch: MakeFetch, r: redis.Redis) -> None:
+    jobs = push(r, "default", 1)
+    fetch = make_fetch()
+    unit = take(fetch)
+    fetch.redis = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.5)  # nothing listens there
+    fetch.bulk_requeue([unit])  # logs, does not raise: the jobs are still safe in Redis
+    assert r.lrange(WORKING, 0, -1) == jobs
+    assert r.exists(ALIVE)  # it expires, and then another process recovers the list
+
+
+def test_liveness_key_stays_while_another_capsule_of_the_process_runs(make_fetch: MakeFetch, r: redis.Redis) -> None:
+    default, serial = make_fetch(name="default"), make_fetch(name="serial")
+    default.bulk_requeue([])
+    assert r.exists(ALIVE)
+    serial.bulk_requeue([])
+    assert not r.exists(ALIVE)
+
+
+def test_liveness_ttl_is_three_heartbeats(make_fetch: MakeFetch, config: kiq.Config, r: redis.Redis) -> None:
+    config.heartbeat_interval = 2
+    make_fetch()
+    assert 5000 < r.pttl(ALIVE) <= 6000
+
+
+def test_shutdown_hook_stops_fetchers_the_manager_left_open(
+    make_fetch: MakeFetch, config: kiq.Config, r: redis.Redis
+) -> None:
+    jobs = push(r, "default", 1)
+    fetch = make_fetch()
+    unit = take(fetch)
+    reliable_fetch.kiq_shutdown(config=config)
+    assert r.lrange("queue:default", 0, -1) == [unit.job] == jobs
+    assert not r.exists(WORKING, ALIVE)
+
+
+# -- choosing the fetcher by setting ------------------------------------------------------------------
+def test_fetch_setting_reliable_builds_the_reliable_fetcher(config: kiq.Config) -> None:
+    config.fetch = "reliable"
+    fetch = fetcher_for(Capsule("default", [("default", 0)], 2, config, IDENTITY))
+    try:
+        assert isinstance(fetch, ReliableFetch)
+        assert config.get("reliable_max_interrupts") == 3
+    finally:
+        fetch.bulk_requeue([])
+
+
+def test_fetch_setting_from_env_and_config_file(tmp_path: Path, redis_url: str) -> None:
+    from_env = kiq.Config.load(env={"KIQ_FETCH": "reliable", "KIQ_REDIS_URL": redis_url})
+    config_file = tmp_path / "kiq.toml"
+    config_file.write_text(f'fetch = "reliable"\nredis_url = "{redis_url}"\n')
+    from_file = kiq.Config.load(config_file, env={})
+    for config in (from_env, from_file):
+        fetch = fetcher_for(Capsule("default", [("default", 0)], 2, config, IDENTITY))
+        try:
+            assert isinstance(fetch, ReliableFetch)
+        finally:
+            fetch.bulk_requeue([])
+            config.redis.close()
+
+
+def test_plugin_settings_are_validated(config: kiq.Config) -> None:
+    config.add_plugin(reliable_fetch, "reliable_fetch")
+    with pytest.raises(kiq.ConfigError, match="reliable_max_interrupts"):
+        config.reliable_max_interrupts = 0
+    config.reliable_batch_size = "4"
+    assert config.get("reliable_batch_size") == 4
+
+
+def test_fetched_payload_is_untouched(make_fetch: MakeFetch, r: redis.Redis) -> None:
+    """Lua moves the exact string: empty lists stay lists and float timestamps keep every digit."""
+    job = dumps({"class": "Noop", "args": [], "jid": "x", "queue": "default", "enqueued_at": 1718000000.123456})
+    r.lpush("queue:default", job)
+    assert take(make_fetch()).job == job
+
+
+# -- end to end: one setting switches a real worker to the reliable fetcher ----------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["cli", "env", "config-file"])
+def test_a_worker_uses_the_reliable_fetcher_when_told_by(
+    how: str, e2e_config: kiq.Config, start_worker: Callable[..., WorkerProcess], tmp_path: Path
+) -> None:
+    r = e2e_config.redis
+    args = ["-r", "tests.jobs.reliable", "-q", "default", "-c", "2"]
+    env = {"KIQ_HEARTBEAT_INTERVAL": "1"}
+    if how == "cli":
+        args += ["--fetch", "reliable"]
+    elif how == "env":
+        env["KIQ_FETCH"] = "reliable"
+    else:
+        (tmp_path / "worker.toml").write_text('fetch = "reliable"\n')
+        args += ["-C", str(tmp_path / "worker.toml")]
+    r.set(HOLD, "1")
+    jid = Hold.perform_async()
+    worker = start_worker(*args, env=env)
+
+    def held_in_a_working_list() -> bool:
+        return any(jid in item for key in r.scan_iter(match="kiq:working:*") for item in r.lrange(key, 0, -1))
+
+    wait_until(held_in_a_working_list, 30, message=f"the job in a working list\n{worker.output()}")
+    assert list(r.scan_iter(match="kiq:alive:*"))
+    r.delete(HOLD)
+    wait_until(lambda: r.sismember(DONE, jid), 30, message=f"the job to finish\n{worker.output()}")
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(30) == 0, worker.output()
+    # acknowledged, and the stop removed the list and the liveness key (only the recovery lease runs out by itself)
+    assert list(r.scan_iter(match="kiq:*")) == ["kiq:reliable:recovery-lease"]
