@@ -1,0 +1,66 @@
+"""OpenTelemetry tracing and metrics for kiq jobs (needs only ``opentelemetry-api``; bring your own SDK).
+
+Enable it like any plugin: ``plugins = ["otel"]`` (or ``KIQ_PLUGINS=otel``), ``config.plugins.register(
+kiq.plugins.otel)``, or ``kiq.plugins.otel.instrument(config, tracer_provider=..., meter_provider=...)`` to
+use providers other than the global ones. See docs/otel.md.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import AbstractContextManager
+from typing import Any
+
+from opentelemetry import metrics, trace
+
+import kiq
+from kiq.config import as_choice
+
+from .middleware import LINK_MODES, ClientTracing, ServerTracing, batch_send
+from .telemetry import Telemetry, telemetry_for
+
+__all__ = ["ClientTracing", "ServerTracing", "instrument"]
+
+_SETTINGS = [
+    kiq.Setting(
+        "otel_link_mode",
+        "link",
+        as_choice(*LINK_MODES),
+        "how a job's process span relates to its producer: link (semconv default) or child",
+    )
+]
+
+
+@kiq.hookimpl
+def kiq_settings() -> list[kiq.Setting]:
+    return _SETTINGS
+
+
+@kiq.hookimpl
+def kiq_client_middleware(chain: kiq.Chain[Any], config: kiq.Config) -> None:
+    chain.add(ClientTracing, telemetry_for(config))
+
+
+@kiq.hookimpl
+def kiq_server_middleware(chain: kiq.Chain[Any], config: kiq.Config) -> None:
+    chain.add(ServerTracing, telemetry_for(config))
+
+
+@kiq.hookimpl
+def kiq_push_bulk(config: kiq.Config, queue: str, count: int) -> AbstractContextManager[None]:
+    """One ``send`` span for a whole ``push_bulk`` (called by the client around it)."""
+    return batch_send(telemetry_for(config), config, queue, count)
+
+
+def instrument(
+    config: kiq.Config | None = None,
+    *,
+    tracer_provider: trace.TracerProvider | None = None,
+    meter_provider: metrics.MeterProvider | None = None,
+) -> Telemetry:
+    """Enable the plugin on ``config`` (the default config when None) with these providers (None: global)."""
+    config = config or kiq.default_config()
+    telemetry = telemetry_for(config)
+    telemetry.use(tracer_provider, meter_provider)
+    config.add_plugin(sys.modules[__name__], "otel")
+    return telemetry
