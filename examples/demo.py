@@ -1,39 +1,181 @@
-"""`make demo`: push a few jobs to the embedded Redis and show the raw JSON Sidekiq would see."""
+"""`make demo`: the AsyncTask scenario (seed 002) end to end on the embedded Redis and SQLite.
+
+Creates a task of a few hundred jobs (some fail a business rule, some raise once and are retried, a few keep
+raising and die), runs a real ``kiq worker`` process, shows the progress as a text bar, serves the status page
+while it runs, and prints the final counts per status. Exits 0 by itself when the task is complete; with
+``--serve`` the page stays up until Ctrl-C.
+
+    .venv/bin/python examples/demo.py [--jobs 300] [--serve] [--port 8077]
+
+The worker imports this file (``-r examples/demo.py``) for the job class, so the demo itself runs only
+under ``__main__``.
+"""
 
 from __future__ import annotations
 
-import json
+import argparse
+import os
+import random
+import shutil
+import signal
+import socketserver
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import kiq
+from kiq.config import set_default_config
+from kiq.plugins.tracking import TaskFailure, Tracker, message, tracker_for
+from kiq.redis import EmbeddedRedis
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT = 180.0  # seconds: a demo that has not finished by then has a problem worth reporting
 
 
-class EnrollProduct(kiq.Job):
-    kiq_options = {"queue": "critical", "retry": 5}
+class DemoEnroll(kiq.Job):
+    """Enroll one product of a seller; ``kind`` says how this product's enrollment goes."""
 
-    def perform(self, seller_id: int, product_id: int) -> None:
-        print(f"enrolling product {product_id} of seller {seller_id}")
+    kiq_name = "DemoEnroll"  # the same wire name whether this file runs as __main__ or is imported by -r
+    kiq_options = {"retry": 1}
+
+    def perform(self, product: int, kind: str) -> None:
+        message(self, f"checking product {product}")
+        time.sleep(random.uniform(0.01, 0.05))  # "slow" work
+        if kind == "unsellable":
+            raise TaskFailure(f"product {product} has no price")
+        if kind == "broken" or (kind == "flaky" and "retry_count" not in self.job):
+            raise ConnectionError(f"catalog service timed out for product {product}")
+        message(self, f"product {product} enrolled")
+
+    def retry_in(self, count: int, exc: BaseException, job: dict[str, Any]) -> int:
+        return 1  # (plus JobRetry's jitter of up to 9 s)
 
 
-@kiq.job(queue="mail")
-def send_receipt(order_id: int) -> None:
-    print(f"receipt for order {order_id}")
+def kind_of(product: int) -> str:
+    if product % 10 == 3:
+        return "unsellable"
+    if product % 15 == 7:
+        return "flaky"
+    if product % 50 == 49:
+        return "broken"
+    return "ok"
 
 
-def main() -> None:
-    redis = kiq.default_config().redis
-    jid = EnrollProduct.perform_async(7, 42)
-    EnrollProduct.perform_in(300, 7, 43)
-    jids = EnrollProduct.perform_bulk([[7, 1], [7, 2]])
-    send_receipt.perform_async(9)
-    print(f"pushed {jid} and {jids} to queue:critical, one scheduled job, one to queue:mail\n")
-    for key in ("queue:critical", "queue:mail"):
-        print(f"{key}:")
-        for raw in redis.lrange(key, 0, 2):
-            print("  ", json.dumps(json.loads(raw)))
-    print("schedule:")
-    for raw, score in redis.zrange("schedule", 0, 0, withscores=True):
-        print(f"   at {score:.3f}: {raw}")
+class QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+def serve(tracker: Tracker, port: int) -> WSGIServer:
+    from kiq.contrib.tracking_http import wsgi_app
+
+    server = make_server("127.0.0.1", port, wsgi_app(tracker), ThreadingServer, QuietHandler)
+    threading.Thread(target=server.serve_forever, name="status-page", daemon=True).start()
+    return server
+
+
+def bar(task: dict[str, Any], width: int = 40) -> str:
+    filled = int(task["progress"] * width)
+    counts = "  ".join(f"{status} {count}" for status, count in task["counts"].items())
+    return f"[{'#' * filled}{'.' * (width - filled)}] {task['progress']:6.1%}  {counts}"
+
+
+def start_worker(redis_url: str, database_url: str, workdir: Path) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "KIQ_PLUGINS": "tracking",
+        "KIQ_TRACKING_DATABASE_URL": database_url,
+        "KIQ_POLL_INTERVAL": "0.5",  # retries are due after ~1-10 s: look for them often
+        "PYTHONUNBUFFERED": "1",
+    }
+    log = open(workdir / "worker.log", "wb")  # noqa: SIM115 - the worker process owns it
+    return subprocess.Popen(
+        [sys.executable, "-m", "kiq.cli", "worker", "-r", str(Path(__file__).resolve()), "-c", "10",
+         "--redis-url", redis_url],
+        cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+
+def watch(tracker: Tracker, task_id: str, worker: subprocess.Popen[bytes]) -> dict[str, Any]:
+    """Draw the progress bar until the task is complete; returns the final summary."""
+    live = sys.stdout.isatty()
+    deadline = time.monotonic() + TIMEOUT
+    last_line = 0.0
+    while True:
+        task = tracker.task(task_id, with_events=False)
+        assert task is not None
+        if live:
+            print("\r" + bar(task), end="", flush=True)
+        elif time.monotonic() - last_line >= 1 or task["complete"]:
+            print(bar(task), flush=True)
+            last_line = time.monotonic()
+        if task["complete"]:
+            if live:
+                print()
+            return task
+        if worker.poll() is not None:
+            raise SystemExit(f"\nthe worker exited with {worker.returncode}; see its log")
+        if time.monotonic() > deadline:
+            raise SystemExit(f"\nnot complete after {TIMEOUT:.0f} s")
+        time.sleep(0.2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=300, help="jobs in the task (default 300)")
+    parser.add_argument("--serve", action="store_true", help="keep the status page up after the task completes")
+    parser.add_argument("--port", type=int, default=8077, help="status page port (0: any free port)")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)  # clean up (worker, Redis, temp dir) on TERM as on Ctrl-C
+
+    workdir = Path(tempfile.mkdtemp(prefix="kiq-demo-"))
+    redis_server = EmbeddedRedis(workdir / "redis")
+    worker: subprocess.Popen[bytes] | None = None
+    try:
+        redis_url = redis_server.ensure_running()
+        database_url = f"sqlite:///{workdir / 'tracking.db'}"
+        config = kiq.Config(redis_url=redis_url, plugins=["tracking"], tracking_database_url=database_url)
+        set_default_config(config)
+        tracker = tracker_for(config)
+        tracker.store.init_schema()
+        server = serve(tracker, args.port)
+        products = [[product, kind_of(product)] for product in range(args.jobs)]
+        task_id = tracker.create_task(DemoEnroll, products, name=f"enroll {args.jobs} products")
+        url = f"http://127.0.0.1:{server.server_port}/tasks/{task_id}/page"
+        print(f"task {task_id}: {args.jobs} jobs pushed to {redis_url}")
+        print(f"status page: {url}", flush=True)
+        worker = start_worker(redis_url, database_url, workdir)
+        print(f"worker pid {worker.pid} (log: {workdir / 'worker.log'})", flush=True)
+        task = watch(tracker, task_id, worker)
+        print("final counts: " + ", ".join(f"{status} {count}" for status, count in task["counts"].items()))
+        print(f"complete: {task['done']} of {task['total']} jobs done; status page: {url}", flush=True)
+        if args.serve:
+            print("serving the status page until Ctrl-C", flush=True)
+            while True:
+                time.sleep(1)
+        return 0
+    except KeyboardInterrupt:
+        return 0 if args.serve else 130
+    finally:
+        if worker is not None and worker.poll() is None:
+            worker.terminate()
+            worker.wait(30)
+        redis_server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""The middleware that records job lifecycles, and the business-failure exception.
+
+Status writes can reach the database out of order (several worker processes, each with its own batching
+writer, and a database outage in between), so each carries a version: ``run * 4 + phase``, where ``run`` counts
+the executions of the job (1 on the first, then 1 + 1 per retry, derived from Sidekiq's ``retry_count``) and
+phase is 1 for working, 2 for the outcome of that run and 3 for death. The database keeps the highest version,
+so the stored status converges to the latest one whatever the order of arrival.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kiq.errors import Shutdown
+from kiq.middleware import ClientMiddleware, ServerMiddleware, Wrapper
+
+from .models import ENQUEUED, ERROR, FAILED, FINISHED, WORKING
+from .writer import Update
+
+if TYPE_CHECKING:
+    import redis
+
+    from kiq.job import Job
+
+log = logging.getLogger("kiq.tracking")
+
+WORKING_PHASE, OUTCOME_PHASE, DEATH_PHASE = 1, 2, 3
+MAX_ERROR = 2000
+
+
+class TaskFailure(Exception):
+    """Raise in a job for a business failure: the job is recorded as ``failed`` with this message and is not
+    retried (it counts as done, like a job that finished)."""
+
+
+def is_tracked(job: dict[str, Any]) -> bool:
+    """Jobs of a task are always tracked; others when their options say ``track: True``."""
+    return "task_id" in job or job.get("track") is True
+
+
+def run_number(job: dict[str, Any]) -> int:
+    """Which execution of the job a payload starts: Sidekiq sets ``retry_count`` 0 on the first failure."""
+    count = job.get("retry_count")
+    return count + 2 if isinstance(count, int) else 1
+
+
+def describe(exc: BaseException) -> str:
+    text = str(exc) if isinstance(exc, TaskFailure) else f"{type(exc).__name__}: {exc}"
+    return text[:MAX_ERROR]
+
+
+def job_update(job: dict[str, Any], status: str, version: int, **fields: Any) -> Update:
+    return Update(
+        job_id=str(job["jid"]),
+        task_id=job.get("task_id"),
+        job_class=str(job.get("class", "")),
+        params=job.get("args"),
+        status=status,
+        version=version,
+        at=time.time(),
+        **fields,
+    )
+
+
+@dataclass
+class Reservation:
+    """The jids ``create_task`` wrote events for, by the identity of each job's argument list."""
+
+    task_id: str
+    jids: dict[int, str]
+
+
+reservation: ContextVar[Reservation | None] = ContextVar("kiq_tracking_reservation", default=None)
+
+
+class TrackingClientMiddleware(ClientMiddleware):
+    """Gives the jobs of a task being created the jids their events were written under (it is the outermost
+    client middleware, so it sees every job), and records ``enqueued`` for jobs tracked on their own."""
+
+    def call(self, job_class: type[Job] | str, job: dict[str, Any], queue: str, redis: redis.Redis) -> Wrapper:
+        reserved = reservation.get()
+        if reserved is not None and job.get("task_id") == reserved.task_id:
+            job["jid"] = reserved.jids.get(id(job["args"]), job["jid"])
+        elif job.get("track") is True and "task_id" not in job:
+            from .api import tracker_for
+
+            tracker_for(self.config).writer.submit(job_update(job, ENQUEUED, 0))
+        yield
+
+
+class TrackingServerMiddleware(ServerMiddleware):
+    """Records working → finished / failed / enqueued-again-after-an-error; stops ``TaskFailure`` here so the
+    retrier never sees it."""
+
+    def call(self, job_instance: Job, job: dict[str, Any], queue: str) -> Wrapper:
+        if not is_tracked(job):
+            try:
+                yield
+            except TaskFailure as exc:
+                log.info("%s %s failed: %s (TaskFailure: not retried)", job.get("class"), job.get("jid"), exc)
+            return
+        from .api import tracker_for
+
+        submit = tracker_for(self.config).writer.submit
+        run = run_number(job)
+        submit(job_update(job, WORKING, run * 4 + WORKING_PHASE, attempts=run))
+        try:
+            yield
+        except TaskFailure as exc:
+            submit(job_update(job, FAILED, run * 4 + OUTCOME_PHASE, last_error=describe(exc)))
+            return  # handled: a business outcome, not an error
+        except Shutdown:  # requeued; it runs again as the same run
+            submit(job_update(job, ENQUEUED, run * 4 + WORKING_PHASE))
+            raise
+        except BaseException as exc:  # a retry is pending unless the death hook says otherwise
+            submit(job_update(job, ENQUEUED, run * 4 + OUTCOME_PHASE, last_error=describe(exc)))
+            raise
+        submit(job_update(job, FINISHED, run * 4 + OUTCOME_PHASE))
+
+
+def death_update(job: dict[str, Any], exc: BaseException | None) -> Update | None:
+    """The final ``error`` of a job that died (its payload already counts the failed run in retry_count)."""
+    if not is_tracked(job) or not isinstance(job.get("jid"), str):
+        return None
+    count = job.get("retry_count")
+    run = count + 1 if isinstance(count, int) else 1
+    error = describe(exc) if exc is not None else str(job.get("error_message") or "died")
+    return job_update(job, ERROR, run * 4 + DEATH_PHASE, last_error=error[:MAX_ERROR])

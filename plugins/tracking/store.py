@@ -1,0 +1,266 @@
+"""Reads and writes of the tracking tables (SQLAlchemy 2.0 Core on the ORM models; SQLite and PostgreSQL).
+
+Every write transaction starts by bumping the single ``kiq_tracking_cursor`` row and numbers its rows from
+that. The row lock serialises writers, so seq values become visible in the order they were handed out: a
+poller that saw seq N has seen every change numbered below N. A database SEQUENCE would not give that
+(a transaction holding N-1 can commit after one holding N), and a poll between the two would skip N-1 forever.
+Writes are batched (writer.py), so one lock round per batch is cheap.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Engine, bindparam, create_engine, delete, event, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from .models import DONE_STATUSES, ENQUEUED, STATUSES, Base, Cursor, Event, Task
+from .writer import Update
+
+MAX_MESSAGES = 100  # per event: the newest are kept
+EVENT_COLUMNS = (
+    Event.job_id,
+    Event.status,
+    Event.params,
+    Event.messages,
+    Event.attempts,
+    Event.last_error,
+    Event.created_at,
+    Event.updated_at,
+    Event.seq,
+)
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for ``url``; SQLite gets WAL (readers never wait for the writer) and a busy timeout."""
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"timeout": 5})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.close()
+
+        return engine
+    connect_args = {"connect_timeout": 5} if url.startswith("postgresql") else {}
+    return create_engine(url, pool_pre_ping=True, connect_args=connect_args)
+
+
+class Store:
+    """The tracking database of one URL; creates its tables on first use."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = make_engine(url)
+        self._schema_ready = False
+        self._schema_lock = threading.Lock()
+
+    def init_schema(self) -> None:
+        """Create the tables and the cursor row if missing (idempotent; safe while others use the database)."""
+        with self._schema_lock:
+            if self._schema_ready:
+                return
+            Base.metadata.create_all(self.engine)
+            try:
+                with self.engine.begin() as conn:
+                    if conn.execute(select(Cursor.id)).first() is None:
+                        conn.execute(insert(Cursor).values(id=1, value=0))
+            except IntegrityError:
+                pass  # another process inserted it first
+            self._schema_ready = True
+
+    def connect(self) -> Connection:
+        self.init_schema()
+        return self.engine.connect()
+
+    def begin_write(self) -> Any:
+        self.init_schema()
+        return self.engine.begin()
+
+    # -- writes -------------------------------------------------------------------------------------
+    def create_task(self, task: dict[str, Any], events: list[dict[str, Any]]) -> None:
+        """Insert a task and its events (status enqueued) in one transaction."""
+        with self.begin_write() as conn:
+            first = _allocate(conn, len(events))
+            conn.execute(insert(Task).values(**task))
+            rows = [
+                {
+                    **row,
+                    "task_id": task["id"],
+                    "job_class": task["job_class"],
+                    "status": ENQUEUED,
+                    "messages": [],
+                    "attempts": 0,
+                    "version": 0,
+                    "created_at": task["created_at"],
+                    "updated_at": task["created_at"],
+                    "seq": seq,
+                }
+                for seq, row in enumerate(events, first)
+            ]
+            if rows:
+                conn.execute(insert(Event), rows)
+
+    def record_push_error(self, task_id: str, error: str, dropped_jids: Sequence[str] = ()) -> None:
+        """Note on the task that pushing failed, and remove events of jobs that were never pushed."""
+        with self.begin_write() as conn:
+            values: dict[str, Any] = {"push_error": error} if error else {}
+            if dropped_jids:
+                conn.execute(delete(Event).where(Event.job_id.in_(dropped_jids)))
+                values["total"] = Task.total - len(dropped_jids)
+            conn.execute(update(Task).where(Task.id == task_id).values(**values))
+
+    def apply(self, updates: Sequence[Update]) -> None:
+        """Write a batch of merged updates: status only where its version is not older than the stored one."""
+        with self.begin_write() as conn:
+            first = _allocate(conn, len(updates))
+            ids = [u.job_id for u in updates]
+            stored = {
+                row.job_id: row
+                for row in conn.execute(
+                    select(
+                        Event.job_id, Event.status, Event.version, Event.attempts, Event.last_error, Event.messages
+                    ).where(Event.job_id.in_(ids))
+                )
+            }
+            inserts: list[dict[str, Any]] = []
+            changes: list[dict[str, Any]] = []
+            for seq, u in enumerate(updates, first):
+                messages = u.messages[-MAX_MESSAGES:]
+                row = stored.get(u.job_id)
+                if row is None:
+                    if u.status is None:
+                        continue  # a message for a job nobody tracks
+                    inserts.append(
+                        {
+                            "job_id": u.job_id,
+                            "task_id": u.task_id,
+                            "job_class": u.job_class,
+                            "params": u.params,
+                            "status": u.status,
+                            "version": u.version,
+                            "attempts": u.attempts or 0,
+                            "last_error": u.last_error,
+                            "messages": messages,
+                            "created_at": u.at,
+                            "updated_at": u.at,
+                            "seq": seq,
+                        }
+                    )
+                    continue
+                fresh = u.status is not None and u.version >= row.version
+                if not fresh and not messages:
+                    continue  # an older status (e.g. arriving late after an outage): nothing changes
+                changes.append(
+                    {
+                        "b_job_id": u.job_id,
+                        "status": u.status if fresh else row.status,
+                        "version": u.version if fresh else row.version,
+                        "attempts": u.attempts if fresh and u.attempts is not None else row.attempts,
+                        "last_error": u.last_error if fresh and u.last_error is not None else row.last_error,
+                        "messages": (list(row.messages or []) + messages)[-MAX_MESSAGES:],
+                        "updated_at": u.at,
+                        "seq": seq,
+                    }
+                )
+            if inserts:
+                conn.execute(insert(Event), inserts)
+            if changes:
+                columns: dict[str, Any] = {key: bindparam(key) for key in changes[0] if key != "b_job_id"}
+                statement = update(Event).where(Event.job_id == bindparam("b_job_id")).values(**columns)
+                conn.execute(statement.execution_options(synchronize_session=False), changes)
+
+    # -- reads --------------------------------------------------------------------------------------
+    def tasks(self, task_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """Summaries (counts per status, done fraction, cursor) of the tasks that exist, by id."""
+        ids = list(dict.fromkeys(task_ids))
+        if not ids:
+            return {}
+        with self.connect() as conn:
+            found = {
+                task.id: {
+                    "id": task.id,
+                    "name": task.name,
+                    "job_class": task.job_class,
+                    "created_at": task.created_at,
+                    "total": task.total,
+                    "push_error": task.push_error,
+                    "counts": dict.fromkeys(STATUSES, 0),
+                    "cursor": 0,
+                }
+                for task in conn.execute(select(Task).where(Task.id.in_(ids)))
+            }
+            counts = conn.execute(
+                select(Event.task_id, Event.status, func.count(), func.max(Event.seq))
+                .where(Event.task_id.in_(list(found)))
+                .group_by(Event.task_id, Event.status)
+            )
+            for task_id, status, count, max_seq in counts:
+                summary = found[task_id]
+                summary["counts"][status] = count
+                summary["cursor"] = max(summary["cursor"], max_seq or 0)
+        for summary in found.values():
+            done = sum(summary["counts"][status] for status in DONE_STATUSES)
+            summary["done"] = done
+            summary["progress"] = done / summary["total"] if summary["total"] else 1.0
+            summary["complete"] = done >= summary["total"]
+        return {task_id: found[task_id] for task_id in ids if task_id in found}
+
+    def task(self, task_id: str, with_events: bool = True) -> dict[str, Any] | None:
+        """One task's summary, and its events (in job order) unless ``with_events`` is False."""
+        summary = self.tasks([task_id]).get(task_id)
+        if summary is not None and with_events:
+            with self.connect() as conn:
+                rows = conn.execute(select(*EVENT_COLUMNS).where(Event.task_id == task_id).order_by(Event.id))
+                summary["events"] = [_event_json(row) for row in rows]
+        return summary
+
+    def events_since(self, task_id: str, since: int, limit: int = 1000) -> dict[str, Any] | None:
+        """Events of a task changed after cursor ``since``, oldest change first; None if the task is unknown.
+
+        The answer's ``cursor`` is the one to send next time; ``more`` says the limit cut the answer short."""
+        with self.connect() as conn:
+            if conn.execute(select(Task.id).where(Task.id == task_id)).first() is None:
+                return None
+            rows = list(
+                conn.execute(
+                    select(*EVENT_COLUMNS)
+                    .where(Event.task_id == task_id, Event.seq > since)
+                    .order_by(Event.seq)
+                    .limit(limit + 1)
+                )
+            )
+        more = len(rows) > limit
+        events = [_event_json(row) for row in rows[:limit]]
+        return {"task_id": task_id, "events": events, "cursor": events[-1]["seq"] if events else since, "more": more}
+
+    def event(self, job_id: str) -> dict[str, Any] | None:
+        """One job's event (for jobs tracked on their own, with ``track: True``)."""
+        with self.connect() as conn:
+            row = conn.execute(select(Event.task_id, *EVENT_COLUMNS).where(Event.job_id == job_id)).first()
+        return None if row is None else {**_event_json(row), "task_id": row.task_id}
+
+
+def _allocate(conn: Connection, count: int) -> int:
+    """Reserve ``count`` cursor values (locking the cursor row until commit); returns the first."""
+    conn.execute(update(Cursor).where(Cursor.id == 1).values(value=Cursor.value + count))
+    last: int = conn.execute(select(Cursor.value).where(Cursor.id == 1)).scalar_one()
+    return last - count + 1
+
+
+def _event_json(row: Any) -> dict[str, Any]:
+    return {
+        "job_id": row.job_id,
+        "status": row.status,
+        "params": row.params,
+        "messages": row.messages,
+        "attempts": row.attempts,
+        "last_error": row.last_error,
+        "created_at": row.created_at,
+        "updated_at": row.updated_at,
+        "seq": row.seq,
+    }

@@ -1,0 +1,201 @@
+"""Batched background writes of job status, so tracking costs the job threads one dict merge and no I/O.
+
+Job threads ``submit`` updates; a writer thread flushes them every ``tracking_flush_interval`` seconds (or at
+once when ``tracking_batch_size`` are waiting) in one transaction. Pending updates are merged per job (status:
+highest version wins; messages: appended in order), so memory is bounded by the number of distinct jobs waiting.
+When the database is unreachable the updates stay pending (oldest dropped past ``tracking_max_pending``, which
+is logged) and the flush is retried with exponential backoff; the outage and the recovery are logged once each.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
+if TYPE_CHECKING:
+    from .store import Store
+
+log = logging.getLogger("kiq.tracking")
+
+# errors that mean "the database is not reachable or not writable right now": keep the updates and retry
+OUTAGE_ERRORS = (OperationalError, InterfaceError, PoolTimeoutError, ConnectionError)
+MAX_BACKOFF = 5.0
+
+
+@dataclass
+class Update:
+    """What is known about one job since the last flush. ``status`` None: messages only."""
+
+    job_id: str
+    task_id: str | None = None
+    job_class: str = ""
+    params: Any = None
+    status: str | None = None
+    version: int = 0
+    attempts: int | None = None
+    last_error: str | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    at: float = field(default_factory=time.time)
+
+    def merged(self, newer: Update) -> Update:
+        """This update followed by ``newer`` (which arrived later)."""
+        result = replace(self, messages=self.messages + newer.messages, at=newer.at)
+        if newer.task_id is not None:
+            result.task_id, result.job_class, result.params = newer.task_id, newer.job_class, newer.params
+        elif newer.job_class and not result.job_class:
+            result.job_class, result.params = newer.job_class, newer.params
+        if newer.status is not None and (self.status is None or newer.version >= self.version):
+            result.status, result.version = newer.status, newer.version
+            if newer.attempts is not None:
+                result.attempts = newer.attempts
+            if newer.last_error is not None:
+                result.last_error = newer.last_error
+        return result
+
+
+class Writer:
+    """One background thread per Tracker that writes submitted updates in batches."""
+
+    def __init__(self, store: Store, interval: float = 0.1, batch_size: int = 500, max_pending: int = 100_000) -> None:
+        self.store = store
+        self.interval = interval
+        self.batch_size = batch_size
+        self.max_pending = max_pending
+        self._pending: dict[str, Update] = {}  # insertion order = oldest first
+        self._in_flight = 0
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._outage_since: float | None = None
+        self._dropped = 0
+
+    # -- job threads --------------------------------------------------------------------------------
+    def submit(self, update: Update) -> None:
+        with self._lock:
+            previous = self._pending.pop(update.job_id, None)
+            self._pending[update.job_id] = update if previous is None else previous.merged(update)
+            self._trim(self._pending)
+            full = len(self._pending) >= self.batch_size
+            if self._thread is None:
+                self._start()
+        if full:
+            self._wake.set()
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._pending) + self._in_flight
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until everything submitted so far is written; False if that took longer than ``timeout``."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while self._pending or self._in_flight:
+                if self._thread is None:
+                    self._start()
+                self._wake.set()
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(min(remaining, 0.05))
+        return True
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Flush (waiting at most ``timeout``), log what could not be written, and stop the thread."""
+        if not self.flush(timeout):
+            log.error("tracking: %d job status updates could not be written before shutdown", self.pending)
+        self._stop.set()
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=1)
+
+    # -- the writer thread --------------------------------------------------------------------------
+    def _start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="kiq-tracking-writer", daemon=True)
+        self._thread.start()
+        atexit.register(self.close, 5.0)
+
+    def _run(self) -> None:
+        backoff = 0.0
+        while not self._stop.is_set():
+            if backoff:  # the database is away: retry on the backoff schedule, not on every flush() call
+                self._stop.wait(backoff)
+            else:
+                self._wake.wait(self.interval)
+            self._wake.clear()
+            backoff = self._flush_some(backoff)
+        with self._lock:
+            self._thread = None
+
+    def _flush_some(self, backoff: float) -> float:
+        """Write batches until nothing is pending; returns the next backoff (0 when the database works)."""
+        while True:
+            with self._lock:
+                if not self._pending:
+                    self._changed.notify_all()
+                    return 0.0
+                keys = list(self._pending)[: self.batch_size]
+                batch = [self._pending.pop(key) for key in keys]
+                self._in_flight = len(batch)
+            try:
+                self.store.apply(batch)
+            except OUTAGE_ERRORS as exc:
+                self._put_back(batch)
+                if self._outage_since is None:
+                    self._outage_since = time.monotonic()
+                    log.warning("tracking: database unavailable, keeping updates and retrying: %s", exc)
+                return min(MAX_BACKOFF, max(backoff * 2, 0.2))
+            except Exception:
+                log.exception("tracking: could not write %d job status updates; dropped them", len(batch))
+                self._done()
+                continue
+            self._recovered()
+            self._done()
+
+    def _put_back(self, batch: list[Update]) -> None:
+        """Return a failed batch in front of what arrived meanwhile, so newer updates still win."""
+        with self._lock:
+            merged = {update.job_id: update for update in batch}
+            for job_id, newer in self._pending.items():
+                older = merged.pop(job_id, None)
+                merged[job_id] = newer if older is None else older.merged(newer)
+            self._trim(merged)
+            self._pending = merged
+            self._in_flight = 0
+            self._changed.notify_all()
+
+    def _trim(self, pending: dict[str, Update]) -> None:
+        """Drop the oldest updates beyond ``max_pending`` (caller holds the lock); the first drop is logged."""
+        while len(pending) > self.max_pending:
+            del pending[next(iter(pending))]
+            self._dropped += 1
+            if self._dropped == 1:
+                log.error("tracking: more than %d updates pending; dropping the oldest", self.max_pending)
+
+    def _done(self) -> None:
+        with self._lock:
+            self._in_flight = 0
+            self._changed.notify_all()
+
+    def _recovered(self) -> None:
+        if self._outage_since is not None:
+            seconds = time.monotonic() - self._outage_since
+            self._outage_since = None
+            with self._lock:
+                dropped, self._dropped = self._dropped, 0
+            log.warning(
+                "tracking: database is back after %.1fs; pending updates written (%d dropped over the limit)",
+                seconds,
+                dropped,
+            )

@@ -1,0 +1,54 @@
+"""Jobs for the tracking tests (in-process and in ``kiq worker -r tests.jobs.tracking``)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import kiq
+from kiq.plugins.tracking import TaskFailure, message
+
+
+class Enroll(kiq.Job):
+    """``mode``: "ok" finishes, "fail" is a business failure, "flaky" raises on its first run only,
+    "broken" raises every time (one retry, then it dies)."""
+
+    kiq_options = {"retry": 1}
+
+    def perform(self, number: int, mode: str = "ok") -> None:
+        message(self, f"enrolling {number}")
+        if mode == "fail":
+            raise TaskFailure(f"product {number} is not sellable")
+        if mode == "broken" or (mode == "flaky" and "retry_count" not in self.job):
+            raise RuntimeError(f"{mode} {number}")
+
+    def retry_in(self, count: int, exc: BaseException, job: dict[str, Any]) -> int:
+        return 1
+
+
+class TrackedAlone(kiq.Job):
+    """Tracked without a task: the class opts in."""
+
+    kiq_options = {"track": True}
+
+    def perform(self, number: int) -> None:
+        message(self, f"alone {number}")
+
+
+class Untracked(kiq.Job):
+    def perform(self, number: int) -> None:
+        pass
+
+
+DONE = "tracking-test:done"  # LIST of jids that ran, written to Redis (not the tracking database)
+
+
+class SlowEnroll(kiq.Job):
+    """Takes a little while, notes in Redis that it ran; ``fail`` is a business failure."""
+
+    def perform(self, number: int, mode: str = "ok") -> None:
+        time.sleep(0.05)
+        message(self, f"slow {number}")
+        kiq.default_config().redis.rpush(DONE, self.jid)
+        if mode == "fail":
+            raise TaskFailure(f"product {number} is not sellable")

@@ -1,0 +1,83 @@
+"""`make demo` end to end, and its status page in headless Chromium (Debian's ``chromium``): the page polls the
+running demo's endpoints until the task is complete, then shows 100 % and the same counts as the API."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .support import ROOT, wait_until
+
+DEMO = ROOT / "examples" / "demo.py"
+CHROMIUM = shutil.which("chromium")
+pytestmark = pytest.mark.slow
+
+
+def run_demo(*args: str, log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            [sys.executable, str(DEMO), "--port", "0", *args],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def test_make_demo_runs_the_task_to_completion_and_exits_0(tmp_path: Path) -> None:
+    log = tmp_path / "demo.log"
+    demo = run_demo("--jobs", "30", log=log)
+    try:
+        assert demo.wait(150) == 0, log.read_text()
+    finally:
+        demo.kill()
+    output = log.read_text()
+    # products 3, 13, 23 fail a business rule; 7 and 22 raise once and finish on their retry
+    assert "final counts: enqueued 0, working 0, finished 27, failed 3, error 0" in output
+    assert re.search(r"\[#{40}\] 100\.0%", output)
+    assert re.search(r"status page: http://127\.0\.0\.1:\d+/tasks/[0-9a-f]{32}/page", output)
+
+
+@pytest.mark.skipif(CHROMIUM is None and os.environ.get("KIQ_REQUIRE_SERVICES") != "1", reason="no chromium")
+def test_the_status_page_in_chromium_reaches_100_percent_with_the_api_counts(tmp_path: Path) -> None:
+    assert CHROMIUM is not None, "KIQ_REQUIRE_SERVICES=1 but chromium is not installed"
+    log = tmp_path / "demo.log"
+    demo = run_demo("--jobs", "60", "--serve", log=log)
+    try:
+        page_url = wait_until(
+            lambda: (m := re.search(r"status page: (\S+/page)", log.read_text())) and m.group(1),
+            30, message="the demo's status page URL",
+        )  # fmt: skip
+        wait_until(lambda: "serving the status page" in log.read_text(), 150, message="the demo task to complete")
+        api = httpx.get(page_url.removesuffix("/page")).json()
+        dom = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'ch'}",
+             "--virtual-time-budget=10000", "--dump-dom", page_url],
+            capture_output=True, text=True, timeout=90, check=True,
+        ).stdout  # fmt: skip
+    finally:
+        demo.send_signal(signal.SIGTERM)
+        demo.wait(60)
+
+    def shown(element_id: str) -> int:
+        found = re.search(rf'id="{element_id}"[^>]*>(\d+)<', dom)
+        assert found, f"#{element_id} not in the page: {dom[:2000]}"
+        return int(found.group(1))
+
+    assert api["complete"] and api["total"] == 60
+    assert shown("percent") == 100 and 'data-complete="true"' in dom
+    assert (shown("done"), shown("total")) == (api["done"], api["total"])
+    assert {status: shown(f"count-{status}") for status in api["counts"]} == api["counts"]
+    rows = dict(re.findall(r'<tr data-job="([0-9a-f]+)" data-status="(\w+)"', dom))
+    assert rows == {event["job_id"]: event["status"] for event in api["events"]}
+    assert api["counts"]["failed"] == 6 and api["counts"]["error"] == 1  # products 3, 13, ..., 53; product 49

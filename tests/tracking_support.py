@@ -1,0 +1,95 @@
+"""Fixtures and helpers shared by the tracking tests: a tracking database (a fresh SQLite file, and a private
+schema in the PostgreSQL of KIQ_TEST_DATABASE_URL when set), a Tracker on it, and in-process job execution
+with the real Processor, BasicFetch and Poller."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, delete, make_url
+
+import kiq
+from kiq.fetch import BasicFetch
+from kiq.manager import Capsule
+from kiq.plugins import tracking
+from kiq.plugins.tracking import Tracker, tracker_for
+from kiq.plugins.tracking.models import Event, Task
+from kiq.plugins.tracking.store import Store
+from kiq.processor import Processor, RedisOutage
+from kiq.scheduled import Poller
+
+DATABASE_URL = os.environ.get("KIQ_TEST_DATABASE_URL")
+REQUIRE_SERVICES = os.environ.get("KIQ_REQUIRE_SERVICES") == "1"
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """The test PostgreSQL, with ``search_path`` set to a schema of our own that is dropped at the end."""
+    if not DATABASE_URL:
+        if REQUIRE_SERVICES:
+            pytest.fail("KIQ_REQUIRE_SERVICES=1 but KIQ_TEST_DATABASE_URL is not set")
+        pytest.skip("KIQ_TEST_DATABASE_URL is not set")
+    schema = f"kiq_tracking_test_{secrets.token_hex(4)}"
+    admin = create_engine(DATABASE_URL)
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    url = make_url(DATABASE_URL).update_query_dict({"options": f"-csearch_path={schema}"})
+    yield url.render_as_string(hide_password=False)
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+    admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def tracking_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'tracking.db'}"
+    url: str = request.getfixturevalue("postgres_url")
+    store = Store(url)
+    store.init_schema()
+    with store.engine.begin() as conn:  # the schema lives for the session: empty it for this test
+        conn.execute(delete(Event))
+        conn.execute(delete(Task))
+    store.engine.dispose()
+    return url
+
+
+def track(config: kiq.Config, database_url: str) -> Tracker:
+    config.add_plugin(tracking, "tracking")
+    config.tracking_database_url = database_url
+    config.tracking_flush_interval = 0.02
+    return tracker_for(config)
+
+
+@pytest.fixture
+def tracker(config: kiq.Config, tracking_db_url: str) -> Iterator[Tracker]:
+    """A Tracker of the ``config`` fixture on the tracking database."""
+    tracker = track(config, tracking_db_url)
+    yield tracker
+    tracker.writer.close(5)
+    tracker.store.engine.dispose()
+
+
+def work_off(config: kiq.Config, queue: str = "default") -> int:
+    """Run every job waiting in ``queue`` here, through the real Processor; returns how many ran."""
+    capsule = Capsule("default", [(queue, 0)], 1, config, "test:1:tracking")
+    fetcher = BasicFetch(capsule)
+    processor = Processor(config, fetcher, threading.Event(), RedisOutage(config), "test-processor")
+    ran = 0
+    while config.redis.llen(f"queue:{queue}"):
+        unit = fetcher.retrieve_work()
+        if unit is not None:
+            processor.process(unit)
+            ran += 1
+    return ran
+
+
+def retry_now(config: kiq.Config) -> int:
+    """Move every pending retry to its queue now (as the Poller does when they are due)."""
+    return Poller(config).enqueue_jobs(now=time.time() + 3600)
