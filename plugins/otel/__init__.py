@@ -2,7 +2,7 @@
 
 Enable it like any plugin: ``plugins = ["otel"]`` (or ``KIQ_PLUGINS=otel``), ``config.plugins.register(
 kiq.plugins.otel)``, or ``kiq.plugins.otel.instrument(config, tracer_provider=..., meter_provider=...)`` to
-use providers other than the global ones. See docs/otel.md.
+use providers other than the global ones. See the README, "OpenTelemetry tracing and metrics".
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The hooks here wire the fetcher into the worker's life: they declare the settings, build the fetcher, keep
 this process's liveness key fresh, and run orphan recovery at start-up and on the heartbeat (the lease lets
-one process of the fleet do it per ``reliable_recovery_interval``). See docs/reliable_fetch.md.
+one process of the fleet do it per ``reliable_recovery_interval``). See the README, "Reliable fetch".
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Task/event tracking in SQL (seed 002): create a task of many jobs, poll its status, see each job's outcome.
 
 Enable it with ``plugins = ["tracking"]`` (or ``KIQ_PLUGINS=tracking``) in workers; ``create_task`` registers
-it on the config it uses. See docs/tracking.md.
+it on the config it uses. See the README, "Task and job tracking".
 """
 
 from __future__ import annotations
