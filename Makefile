@@ -35,5 +35,14 @@ typecheck: $(STAMP)
 	ln -s $(CURDIR)/contrib build/typecheck/kiq/contrib
 	cd build/typecheck && $(CURDIR)/$(VENV)/bin/mypy --config-file $(CURDIR)/pyproject.toml -p kiq
 
+# The peers live in their own venv (their redis-py pins conflict with each other and would change what kiq runs
+# with); the harness starts its own redis-server, and needs Ruby Sidekiq and PostgreSQL (see the README).
+BENCH_VENV := .venv-bench
+bench: $(STAMP)
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install -q -r bench/requirements.txt
+	$(BENCH_VENV)/bin/python -m pip install -q --no-deps -r bench/requirements-nodeps.txt
+	$(BENCH_VENV)/bin/python -m bench --jobs 100000 $(BENCH_ARGS)
+
 clean:
-	rm -rf $(VENV) build .kiq .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(BENCH_VENV) build .kiq .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,97 @@
+"""``python -m bench``: run the benchmark (docs/bench.md), or re-render a saved run with ``--report FILE``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from bench import machine, report
+from bench.redis_server import RedisServer
+from bench.runner import Runner, Settings
+from bench.systems import BY_NAME, SYSTEMS, Toolchain
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACKING_URL = "postgresql+psycopg://kiq:kiq@127.0.0.1:5433/kiq"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--jobs", type=int, default=100_000, help="no-op jobs per drain (default 100,000)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 10,000 jobs, 2,000 single pushes")
+    parser.add_argument("--single-jobs", type=int, help="jobs pushed one by one (default: min(jobs, 10,000))")
+    parser.add_argument("--latency-jobs", type=int, default=200)
+    parser.add_argument("--latency-rate", type=float, default=100.0, help="latency jobs pushed per second")
+    parser.add_argument("--systems", default=",".join(s.name for s in SYSTEMS), help="comma-separated names")
+    parser.add_argument("--port", type=int, default=6391, help="port of the run's private redis-server")
+    parser.add_argument("--max-drain-seconds", type=float, default=300.0, help="a slower drain is cut here")
+    parser.add_argument("--kiq-python", default=str(ROOT / ".venv/bin/python"))
+    parser.add_argument("--peer-python", default=str(ROOT / ".venv-bench/bin/python"))
+    parser.add_argument("--tracking-url", default=os.environ.get("BENCH_TRACKING_DATABASE_URL", TRACKING_URL))
+    parser.add_argument("--tracking-schema", default="kiq_bench", help="schema the run resets and uses")
+    parser.add_argument("--no-yjit", action="store_true", help="run Ruby Sidekiq without YJIT")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench/results")
+    parser.add_argument("--report", type=Path, metavar="FILE.json", help="re-render a saved run; run nothing")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.jobs = 10_000
+        args.single_jobs = args.single_jobs or 2_000
+    args.single_jobs = args.single_jobs or min(args.jobs, 10_000)
+    unknown = [name for name in args.systems.split(",") if name not in BY_NAME]
+    if unknown:
+        parser.error(f"unknown systems {unknown}; known: {', '.join(BY_NAME)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.report:
+        run = json.loads(args.report.read_text())
+        print(report.markdown(run))
+        report.save(run, args.report.parent, args.report.stem)
+        return 0
+    server = RedisServer(args.port)
+    server.start()
+    try:
+        yjit = not args.no_yjit and machine.yjit_available()
+        tools = Toolchain(
+            ROOT, server.url, args.kiq_python, args.peer_python, args.tracking_url, args.tracking_schema, yjit
+        )
+        stem = time.strftime("bench-%Y%m%d-%H%M%S")
+        run = {
+            "command": shlex.join(["python", "-m", "bench", *(sys.argv[1:] if argv is None else argv)]),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "machine": machine.describe(args.kiq_python, args.peer_python, server.version(), yjit),
+            "settings": {k: args.__dict__[k] for k in ("jobs", "single_jobs", "latency_jobs", "latency_rate")},
+            "results": [],
+        }
+        settings = Settings(
+            args.jobs, args.single_jobs, args.latency_jobs, args.latency_rate, args.max_drain_seconds,
+            logs=args.out / "logs",
+        )  # fmt: skip
+        runner = Runner(tools, settings)
+        for name in args.systems.split(","):
+            print(f"== {name}", flush=True)
+            result = runner.run(BY_NAME[name])
+            run["results"].append(result.to_json())
+            print(f"   {result.error or _summary(result.to_json())}", flush=True)
+        run["machine"]["load average at end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    finally:
+        server.stop()
+    print()
+    print(report.markdown(run))
+    report.save(run, args.out, stem)
+    return 0
+
+
+def _summary(result: dict[str, object]) -> str:
+    parts = [f"{header} {result[key]:,.1f} {unit}" for key, header, unit, _ in report.METRICS if result[key]]
+    return "; ".join(parts)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

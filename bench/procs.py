@@ -1,0 +1,52 @@
+"""Process-tree memory from /proc (Linux): a worker's RSS is its own plus its children's (Dramatiq forks)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROC = Path("/proc")
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        stat = (PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state; comm may contain spaces
+
+
+def tree(root: int) -> list[int]:
+    """``root`` and all its descendants alive now."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir(PROC):
+        if entry.isdigit():
+            parent = _parent(int(entry))
+            if parent is not None:
+                children.setdefault(parent, []).append(int(entry))
+    found, pending = [], [root]
+    while pending:
+        pid = pending.pop()
+        found.append(pid)
+        pending.extend(children.get(pid, []))
+    return found
+
+
+def _status_kib(pid: int, field: str) -> int:
+    try:
+        for line in (PROC / str(pid) / "status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def rss_kib(root: int) -> int:
+    """Resident memory of the tree now."""
+    return sum(_status_kib(pid, "VmRSS") for pid in tree(root))
+
+
+def peak_rss_kib(root: int) -> int:
+    """The sum of each live process's own peak (VmHWM): an upper bound of the tree's peak."""
+    return sum(_status_kib(pid, "VmHWM") for pid in tree(root))

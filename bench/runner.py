@@ -1,0 +1,273 @@
+"""Runs one system through the benchmark's phases on the run's private Redis and times it from outside.
+
+Per system: FLUSHALL → push ``single_jobs`` one by one (timed by the pusher around its push loop) → FLUSHALL →
+push ``jobs`` with the bulk API (timed likewise; this pre-fills the queue) → start the worker → drain: the
+harness polls the queue's length every ~2 ms; the clock starts at the first poll that sees fewer than
+``jobs`` (the first job taken) and stops at the first that sees 0 → peak RSS of the worker's process tree →
+latency: ``latency_jobs`` at ``latency_rate``/s, each job records (perform start - push time) → the keys where
+failed jobs would land must be empty and the worker's log free of tracebacks → stop the worker (SIGTERM to its
+process group, SIGKILL after 30 s).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from bench import procs
+from bench.systems import System, Toolchain
+from bench.systems.common import LATENCY_KEY
+
+POLL = 0.002  # seconds between queue-length polls while draining
+RSS_EVERY = 0.25  # seconds between RSS samples
+BOOT_TIMEOUT = 60.0
+STOP_TIMEOUT = 30.0
+
+
+@dataclass
+class Settings:
+    jobs: int
+    single_jobs: int
+    latency_jobs: int
+    latency_rate: float
+    max_drain_seconds: float
+    logs: Path
+
+
+@dataclass
+class Result:
+    system: str
+    label: str
+    concurrency: str
+    version: str = ""
+    jobs: int = 0
+    drained: int = 0  # jobs taken while the clock ran (== jobs unless the drain hit max_drain_seconds)
+    drain_seconds: float | None = None
+    drain_rate: float | None = None
+    settled_rate: float | None = None  # jobs / (first taken → all side effects stored), for systems with settle
+    push_single_rate: float | None = None
+    push_bulk_rate: float | None = None
+    latency_p50_ms: float | None = None
+    latency_p99_ms: float | None = None
+    latency_count: int = 0
+    peak_rss_mib: float | None = None
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class BenchError(Exception):
+    pass
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile of sorted ``values``."""
+    index = max(0, min(len(values) - 1, round(fraction * len(values) + 0.5) - 1))
+    return values[index]
+
+
+class Runner:
+    def __init__(self, tools: Toolchain, settings: Settings) -> None:
+        self.tools = tools
+        self.settings = settings
+        self.redis = redis.Redis.from_url(tools.redis_url, decode_responses=True)
+
+    def environment(self, system: System) -> dict[str, str]:
+        # nothing of the caller's kiq/Redis settings may leak into a measured process
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("KIQ_", "REDIS_", "RUBYOPT"))}
+        env.update(PYTHONPATH=str(self.tools.root), BENCH_REDIS_URL=self.tools.redis_url, **system.env(self.tools))
+        return env
+
+    def run(self, system: System) -> Result:
+        result = Result(system.name, system.label, system.concurrency, jobs=self.settings.jobs)
+        self.settings.logs.mkdir(parents=True, exist_ok=True)
+        try:
+            self._run(system, result)
+        except BenchError as exc:
+            result.error = str(exc)
+        finally:
+            self.redis.flushall()
+        return result
+
+    def _run(self, system: System, result: Result) -> None:
+        settings = self.settings
+        self.redis.flushall()
+        if system.setup is not None:
+            self._check_call(system, system.setup(self.tools), "setup")
+        single = self.push(system, "single", settings.single_jobs)
+        result.version = single["version"]
+        result.push_single_rate = settings.single_jobs / single["seconds"]
+        self.redis.flushall()
+        bulk = self.push(system, "bulk", settings.jobs)
+        result.push_bulk_rate = settings.jobs / bulk["seconds"]
+        if bulk["note"]:
+            result.notes.append(bulk["note"])
+        queued = self.queue_length(system)
+        if queued != settings.jobs:
+            raise BenchError(f"after the bulk push {system.queue_key} holds {queued} jobs, not {settings.jobs}")
+        log_path = settings.logs / f"{system.name}.log"
+        with log_path.open("wb") as log:
+            worker = subprocess.Popen(
+                system.worker(self.tools), cwd=self.tools.root, env=self.environment(system),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+            try:
+                self.drain(system, worker, result, log_path)
+                self.latency(system, worker, result, log_path)
+                self.check_failures(system, log_path)
+            finally:
+                self.stop(worker)
+
+    # -- phases ---------------------------------------------------------------------------------------
+    def push(self, system: System, mode: str, count: int) -> dict[str, Any]:
+        args = [*system.pusher(self.tools), mode, str(count), "--rate", str(self.settings.latency_rate)]
+        output = self._check_call(system, args, f"push {mode}")
+        try:
+            report: dict[str, Any] = json.loads(output.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise BenchError(f"push {mode}: no result line in the pusher's output: {output[-500:]!r}") from None
+        return report
+
+    def drain(self, system: System, worker: subprocess.Popen[bytes], result: Result, log: Path) -> None:
+        settle = self._start_settle(system)
+        try:
+            started, started_wall = self._wait_first_taken(system, worker, log)
+            self._clock_drain(system, worker, result, log, started)
+            if settle is not None:
+                self._settled(settle, result, started_wall)
+        finally:
+            if settle is not None and settle.poll() is None:
+                settle.kill()
+                settle.wait()
+
+    def _wait_first_taken(self, system: System, worker: subprocess.Popen[bytes], log: Path) -> tuple[float, float]:
+        """Poll until the queue is shorter than it was filled: (perf_counter, epoch) of that poll."""
+        boot_deadline = time.monotonic() + BOOT_TIMEOUT
+        while True:
+            polled_at, polled_wall = time.perf_counter(), time.time()
+            if self.queue_length(system) < self.settings.jobs:
+                return polled_at, polled_wall
+            if worker.poll() is not None:
+                raise BenchError(f"the worker exited with {worker.returncode} before taking a job: {_tail(log)}")
+            if time.monotonic() > boot_deadline:
+                raise BenchError(f"the worker took no job within {BOOT_TIMEOUT:.0f} s: {_tail(log)}")
+            time.sleep(POLL / 2)  # finer while waiting for the first job: its time starts the clock
+
+    def _clock_drain(
+        self, system: System, worker: subprocess.Popen[bytes], result: Result, log: Path, started: float
+    ) -> None:
+        peak_rss = procs.rss_kib(worker.pid)
+        next_rss = started + RSS_EVERY
+        while True:
+            now = time.perf_counter()
+            remaining = self.queue_length(system)
+            if remaining == 0:
+                break
+            if now - started > self.settings.max_drain_seconds:
+                result.notes.append(f"drain stopped after {self.settings.max_drain_seconds:.0f} s")
+                break
+            if worker.poll() is not None:
+                raise BenchError(f"the worker exited with {worker.returncode} while draining: {_tail(log)}")
+            if now >= next_rss:
+                peak_rss = max(peak_rss, procs.rss_kib(worker.pid))
+                next_rss = now + RSS_EVERY
+            time.sleep(POLL)
+        result.drain_seconds = now - started
+        result.drained = self.settings.jobs - remaining
+        result.drain_rate = result.drained / result.drain_seconds
+        result.peak_rss_mib = max(peak_rss, procs.peak_rss_kib(worker.pid)) / 1024
+
+    def _start_settle(self, system: System) -> subprocess.Popen[str] | None:
+        if system.settle is None:
+            return None
+        args = [*system.settle(self.tools), str(self.settings.jobs), str(self.settings.max_drain_seconds)]
+        return subprocess.Popen(
+            args, cwd=self.tools.root, env=self.environment(system), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+
+    def _settled(self, settle: subprocess.Popen[str], result: Result, started_wall: float) -> None:
+        """The drain timed to the last side effect written (the tracking database's rows)."""
+        output, _ = settle.communicate("go\n", timeout=self.settings.max_drain_seconds + 60)
+        if settle.returncode != 0:
+            raise BenchError(f"settle failed ({settle.returncode}); its error is above")
+        settled = json.loads(output.strip().splitlines()[-1])
+        result.settled_rate = min(result.drained, settled["finished"]) / (settled["at"] - started_wall)
+        result.notes.append(
+            f"{settled['finished']:,} jobs recorded finished in the database at "
+            f"{result.settled_rate:,.0f} jobs/s (first job taken → last row written)"
+        )
+
+    def latency(self, system: System, worker: subprocess.Popen[bytes], result: Result, log: Path) -> None:
+        count = self.settings.latency_jobs
+        self.redis.delete(LATENCY_KEY)
+        self.push(system, "latency", count)
+        deadline = time.monotonic() + 30
+        while self.redis.llen(LATENCY_KEY) < count and time.monotonic() < deadline and worker.poll() is None:
+            time.sleep(0.05)
+        values = sorted(float(v) * 1000 for v in self.redis.lrange(LATENCY_KEY, 0, -1))
+        result.latency_count = len(values)
+        if len(values) < count:
+            result.notes.append(f"latency: {len(values)} of {count} jobs ran within 30 s")
+        if values:
+            result.latency_p50_ms = percentile(values, 0.50)
+            result.latency_p99_ms = percentile(values, 0.99)
+
+    def check_failures(self, system: System, log: Path) -> None:
+        """A drain only counts if the jobs ran: failed jobs would be in the failure keys or, as a traceback,
+        in the log (workers log at WARNING, so any traceback there is a failure)."""
+        time.sleep(0.5)  # a failure is recorded just after the job; let the last ones land
+        failed = {key: self.size(key) for key in system.failure_keys}
+        failed = {key: size for key, size in failed.items() if size}
+        if failed:
+            raise BenchError(f"jobs failed: {failed}; see {log}")
+        if "Traceback (most recent call last)" in log.read_text(errors="replace"):
+            raise BenchError(f"the worker logged a traceback: {_tail(log)}")
+
+    def stop(self, worker: subprocess.Popen[bytes]) -> None:
+        if worker.poll() is not None:
+            return
+        os.killpg(worker.pid, signal.SIGTERM)
+        try:
+            worker.wait(STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
+
+    # -- helpers --------------------------------------------------------------------------------------
+    def queue_length(self, system: System) -> int:
+        if system.queue_is_zset:
+            return int(self.redis.zcard(system.queue_key))
+        return int(self.redis.llen(system.queue_key))
+
+    def size(self, key: str) -> int:
+        kind = str(self.redis.type(key))
+        if kind == "list":
+            return int(self.redis.llen(key))
+        if kind == "zset":
+            return int(self.redis.zcard(key))
+        if kind == "none":
+            return 0
+        raise BenchError(f"{key} is a {kind}; the harness counts lists and sorted sets")
+
+    def _check_call(self, system: System, args: list[str], what: str) -> str:
+        done = subprocess.run(
+            args, cwd=self.tools.root, env=self.environment(system), capture_output=True, text=True, timeout=1800
+        )
+        if done.returncode != 0:
+            raise BenchError(f"{what} failed ({done.returncode}): {done.stderr[-1500:]}")
+        return done.stdout
+
+
+def _tail(log: Path, chars: int = 1500) -> str:
+    return log.read_text(errors="replace")[-chars:]

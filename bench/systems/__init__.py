@@ -1,0 +1,167 @@
+"""The systems the benchmark measures: how to start each one's worker and pusher, and where its queue is.
+
+Every worker runs one process with 10 concurrent jobs where the system has that (RQ has no thread pool),
+logs at WARNING, and is timed by the harness from outside (bench/runner.py), never by its own counters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CONCURRENCY = 10
+SIDEKIQ_JOBS = "bench/systems/sidekiq_jobs.rb"
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """What the run uses to start things: interpreters, Redis, the tracking database."""
+
+    root: Path
+    redis_url: str
+    kiq_python: str
+    peer_python: str
+    tracking_url: str  # the database; the run uses its own schema in it, reset before the tracking system runs
+    tracking_schema: str
+    yjit: bool
+
+    @property
+    def tracking_url_in_schema(self) -> str:
+        separator = "&" if "?" in self.tracking_url else "?"
+        return f"{self.tracking_url}{separator}options=-csearch_path%3D{self.tracking_schema}"
+
+    def peer_script(self, name: str) -> str:
+        return str(Path(self.peer_python).parent / name)
+
+
+Command = Callable[[Toolchain], list[str]]
+EnvFor = Callable[[Toolchain], dict[str, str]]
+
+
+@dataclass(frozen=True)
+class System:
+    name: str
+    label: str
+    worker: Command
+    pusher: Command  # + MODE COUNT --rate R (common.py's protocol; the Ruby pusher speaks it too)
+    queue_key: str  # what the harness polls (LLEN, or ZCARD when queue_is_zset)
+    env: EnvFor = field(default=lambda tools: {})
+    failure_keys: tuple[str, ...] = ()  # where failed jobs would land; checked empty after the run
+    concurrency: str = f"{CONCURRENCY} threads"
+    setup: Command | None = None  # run before the system's first push
+    # + COUNT TIMEOUT: started with the worker; after a line on stdin, waits until COUNT jobs' side effects are
+    # stored elsewhere (the tracking database) and prints {"at": epoch seconds, "finished": n}; the drain is then
+    # also timed to that point ("settled")
+    settle: Command | None = None
+    queue_is_zset: bool = False
+
+
+def _kiq(name: str, label: str, *worker_args: str, env: EnvFor = lambda tools: {}, **kwargs: Command) -> System:
+    def worker(t: Toolchain) -> list[str]:
+        command = [t.kiq_python, "-m", "kiq.cli", "worker", "-r", "bench.systems.kiq_jobs", "-c", str(CONCURRENCY)]
+        return [*command, "--redis-url", t.redis_url, *worker_args]
+
+    return System(
+        name=name,
+        label=label,
+        worker=worker,
+        pusher=lambda t: [t.kiq_python, "-m", "bench.systems.common", "bench.systems.kiq_jobs"],
+        queue_key="queue:default",
+        env=lambda t: {"KIQ_REDIS_URL": t.redis_url, "KIQ_LOG_LEVEL": "WARNING", **env(t)},
+        failure_keys=("retry", "dead"),
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def _peer(name: str, label: str, module: str, worker: list[str], queue_key: str, **kwargs: object) -> System:
+    """``worker``: the command after the peer venv's script or ``python`` (the first word), with
+    ``{url}`` for the Redis URL."""
+
+    def command(t: Toolchain) -> list[str]:
+        program = t.peer_python if worker[0] == "python" else t.peer_script(worker[0])
+        return [program, *(word.replace("{url}", t.redis_url) for word in worker[1:])]
+
+    return System(
+        name=name,
+        label=label,
+        worker=command,
+        pusher=lambda t: [t.peer_python, "-m", "bench.systems.common", f"bench.systems.{module}"],
+        queue_key=queue_key,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def _sidekiq_worker(t: Toolchain) -> list[str]:
+    return ["sidekiq", "-r", str(t.root / SIDEKIQ_JOBS), "-c", str(CONCURRENCY), "-q", "default"]
+
+
+C = str(CONCURRENCY)
+SYSTEMS: list[System] = [
+    _kiq("kiq_basic", "kiq basic"),
+    _kiq("kiq_reliable", "kiq reliable", "--fetch", "reliable"),
+    _kiq("kiq_otel", "kiq reliable+otel", "--fetch", "reliable", env=lambda t: {"KIQ_PLUGINS": "otel"}),
+    _kiq(
+        "kiq_tracking",
+        "kiq tracking (PG)",
+        env=lambda t: {
+            "KIQ_PLUGINS": "tracking",
+            "KIQ_TRACKING_DATABASE_URL": t.tracking_url_in_schema,
+            "BENCH_TRACK": "1",
+        },
+        setup=lambda t: [t.kiq_python, "-m", "bench.systems.tracking_db", "reset", t.tracking_url, t.tracking_schema],
+        settle=lambda t: [t.kiq_python, "-m", "bench.systems.tracking_db", "wait", t.tracking_url, t.tracking_schema],
+    ),
+    System(
+        name="sidekiq",
+        label="Sidekiq (Ruby)",
+        worker=_sidekiq_worker,
+        pusher=lambda t: ["ruby", str(t.root / SIDEKIQ_JOBS)],
+        queue_key="queue:default",
+        env=lambda t: {"REDIS_URL": t.redis_url, **({"RUBYOPT": "--yjit"} if t.yjit else {})},
+        failure_keys=("retry", "dead"),
+    ),
+    _peer(
+        "dramatiq",
+        "Dramatiq",
+        "dramatiq_jobs",
+        ["dramatiq", "bench.systems.dramatiq_jobs", "--processes", "1", "--threads", C],
+        "dramatiq:default",
+        failure_keys=("dramatiq:default.DQ", "dramatiq:default.XQ"),
+    ),
+    _peer(
+        "huey",
+        "huey",
+        "huey_jobs",
+        ["huey_consumer", "bench.systems.huey_jobs.huey", "-w", C, "-k", "thread", "-q"],
+        "huey.redis.bench",
+    ),
+    _peer(
+        "arq",
+        "arq",
+        "arq_jobs",
+        ["python", "-m", "bench.systems.arq_jobs"],
+        "arq:queue",
+        concurrency=f"{CONCURRENCY} coroutines",
+        queue_is_zset=True,
+    ),
+    _peer(
+        "rq",
+        "RQ",
+        "rq_jobs",
+        ["rq", "worker", "-w", "rq.worker.SimpleWorker", "--url", "{url}", "--logging_level", "WARNING", "default"],
+        "rq:queue:default",
+        failure_keys=("rq:failed:default",),
+        concurrency="1 (no thread pool)",
+    ),
+    _peer(
+        "celery",
+        "Celery",
+        "celery_jobs",
+        ["celery", "-A", "bench.systems.celery_jobs", "worker", "-P", "threads", "-c", C, "-l", "WARNING"],
+        "celery",
+    ),
+]
+
+BY_NAME = {system.name: system for system in SYSTEMS}
+BASELINE = "sidekiq"

@@ -1,0 +1,50 @@
+"""kiq's benchmark jobs and pusher. The worker: ``kiq worker -r bench.systems.kiq_jobs -c 10``.
+
+``BENCH_TRACK=1`` makes the pusher create tracked jobs (the tracking plugin's ``create_task`` for bulk,
+``track: True`` for single and latency pushes), so the tracking system measures tracked jobs end to end.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from importlib.metadata import version
+
+import kiq
+from bench.systems.common import LATENCY_KEY, Pusher
+
+
+class BenchNoop(kiq.Job):
+    kiq_name = "BenchNoop"
+
+    def perform(self, index: int) -> None:
+        pass
+
+
+class BenchLatency(kiq.Job):
+    kiq_name = "BenchLatency"
+
+    def perform(self, enqueued_at: float) -> None:
+        started = time.time()
+        kiq.default_config().redis.rpush(LATENCY_KEY, started - enqueued_at)
+
+
+def pusher() -> Pusher:
+    if os.environ.get("BENCH_TRACK") != "1":
+        return Pusher(
+            version=version("kiq"),
+            single=BenchNoop.perform_async,
+            bulk=BenchNoop.perform_bulk,
+            latency=BenchLatency.perform_async,
+        )
+    from kiq.plugins.tracking import create_task
+
+    tracked_noop = BenchNoop.set(track=True)
+    tracked_latency = BenchLatency.set(track=True)
+    return Pusher(
+        version=version("kiq"),
+        single=tracked_noop.perform_async,
+        bulk=lambda args: create_task(BenchNoop, args),
+        latency=tracked_latency.perform_async,
+        note="bulk = tracking create_task",
+    )

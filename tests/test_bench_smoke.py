@@ -1,0 +1,69 @@
+"""The benchmark harness's pure parts, on synthetic numbers (the harness itself is run by `make bench`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from bench import procs, report
+from bench.runner import percentile
+from bench.systems import BY_NAME, Toolchain
+
+
+def _result(system: str, label: str, drain: float, p50: float, **extra: object) -> dict[str, object]:
+    return {
+        "system": system,
+        "label": label,
+        "version": "1.0",
+        "concurrency": "10 threads",
+        "drain_rate": drain,
+        "push_bulk_rate": 1000.0,
+        "push_single_rate": None,
+        "latency_p50_ms": p50,
+        "latency_p99_ms": 4.0,
+        "peak_rss_mib": 50.0,
+        "notes": [],
+        "error": None,
+        **extra,
+    }
+
+
+def test_table_gives_ratios_to_sidekiq_and_lists_errors_and_notes() -> None:
+    results = [
+        _result("sidekiq", "Sidekiq (Ruby)", 8000.0, 0.5),
+        _result("kiq_basic", "kiq basic", 24000.0, 0.25, notes=["bulk = something"]),
+        _result("rq", "RQ", 0.0, 0.0, error="the worker exited with 1"),
+    ]
+    lines = report.table(results).splitlines()
+    kiq_row = next(line for line in lines if line.startswith("| kiq basic"))
+    assert "24,000 (3.00x)" in kiq_row
+    assert "0.25 (0.50x)" in kiq_row
+    assert "| - |" in kiq_row  # push_single_rate was not measured
+    rq_row = next(line for line in lines if line.startswith("| RQ"))
+    assert rq_row.count("error") == len(report.METRICS)
+    assert "- RQ: the worker exited with 1" in lines
+    assert "- kiq basic: bulk = something" in lines
+
+
+def test_table_without_the_baseline_shows_plain_numbers() -> None:
+    table = report.table([_result("kiq_basic", "kiq basic", 12345.0, 1.5)])
+    assert "12,345 |" in table and "x)" not in table
+
+
+def test_percentile_is_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 201)]
+    assert percentile(values, 0.50) == 100.0
+    assert percentile(values, 0.99) == 198.0
+    assert percentile([7.0], 0.99) == 7.0
+
+
+def test_process_tree_memory_of_this_process() -> None:
+    assert procs.tree(os.getpid())[0] == os.getpid()
+    assert 0 < procs.rss_kib(os.getpid()) <= procs.peak_rss_kib(os.getpid())
+
+
+def test_tracking_runs_in_its_own_schema() -> None:
+    tools = Toolchain(Path("."), "redis://x", "py", "py", "postgresql+psycopg://u:p@h/db", "kiq_bench", False)
+    env = BY_NAME["kiq_tracking"].env(tools)
+    assert env["KIQ_TRACKING_DATABASE_URL"] == "postgresql+psycopg://u:p@h/db?options=-csearch_path%3Dkiq_bench"
+    assert BY_NAME["kiq_otel"].worker(tools)[-2:] == ["--fetch", "reliable"]
