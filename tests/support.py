@@ -11,8 +11,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import redis
+
 ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
+FAST = {"KIQ_HEARTBEAT_INTERVAL": "0.5"}  # env for worker processes: heartbeats (and remote signals) every 0.5 s
 
 
 def wait_until(predicate: Callable[[], T], timeout: float = 15.0, interval: float = 0.05, message: str = "") -> T:
@@ -81,3 +84,15 @@ class WorkerProcess:
 
     def __exit__(self, *exc: Any) -> None:
         self.kill()
+
+
+def identity_of(r: redis.Redis, worker: WorkerProcess) -> str:
+    """The worker's process identity, once its first heartbeat registered it."""
+
+    def find() -> str | None:
+        for key in r.smembers("processes"):
+            if key.split(":")[1] == str(worker.pid):
+                return str(key)
+        return None
+
+    return wait_until(find, 30, message=f"worker {worker.pid} in the processes set")

@@ -18,8 +18,7 @@ from kiq.cli import _module_name, build_parser, worker_overrides
 from kiq.config import Config
 from kiq.errors import ConfigError
 from tests.jobs.basic import Record
-from tests.support import ROOT, WorkerProcess, wait_until
-from tests.test_worker import FAST, identity_of
+from tests.support import FAST, ROOT, WorkerProcess, identity_of, wait_until
 
 StartWorker = Callable[..., WorkerProcess]
 

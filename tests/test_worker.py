@@ -9,29 +9,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import redis
 
 import kiq
 from kiq.redis import EmbeddedRedis
 from tests.jobs.basic import Record, Sleepy
-from tests.support import WorkerProcess, wait_until
+from tests.support import FAST, WorkerProcess, identity_of, wait_until
 
 pytestmark = pytest.mark.slow
 
-FAST = {"KIQ_HEARTBEAT_INTERVAL": "0.5"}
 StartWorker = Callable[..., WorkerProcess]
-
-
-def identity_of(r: redis.Redis, worker: WorkerProcess) -> str:
-    """The worker's process identity, once its first heartbeat registered it."""
-
-    def find() -> str | None:
-        for key in r.smembers("processes"):
-            if key.split(":")[1] == str(worker.pid):
-                return str(key)
-        return None
-
-    return wait_until(find, 30, message=f"worker {worker.pid} in the processes set")
 
 
 def test_a_thousand_jobs_are_each_performed_exactly_once(start_worker: StartWorker, e2e_config: kiq.Config) -> None:
