@@ -6,7 +6,6 @@ both in one pipelined round trip, retried once when a failover made the server r
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -15,6 +14,7 @@ import redis as redis_py
 
 from .job import DEFAULT_OPTIONS, Job
 from .payload import check_args, dumps, new_jid
+from .plugin_manager import entered
 
 if TYPE_CHECKING:
     import redis
@@ -68,11 +68,8 @@ class Client:
             raise ValueError(f"push_bulk: {len(at)} 'at' values for {len(all_args)} jobs")
         base = {key: value for key, value in item.items() if key not in ("args", "at")}
         job_class, template = self._normalize({**base, "args": []})
-        with contextlib.ExitStack() as scopes:
-            for scope in self.config.plugins.hook.kiq_push_bulk(
-                config=self.config, queue=template["queue"], count=len(all_args)
-            ):
-                scopes.enter_context(scope)
+        hook = self.config.plugins.hook
+        with entered(hook.kiq_push_bulk(config=self.config, queue=template["queue"], count=len(all_args))):
             payloads: list[dict[str, Any]] = []
             jids: list[str | None] = []
             for index, job_args in enumerate(all_args):

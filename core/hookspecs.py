@@ -44,6 +44,12 @@ def kiq_push_bulk(config: Config, queue: str, count: int) -> AbstractContextMana
     Redis writes), or None; e.g. one tracing span for the batch."""
 
 
+@hookspec
+def kiq_operation(name: str, config: Config) -> AbstractContextManager[None] | None:
+    """Return a context manager to run around one of a worker's internal operations, or None: ``"poll"`` (one
+    pass of the scheduled/retry poller) or ``"heartbeat"`` (one heartbeat); e.g. a tracing span."""
+
+
 @hookspec(firstresult=True)
 def kiq_fetcher(name: str, config: Config, capsule: Capsule) -> Fetcher | None:
     """Return a fetcher for the ``fetch`` setting ``name`` if this plugin provides it, else None."""

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from . import __version__
 from .manager import Capsule, Manager, capsules_for
 from .payload import dumps, new_jid
+from .plugin_manager import entered
 from .processor import RedisOutage
 
 if TYPE_CHECKING:
@@ -118,7 +119,15 @@ class Launcher:
                 return
 
     def heartbeat(self) -> None:
-        """One beat: flush the counters, write ``<identity>:work`` and the process hash, run a remote signal."""
+        """One beat: flush the counters, write ``<identity>:work`` and the process hash, run a remote signal;
+        inside the ``kiq_operation`` hook's context managers (name ``"heartbeat"``)."""
+        try:
+            with entered(self.config.plugins.hook.kiq_operation(name="heartbeat", config=self.config)):
+                self._beat()
+        except Exception as exc:  # a failing plugin must not end the heartbeat thread
+            self.config.handle_exception(exc, {"context": "heartbeat"})
+
+    def _beat(self) -> None:
         processed, failed = self._totals()
         key = self.identity
         redis = self.config.redis

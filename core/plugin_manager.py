@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.metadata
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -44,6 +46,15 @@ class PluginManager(pluggy.PluginManager):
             for impl in caller.get_hookimpls()
             if impl.plugin is plugin
         ]
+
+
+@contextlib.contextmanager
+def entered(scopes: Iterable[contextlib.AbstractContextManager[Any]]) -> Iterator[None]:
+    """Run the block inside every context manager that a hook's implementations returned (e.g. ``kiq_operation``)."""
+    with contextlib.ExitStack() as stack:
+        for scope in scopes:
+            stack.enter_context(scope)
+        yield
 
 
 def resolve(name: str) -> object:

@@ -24,6 +24,7 @@ import redis as redis_py
 
 from .job_record import parse_job
 from .job_sets import DeadSet
+from .plugin_manager import entered
 from .process_set import cleanup_processes
 
 if TYPE_CHECKING:
@@ -66,10 +67,16 @@ class Poller:
             self._thread.join(timeout)
 
     def enqueue_jobs(self, now: float | None = None) -> int:
-        """One pass: enqueue every job due by ``now`` (default: the current time), ``retry`` first.
+        """One pass: enqueue every job due by ``now`` (default: the current time), ``retry`` first, inside
+        the ``kiq_operation`` hook's context managers (name ``"poll"``).
 
         Returns how many jobs were enqueued. Raises on a Redis error (the job being moved is put back).
         """
+        with entered(self.config.plugins.hook.kiq_operation(name="poll", config=self.config)):
+            return self._enqueue_due(now)
+
+    # -- internals ----------------------------------------------------------------------------------
+    def _enqueue_due(self, now: float | None) -> int:
         count = 0
         for name in SETS:
             while not self._done.is_set():
@@ -80,7 +87,6 @@ class Poller:
                 count += self._enqueue(name, raw, due)
         return count
 
-    # -- internals ----------------------------------------------------------------------------------
     def _enqueue(self, set_name: str, raw: str, due: float) -> int:
         config = self.config
         job = parse_job(raw)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import redis
+import redis.exceptions as redis_errors
 from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader, NumberDataPoint
@@ -21,6 +22,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 import kiq
 import kiq.plugins.otel as otel
 from kiq.errors import Shutdown
+from kiq.launcher import Launcher
 from kiq.payload import loads
 from kiq.scheduled import Poller
 
@@ -356,6 +358,62 @@ def test_process_duration_is_a_histogram_in_seconds_with_the_semconv_buckets(
     }
     (sent,) = telemetry.points("messaging.client.sent.messages")
     assert isinstance(sent, NumberDataPoint) and sent.value == 1
+
+
+# -- internal spans (poller and heartbeat) -------------------------------------------------------------------
+class RedisRefuses(kiq.ClientMiddleware):
+    """Fails every push the way an unreachable Redis does (the poller then puts the job back and raises)."""
+
+    def call(self, job_class: Any, job: dict[str, Any], queue: str, redis: Any) -> Any:
+        raise redis_errors.ConnectionError("Redis went away")
+        yield
+
+
+def poll_and_beat(config: kiq.Config, r: redis.Redis) -> Launcher:
+    """One poller pass that enqueues a due scheduled job, and one heartbeat, as a worker runs them."""
+    Greet.perform_in(60, "ada")
+    assert Poller(config).enqueue_jobs(now=time.time() + 120) == 1
+    launcher = Launcher(config)
+    launcher.heartbeat()
+    assert r.sismember("processes", launcher.identity)  # the beat ran
+    return launcher
+
+
+def test_no_internal_spans_by_default(config: kiq.Config, r: redis.Redis, telemetry: Telemetry) -> None:
+    assert config.get("otel_internal_spans") is False
+    poll_and_beat(config, r)
+    assert [span.name for span in telemetry.finished()] == ["send default", "send default"]
+
+
+def test_internal_spans_are_roots_around_each_poll_pass_and_heartbeat(
+    config: kiq.Config, r: redis.Redis, telemetry: Telemetry
+) -> None:
+    config.otel_internal_spans = "true"  # as from KIQ_OTEL_INTERNAL_SPANS
+    with telemetry.tracer.start_as_current_span("ambient"):  # not their parent: they serve no caller
+        launcher = poll_and_beat(config, r)
+    poll, beat = telemetry.one("kiq poll"), telemetry.one("kiq heartbeat")
+    assert poll.kind is SpanKind.INTERNAL and beat.kind is SpanKind.INTERNAL
+    assert poll.parent is None and beat.parent is None
+    assert dict(poll.attributes or {}) == {"messaging.system": "kiq"}
+    assert dict(beat.attributes or {}) == {"messaging.system": "kiq", "messaging.client.id": launcher.identity}
+    _, enqueue_send = telemetry.finished("send default")  # the pass's push nests under its span
+    assert ids(enqueue_send.parent) == ids(poll.get_span_context())
+    Poller(config).enqueue_jobs()
+    launcher.heartbeat()
+    assert len(telemetry.finished("kiq poll")) == 2 and len(telemetry.finished("kiq heartbeat")) == 2
+
+
+def test_a_failing_poll_pass_is_an_error_span(config: kiq.Config, r: redis.Redis, telemetry: Telemetry) -> None:
+    config.otel_internal_spans = True
+    Greet.perform_in(60, "ada")
+    config.client_middleware.add(RedisRefuses)
+    with pytest.raises(redis_errors.ConnectionError):
+        Poller(config).enqueue_jobs(now=time.time() + 120)
+    assert r.zcard("schedule") == 1  # put back
+    poll = telemetry.one("kiq poll")
+    assert poll.status.status_code is StatusCode.ERROR
+    assert poll.attributes is not None
+    assert poll.attributes["error.type"] == "redis.exceptions.ConnectionError"
 
 
 # -- without an SDK -----------------------------------------------------------------------------------------

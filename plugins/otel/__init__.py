@@ -14,8 +14,9 @@ from typing import Any
 from opentelemetry import metrics, trace
 
 import kiq
-from kiq.config import as_choice
+from kiq.config import as_bool, as_choice
 
+from .internal import internal_span
 from .middleware import LINK_MODES, ClientTracing, ServerTracing, batch_send
 from .telemetry import Telemetry, telemetry_for
 
@@ -27,7 +28,13 @@ _SETTINGS = [
         "link",
         as_choice(*LINK_MODES),
         "how a job's process span relates to its producer: link (semconv default) or child",
-    )
+    ),
+    kiq.Setting(
+        "otel_internal_spans",
+        False,
+        as_bool,
+        "also trace the worker's poller passes and heartbeats (INTERNAL spans 'kiq poll', 'kiq heartbeat')",
+    ),
 ]
 
 
@@ -50,6 +57,15 @@ def kiq_server_middleware(chain: kiq.Chain[Any], config: kiq.Config) -> None:
 def kiq_push_bulk(config: kiq.Config, queue: str, count: int) -> AbstractContextManager[None]:
     """One ``send`` span for a whole ``push_bulk`` (called by the client around it)."""
     return batch_send(telemetry_for(config), config, queue, count)
+
+
+@kiq.hookimpl
+def kiq_operation(name: str, config: kiq.Config) -> AbstractContextManager[None] | None:
+    """A ``kiq <name>`` span around a poll pass or a heartbeat, when ``otel_internal_spans`` is on."""
+    telemetry = telemetry_for(config)
+    if not config.get("otel_internal_spans") or not telemetry.tracing():
+        return None
+    return internal_span(telemetry, name, config)
 
 
 def instrument(

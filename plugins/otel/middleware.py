@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context, propagate, trace
-from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+from opentelemetry.trace import Link, SpanKind
 
 import kiq
 
@@ -26,7 +26,7 @@ from .telemetry import (
     RETRY_COUNT,
     Attributes,
     Telemetry,
-    error_type,
+    mark_failed,
 )
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ class ClientTracing(kiq.ClientMiddleware):
         try:
             pushed = yield
         except Exception as exc:
-            telemetry.sent_messages.add(1, {**metric, ERROR_TYPE: _mark_failed(span, exc)})
+            telemetry.sent_messages.add(1, {**metric, ERROR_TYPE: mark_failed(span, exc)})
             raise
         finally:
             if span is not None:
@@ -129,7 +129,7 @@ class ServerTracing(kiq.ServerMiddleware):
         try:
             yield
         except Exception as exc:
-            failed = {**metric, ERROR_TYPE: _mark_failed(span, exc)}
+            failed = {**metric, ERROR_TYPE: mark_failed(span, exc)}
             telemetry.process_duration.record(time.perf_counter() - started, failed)
             raise
         else:
@@ -176,7 +176,7 @@ def batch_send(telemetry: Telemetry, config: kiq.Config, queue: str, count: int)
     try:
         yield
     except Exception as exc:
-        telemetry.sent_messages.add(count, {**metric, ERROR_TYPE: _mark_failed(span, exc)})
+        telemetry.sent_messages.add(count, {**metric, ERROR_TYPE: mark_failed(span, exc)})
         raise
     finally:
         _current_batch.reset(token)
@@ -186,13 +186,3 @@ def batch_send(telemetry: Telemetry, config: kiq.Config, queue: str, count: int)
             span.end()
     if batch.sent:
         telemetry.sent_messages.add(batch.sent, metric)
-
-
-def _mark_failed(span: trace.Span | None, exc: Exception) -> str:
-    """Record ``exc`` on the span the semconv way; return its ``error.type``."""
-    kind = error_type(exc)
-    if span is not None and span.is_recording():
-        span.record_exception(exc)
-        span.set_attribute(ERROR_TYPE, kind)
-        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-    return kind

@@ -12,6 +12,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import metrics, propagate, trace
+from opentelemetry.trace import Status, StatusCode
 
 import kiq
 
@@ -136,3 +137,13 @@ def error_type(exc: BaseException) -> str:
     """The exception's class name, qualified by its module unless it is a builtin (semconv ``error.type``)."""
     kind = type(exc)
     return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
+def mark_failed(span: trace.Span | None, exc: Exception) -> str:
+    """Record ``exc`` on the span the semconv way; return its ``error.type``."""
+    kind = error_type(exc)
+    if span is not None and span.is_recording():
+        span.record_exception(exc)
+        span.set_attribute(ERROR_TYPE, kind)
+        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+    return kind
