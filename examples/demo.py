@@ -5,7 +5,7 @@ raising and die), runs a real ``kiq worker`` process, shows the progress as a te
 while it runs, and prints the final counts per status. Exits 0 by itself when the task is complete; with
 ``--serve`` the page stays up until Ctrl-C.
 
-    .venv/bin/python examples/demo.py [--jobs 300] [--serve] [--port 8077]
+    .venv/bin/python examples/demo.py [--jobs 300] [--job-seconds 0.03] [--serve] [--port 8077]
 
 The worker imports this file (``-r examples/demo.py``) for the job class, so the demo itself runs only
 under ``__main__``.
@@ -35,6 +35,7 @@ from kiq.redis import EmbeddedRedis
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 180.0  # seconds: a demo that has not finished by then has a problem worth reporting
+JOB_SECONDS = "KIQ_DEMO_JOB_SECONDS"  # how the worker process learns --job-seconds
 
 
 class DemoEnroll(kiq.Job):
@@ -45,7 +46,8 @@ class DemoEnroll(kiq.Job):
 
     def perform(self, product: int, kind: str) -> None:
         message(self, f"checking product {product}")
-        time.sleep(random.uniform(0.01, 0.05))  # "slow" work
+        mean = float(os.environ.get(JOB_SECONDS, "0.03"))
+        time.sleep(random.uniform(mean / 3, mean * 5 / 3))  # "slow" work
         if kind == "unsellable":
             raise TaskFailure(f"product {product} has no price")
         if kind == "broken" or (kind == "flaky" and "retry_count" not in self.job):
@@ -89,9 +91,10 @@ def bar(task: dict[str, Any], width: int = 40) -> str:
     return f"[{'#' * filled}{'.' * (width - filled)}] {task['progress']:6.1%}  {counts}"
 
 
-def start_worker(redis_url: str, database_url: str, workdir: Path) -> subprocess.Popen[bytes]:
+def start_worker(redis_url: str, database_url: str, workdir: Path, job_seconds: float) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
+        JOB_SECONDS: str(job_seconds),
         "KIQ_PLUGINS": "tracking",
         "KIQ_TRACKING_DATABASE_URL": database_url,
         "KIQ_POLL_INTERVAL": "0.5",  # retries are due after ~1-10 s: look for them often
@@ -132,6 +135,7 @@ def watch(tracker: Tracker, task_id: str, worker: subprocess.Popen[bytes]) -> di
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=300, help="jobs in the task (default 300)")
+    parser.add_argument("--job-seconds", type=float, default=0.03, help="mean time a job works (default 0.03)")
     parser.add_argument("--serve", action="store_true", help="keep the status page up after the task completes")
     parser.add_argument("--port", type=int, default=8077, help="status page port (0: any free port)")
     args = parser.parse_args(argv)
@@ -153,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         url = f"http://127.0.0.1:{server.server_port}/tasks/{task_id}/page"
         print(f"task {task_id}: {args.jobs} jobs pushed to {redis_url}")
         print(f"status page: {url}", flush=True)
-        worker = start_worker(redis_url, database_url, workdir)
+        worker = start_worker(redis_url, database_url, workdir, args.job_seconds)
         print(f"worker pid {worker.pid} (log: {workdir / 'worker.log'})", flush=True)
         task = watch(tracker, task_id, worker)
         print("final counts: " + ", ".join(f"{status} {count}" for status, count in task["counts"].items()))

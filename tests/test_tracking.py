@@ -195,9 +195,17 @@ def test_status_writes_converge_whatever_their_order(tracker: Tracker) -> None:
 def test_pending_updates_merge_per_job() -> None:
     working = Update("j", "t", "Enroll", [1], "working", 5, 1, messages=[{"text": "a"}])
     old_error = Update("j", None, "", None, "enqueued", 2, None, "Boom", messages=[{"text": "b"}])
-    merged = working.merged(old_error)
-    assert (merged.status, merged.version, merged.attempts, merged.last_error) == ("working", 5, 1, None)
-    assert merged.messages == [{"text": "a"}, {"text": "b"}] and merged.task_id == "t"
+    working.absorb(old_error)
+    assert (working.status, working.version, working.attempts, working.last_error) == ("working", 5, 1, None)
+    assert working.messages == [{"text": "a"}, {"text": "b"}] and working.task_id == "t"
+    messages_only = Update("k", messages=[{"text": "c"}])
+    messages_only.absorb(Update("k", "t", "Enroll", [2], "working", 5, 1))
+    assert (messages_only.status, messages_only.version, messages_only.task_id, messages_only.params) == (
+        "working",
+        5,
+        "t",
+        [2],
+    )
 
 
 def test_the_tracker_registers_the_plugin_on_its_config(config: kiq.Config, tracking_db_url: str) -> None:

@@ -47,37 +47,61 @@ def test_make_demo_runs_the_task_to_completion_and_exits_0(tmp_path: Path) -> No
     assert re.search(r"status page: http://127\.0\.0\.1:\d+/tasks/[0-9a-f]{32}/page", output)
 
 
+def dump_dom(url: str, profile: Path, budget_ms: int) -> str:
+    """The page's DOM after ``budget_ms`` of (virtual) time in headless Chromium."""
+    assert CHROMIUM is not None
+    return subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+         f"--virtual-time-budget={budget_ms}", "--dump-dom", url],
+        capture_output=True, text=True, timeout=90, check=True,
+    ).stdout  # fmt: skip
+
+
+def shown(dom: str, element_id: str) -> int:
+    found = re.search(rf'id="{element_id}"[^>]*>(\d+)<', dom)
+    assert found, f"#{element_id} not in the page: {dom[:2000]}"
+    return int(found.group(1))
+
+
+def bar_width(dom: str) -> int:
+    found = re.search(r'id="fill"[^>]*style="width: (\d+)%', dom)
+    assert found, f"no progress bar width in the page: {dom[:2000]}"
+    return int(found.group(1))
+
+
 @pytest.mark.skipif(CHROMIUM is None and os.environ.get("KIQ_REQUIRE_SERVICES") != "1", reason="no chromium")
-def test_the_status_page_in_chromium_reaches_100_percent_with_the_api_counts(tmp_path: Path) -> None:
+def test_the_status_page_in_chromium_shows_progress_then_100_percent_with_the_api_counts(tmp_path: Path) -> None:
     assert CHROMIUM is not None, "KIQ_REQUIRE_SERVICES=1 but chromium is not installed"
     log = tmp_path / "demo.log"
-    demo = run_demo("--jobs", "60", "--serve", log=log)
+    demo = run_demo("--jobs", "60", "--job-seconds", "1", "--serve", log=log)  # ≥ 6 s of work on 10 threads
     try:
         page_url = wait_until(
             lambda: (m := re.search(r"status page: (\S+/page)", log.read_text())) and m.group(1),
             30, message="the demo's status page URL",
         )  # fmt: skip
+        api_url = page_url.removesuffix("/page")
+        wait_until(lambda: httpx.get(api_url).json()["done"] > 0, 60, message="the first jobs to be done")
+        before = httpx.get(api_url).json()
+        running = dump_dom(page_url, tmp_path / "ch", 2000)
+        after = httpx.get(api_url).json()
         wait_until(lambda: "serving the status page" in log.read_text(), 150, message="the demo task to complete")
-        api = httpx.get(page_url.removesuffix("/page")).json()
-        dom = subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'ch'}",
-             "--virtual-time-budget=10000", "--dump-dom", page_url],
-            capture_output=True, text=True, timeout=90, check=True,
-        ).stdout  # fmt: skip
+        api = httpx.get(api_url).json()
+        final = dump_dom(page_url, tmp_path / "ch", 10000)
     finally:
         demo.send_signal(signal.SIGTERM)
         demo.wait(60)
 
-    def shown(element_id: str) -> int:
-        found = re.search(rf'id="{element_id}"[^>]*>(\d+)<', dom)
-        assert found, f"#{element_id} not in the page: {dom[:2000]}"
-        return int(found.group(1))
-
+    # while it ran: the bar was part way, between what the API said just before and just after
+    assert not after["complete"], "the task completed while the page loaded: make the demo's jobs slower"
+    assert 'data-complete="false"' in running
+    assert 0 < shown(running, "percent") == bar_width(running) < 100
+    assert before["done"] <= shown(running, "done") <= after["done"]
+    # at the end: 100 % and the API's numbers
     assert api["complete"] and api["total"] == 60
-    assert shown("percent") == 100 and 'data-complete="true"' in dom
-    assert (shown("done"), shown("total")) == (api["done"], api["total"])
-    assert {status: shown(f"count-{status}") for status in api["counts"]} == api["counts"]
-    rows = dict(re.findall(r'<tr data-job="([0-9a-f]+)" data-status="(\w+)"', dom))
+    assert shown(final, "percent") == bar_width(final) == 100 and 'data-complete="true"' in final
+    assert (shown(final, "done"), shown(final, "total")) == (api["done"], api["total"])
+    assert {status: shown(final, f"count-{status}") for status in api["counts"]} == api["counts"]
+    rows = dict(re.findall(r'<tr data-job="([0-9a-f]+)" data-status="(\w+)"', final))
     assert rows == {event["job_id"]: event["status"] for event in api["events"]}
     assert api["counts"]["failed"] == 6 and api["counts"]["error"] == 1  # products 3, 13, ..., 53; product 49

@@ -4,8 +4,14 @@ with the real Processor, BasicFetch and Poller."""
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import os
 import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -93,3 +99,56 @@ def work_off(config: kiq.Config, queue: str = "default") -> int:
 def retry_now(config: kiq.Config) -> int:
     """Move every pending retry to its queue now (as the Poller does when they are due)."""
     return Poller(config).enqueue_jobs(now=time.time() + 3600)
+
+
+class PrivatePostgres:
+    """A throwaway PostgreSQL cluster of our own (as root: initdb and pg_ctl run as the ``postgres`` user), so a
+    test can really stop the database server and start it again."""
+
+    def __init__(self, bin_dir: str) -> None:
+        self.bin_dir = bin_dir
+        self.dir = Path(tempfile.mkdtemp(prefix="kiq-pg-"))  # under /tmp: the postgres user must reach it
+        shutil.chown(self.dir, "postgres", "postgres")
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+        self._pg("initdb", "-D", str(self.dir / "data"), "-U", "postgres", "-A", "trust", "--no-sync")
+
+    def _pg(self, program: str, *args: str) -> None:
+        command = ["runuser", "-u", "postgres", "--", f"{self.bin_dir}/{program}", *args]
+        subprocess.run(command, check=True, capture_output=True, timeout=60)
+
+    def _ctl(self, *args: str) -> None:
+        self._pg("pg_ctl", "-D", str(self.dir / "data"), "-w", "-t", "30", *args)
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._ctl("-l", str(self.dir / "server.log"), "-o", options, "start")
+
+    def stop(self, mode: str = "fast") -> None:
+        """``immediate``: the server dies at once, as in a crash (it recovers on the next start)."""
+        self._ctl("stop", "-m", mode)
+
+    def remove(self) -> None:
+        with contextlib.suppress(subprocess.CalledProcessError):  # already stopped
+            self.stop("immediate")
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def private_postgres() -> Iterator[PrivatePostgres]:
+    """A running PrivatePostgres; skipped without root or PostgreSQL's server binaries (unless
+    KIQ_REQUIRE_SERVICES=1, as in CI, which installs PostgreSQL and runs as root)."""
+    bin_dirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda path: int(path.split("/")[-2]))
+    missing = "not root" if os.geteuid() != 0 else "" if bin_dirs else "no /usr/lib/postgresql/*/bin"
+    if missing:
+        if REQUIRE_SERVICES:
+            pytest.fail(f"KIQ_REQUIRE_SERVICES=1 but cannot run a private PostgreSQL: {missing}")
+        pytest.skip(f"cannot run a private PostgreSQL: {missing}")
+    server = PrivatePostgres(bin_dirs[-1])
+    try:
+        server.start()
+        yield server
+    finally:
+        server.remove()

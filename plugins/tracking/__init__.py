@@ -6,7 +6,7 @@ it on the config it uses. See the README, "Task and job tracking".
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kiq.config import Config, Setting, as_float, as_int, as_str
 from kiq.hookspecs import hookimpl
@@ -14,7 +14,10 @@ from kiq.middleware import Chain
 
 from .api import Tracker, create_task, existing_tracker, message, tracker_for
 from .middleware import TaskFailure, TrackingClientMiddleware, TrackingServerMiddleware, death_update
-from .models import STATUSES, Event, Task
+from .statuses import STATUSES
+
+if TYPE_CHECKING:
+    from .models import Event, Task
 
 __all__ = [
     "STATUSES",
@@ -34,6 +37,16 @@ SETTINGS = [
     Setting("tracking_max_pending", 100_000, as_int(1), "jobs' updates kept while the database is away"),
     Setting("tracking_shutdown_timeout", 10.0, as_float(0), "seconds a stopping worker waits to write updates"),
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``Event`` and ``Task`` (the SQLAlchemy models) load on first use: importing the plugin, or ``kiq tracking``'s
+    CLI, must not cost SQLAlchemy's import when tracking is off."""
+    if name in ("Event", "Task"):
+        from . import models
+
+        return getattr(models, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @hookimpl
@@ -56,6 +69,11 @@ def kiq_death(job: dict[str, Any], exc: BaseException | None, config: Config) ->
     update = death_update(job, exc)
     if update is not None:
         tracker_for(config).writer.submit(update)
+
+
+@hookimpl
+def kiq_startup(config: Config) -> None:
+    tracker_for(config)  # SQLAlchemy's import and the engine now, not in the worker's first tracked job
 
 
 @hookimpl

@@ -7,15 +7,17 @@ import threading
 import time
 import weakref
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kiq.config import Config, default_config
 from kiq.job import Job, JobFunction, JobSetter
 from kiq.payload import new_jid
 
 from .middleware import Reservation, describe, reservation
-from .store import Store
 from .writer import Update, Writer
+
+if TYPE_CHECKING:
+    from .store import Store
 
 TASK_ID_BYTES = 16  # 128 random bits: task ids are unguessable, so a task id is enough to read a task
 
@@ -27,8 +29,10 @@ class Tracker:
     """Tracking for one Config: its database (``tracking_database_url``) and its background writer."""
 
     def __init__(self, config: Config) -> None:
+        from .store import Store  # SQLAlchemy loads only once tracking is used
+
         self.config = config
-        self.store = Store(config.get("tracking_database_url"))
+        self.store: Store = Store(config.get("tracking_database_url"))
         self.writer = Writer(
             self.store,
             interval=config.get("tracking_flush_interval"),
@@ -65,7 +69,8 @@ class Tracker:
             raise
         finally:
             reservation.reset(token)
-        unknown = [jid for jid in pushed if jid is not None and jid not in set(jids)]
+        reserved = set(jids)
+        unknown = [jid for jid in pushed if jid is not None and jid not in reserved]
         dropped = [jid for jid, got in zip(jids, pushed, strict=True) if got is None]
         if unknown:  # only if another client middleware replaced the argument lists before ours saw them
             error = f"{len(unknown)} jobs were pushed under jids this task has no events for"

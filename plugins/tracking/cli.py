@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kiq.config import Config
 
-from .store import Store
+if TYPE_CHECKING:
+    from .store import Store
 
 
 def add_commands(commands: argparse._SubParsersAction[Any]) -> None:
@@ -27,6 +28,9 @@ def add_commands(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def _store(args: argparse.Namespace) -> Store:
+    # imported here, not at the top: ``kiq`` registers these commands at every start, tracking on or off
+    from .store import Store
+
     if args.database_url:
         return Store(args.database_url)
     from . import tracker_for

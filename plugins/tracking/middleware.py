@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from kiq.errors import Shutdown
 from kiq.middleware import ClientMiddleware, ServerMiddleware, Wrapper
 
-from .models import ENQUEUED, ERROR, FAILED, FINISHED, WORKING
+from .statuses import ENQUEUED, ERROR, FAILED, FINISHED, WORKING
 from .writer import Update
 
 if TYPE_CHECKING:

@@ -16,10 +16,6 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 # BIGINT autoincrement is not an alias of ROWID in SQLite; INTEGER is.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
 
-ENQUEUED, WORKING, FINISHED, FAILED, ERROR = "enqueued", "working", "finished", "failed", "error"
-STATUSES = (ENQUEUED, WORKING, FINISHED, FAILED, ERROR)
-DONE_STATUSES = (FINISHED, FAILED, ERROR)
-
 
 class Base(DeclarativeBase):
     pass

@@ -9,17 +9,33 @@ Writes are batched (writer.py), so one lock round per batch is cheap.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Engine, bindparam, create_engine, delete, event, func, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import (
+    Connection,
+    Engine,
+    bindparam,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
-from .models import DONE_STATUSES, ENQUEUED, STATUSES, Base, Cursor, Event, Task
+from .models import Base, Cursor, Event, Task
+from .statuses import DONE_STATUSES, ENQUEUED, STATUSES
 from .writer import Update
 
 MAX_MESSAGES = 100  # per event: the newest are kept
+NO_STATUS = -1  # the version a messages-only update carries in PG_UPSERT: lower than any stored version
 EVENT_COLUMNS = (
     Event.job_id,
     Event.status,
@@ -31,6 +47,57 @@ EVENT_COLUMNS = (
     Event.updated_at,
     Event.seq,
 )
+
+
+# Store.apply on PostgreSQL: the whole batch in one statement (one JSON parameter, no per-row binding or
+# statements), with the merge rules of _read_modify_write: the status fields only from a version not older
+# than the stored one; messages appended (the newest MAX_MESSAGES kept); messages of unknown jobs dropped; an
+# update that changes nothing leaves the row (and its seq) alone. attempts 0 means "not given" (runs start at 1).
+# PostgreSQL checks NOT NULL before ON CONFLICT, hence the placeholders for messages-only rows. The writer
+# merges updates per job, so no row is proposed twice in one statement (which ON CONFLICT would refuse).
+PG_UPSERT = text(f"""
+INSERT INTO kiq_tracking_events AS e
+    (job_id, task_id, job_class, params, status, version, attempts, last_error, messages, created_at, updated_at, seq)
+SELECT v.job_id, v.task_id, v.job_class, coalesce(v.params, 'null'), coalesce(v.status, '{ENQUEUED}'), v.version,
+    coalesce(v.attempts, 0), v.last_error, v.messages, v.at, v.at, :first + v.n
+FROM json_to_recordset(CAST(:batch AS json)) AS v(n bigint, job_id text, task_id text, job_class text, params json,
+    status text, version int, attempts int, last_error text, messages json, at double precision)
+WHERE v.status IS NOT NULL OR EXISTS (SELECT FROM kiq_tracking_events x WHERE x.job_id = v.job_id)
+ON CONFLICT (job_id) DO UPDATE SET
+    status = CASE WHEN excluded.version >= e.version THEN excluded.status ELSE e.status END,
+    version = greatest(excluded.version, e.version),
+    attempts = CASE WHEN excluded.version >= e.version AND excluded.attempts > 0
+        THEN excluded.attempts ELSE e.attempts END,
+    last_error = CASE WHEN excluded.version >= e.version
+        THEN coalesce(excluded.last_error, e.last_error) ELSE e.last_error END,
+    messages = CASE WHEN json_array_length(excluded.messages) = 0 THEN e.messages
+        ELSE jsonb_path_query_array(coalesce(e.messages::jsonb, '[]') || excluded.messages::jsonb,
+                                    '$[last - {MAX_MESSAGES - 1} to last]')::json END,
+    updated_at = excluded.updated_at,
+    seq = excluded.seq
+WHERE excluded.version >= e.version OR json_array_length(excluded.messages) > 0
+""")
+
+
+def _batch_json(updates: Sequence[Update]) -> str:
+    return json.dumps(
+        [
+            {
+                "n": n,
+                "job_id": u.job_id,
+                "task_id": u.task_id,
+                "job_class": u.job_class,
+                "params": u.params,
+                "status": u.status,
+                "version": NO_STATUS if u.status is None else u.version,
+                "attempts": u.attempts,
+                "last_error": u.last_error,
+                "messages": u.messages[-MAX_MESSAGES:],
+                "at": u.at,
+            }
+            for n, u in enumerate(updates)
+        ]
+    )
 
 
 def make_engine(url: str) -> Engine:
@@ -52,6 +119,9 @@ def make_engine(url: str) -> Engine:
 
 class Store:
     """The tracking database of one URL; creates its tables on first use."""
+
+    # errors that mean "the database is not reachable or not writable right now": the writer keeps the updates
+    outage_errors = (OperationalError, InterfaceError, PoolTimeoutError, ConnectionError)
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -118,61 +188,10 @@ class Store:
         """Write a batch of merged updates: status only where its version is not older than the stored one."""
         with self.begin_write() as conn:
             first = _allocate(conn, len(updates))
-            ids = [u.job_id for u in updates]
-            stored = {
-                row.job_id: row
-                for row in conn.execute(
-                    select(
-                        Event.job_id, Event.status, Event.version, Event.attempts, Event.last_error, Event.messages
-                    ).where(Event.job_id.in_(ids))
-                )
-            }
-            inserts: list[dict[str, Any]] = []
-            changes: list[dict[str, Any]] = []
-            for seq, u in enumerate(updates, first):
-                messages = u.messages[-MAX_MESSAGES:]
-                row = stored.get(u.job_id)
-                if row is None:
-                    if u.status is None:
-                        continue  # a message for a job nobody tracks
-                    inserts.append(
-                        {
-                            "job_id": u.job_id,
-                            "task_id": u.task_id,
-                            "job_class": u.job_class,
-                            "params": u.params,
-                            "status": u.status,
-                            "version": u.version,
-                            "attempts": u.attempts or 0,
-                            "last_error": u.last_error,
-                            "messages": messages,
-                            "created_at": u.at,
-                            "updated_at": u.at,
-                            "seq": seq,
-                        }
-                    )
-                    continue
-                fresh = u.status is not None and u.version >= row.version
-                if not fresh and not messages:
-                    continue  # an older status (e.g. arriving late after an outage): nothing changes
-                changes.append(
-                    {
-                        "b_job_id": u.job_id,
-                        "status": u.status if fresh else row.status,
-                        "version": u.version if fresh else row.version,
-                        "attempts": u.attempts if fresh and u.attempts is not None else row.attempts,
-                        "last_error": u.last_error if fresh and u.last_error is not None else row.last_error,
-                        "messages": (list(row.messages or []) + messages)[-MAX_MESSAGES:],
-                        "updated_at": u.at,
-                        "seq": seq,
-                    }
-                )
-            if inserts:
-                conn.execute(insert(Event), inserts)
-            if changes:
-                columns: dict[str, Any] = {key: bindparam(key) for key in changes[0] if key != "b_job_id"}
-                statement = update(Event).where(Event.job_id == bindparam("b_job_id")).values(**columns)
-                conn.execute(statement.execution_options(synchronize_session=False), changes)
+            if conn.dialect.name == "postgresql":
+                conn.execute(PG_UPSERT, {"first": first, "batch": _batch_json(updates)})
+            else:
+                _read_modify_write(conn, updates, first)
 
     # -- reads --------------------------------------------------------------------------------------
     def tasks(self, task_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
@@ -245,10 +264,70 @@ class Store:
         return None if row is None else {**_event_json(row), "task_id": row.task_id}
 
 
+def _read_modify_write(conn: Connection, updates: Sequence[Update], first: int) -> None:
+    """``Store.apply`` anywhere: read the stored rows, merge in Python, insert the new and update the changed.
+    (SQLite is in-process, so the extra statements cost no round trips.)"""
+    ids = [u.job_id for u in updates]
+    stored = {
+        row.job_id: row
+        for row in conn.execute(
+            select(Event.job_id, Event.status, Event.version, Event.attempts, Event.last_error, Event.messages).where(
+                Event.job_id.in_(ids)
+            )
+        )
+    }
+    inserts: list[dict[str, Any]] = []
+    changes: list[dict[str, Any]] = []
+    for seq, u in enumerate(updates, first):
+        messages = u.messages[-MAX_MESSAGES:]
+        row = stored.get(u.job_id)
+        if row is None:
+            if u.status is None:
+                continue  # a message for a job nobody tracks
+            inserts.append(
+                {
+                    "job_id": u.job_id,
+                    "task_id": u.task_id,
+                    "job_class": u.job_class,
+                    "params": u.params,
+                    "status": u.status,
+                    "version": u.version,
+                    "attempts": u.attempts or 0,
+                    "last_error": u.last_error,
+                    "messages": messages,
+                    "created_at": u.at,
+                    "updated_at": u.at,
+                    "seq": seq,
+                }
+            )
+            continue
+        fresh = u.status is not None and u.version >= row.version
+        if not fresh and not messages:
+            continue  # an older status (e.g. arriving late after an outage): nothing changes
+        changes.append(
+            {
+                "b_job_id": u.job_id,
+                "status": u.status if fresh else row.status,
+                "version": u.version if fresh else row.version,
+                "attempts": u.attempts if fresh and u.attempts is not None else row.attempts,
+                "last_error": u.last_error if fresh and u.last_error is not None else row.last_error,
+                "messages": (list(row.messages or []) + messages)[-MAX_MESSAGES:],
+                "updated_at": u.at,
+                "seq": seq,
+            }
+        )
+    if inserts:
+        conn.execute(insert(Event), inserts)
+    if changes:
+        columns: dict[str, Any] = {key: bindparam(key) for key in changes[0] if key != "b_job_id"}
+        statement = update(Event).where(Event.job_id == bindparam("b_job_id")).values(**columns)
+        conn.execute(statement.execution_options(synchronize_session=False), changes)
+
+
 def _allocate(conn: Connection, count: int) -> int:
     """Reserve ``count`` cursor values (locking the cursor row until commit); returns the first."""
-    conn.execute(update(Cursor).where(Cursor.id == 1).values(value=Cursor.value + count))
-    last: int = conn.execute(select(Cursor.value).where(Cursor.id == 1)).scalar_one()
+    bump = update(Cursor).where(Cursor.id == 1).values(value=Cursor.value + count).returning(Cursor.value)
+    last: int = conn.execute(bump).scalar_one()
     return last - count + 1
 
 

@@ -13,23 +13,18 @@ import atexit
 import logging
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-
-from sqlalchemy.exc import InterfaceError, OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 if TYPE_CHECKING:
     from .store import Store
 
 log = logging.getLogger("kiq.tracking")
 
-# errors that mean "the database is not reachable or not writable right now": keep the updates and retry
-OUTAGE_ERRORS = (OperationalError, InterfaceError, PoolTimeoutError, ConnectionError)
 MAX_BACKOFF = 5.0
 
 
-@dataclass
+@dataclass(slots=True)
 class Update:
     """What is known about one job since the last flush. ``status`` None: messages only."""
 
@@ -44,20 +39,21 @@ class Update:
     messages: list[dict[str, Any]] = field(default_factory=list)
     at: float = field(default_factory=time.time)
 
-    def merged(self, newer: Update) -> Update:
-        """This update followed by ``newer`` (which arrived later)."""
-        result = replace(self, messages=self.messages + newer.messages, at=newer.at)
+    def absorb(self, newer: Update) -> None:
+        """Become this update followed by ``newer`` (which arrived later); in place, as it runs on job threads."""
+        if newer.messages:
+            self.messages.extend(newer.messages)
+        self.at = newer.at
         if newer.task_id is not None:
-            result.task_id, result.job_class, result.params = newer.task_id, newer.job_class, newer.params
-        elif newer.job_class and not result.job_class:
-            result.job_class, result.params = newer.job_class, newer.params
+            self.task_id, self.job_class, self.params = newer.task_id, newer.job_class, newer.params
+        elif newer.job_class and not self.job_class:
+            self.job_class, self.params = newer.job_class, newer.params
         if newer.status is not None and (self.status is None or newer.version >= self.version):
-            result.status, result.version = newer.status, newer.version
+            self.status, self.version = newer.status, newer.version
             if newer.attempts is not None:
-                result.attempts = newer.attempts
+                self.attempts = newer.attempts
             if newer.last_error is not None:
-                result.last_error = newer.last_error
-        return result
+                self.last_error = newer.last_error
 
 
 class Writer:
@@ -81,13 +77,16 @@ class Writer:
     # -- job threads --------------------------------------------------------------------------------
     def submit(self, update: Update) -> None:
         with self._lock:
-            previous = self._pending.pop(update.job_id, None)
-            self._pending[update.job_id] = update if previous is None else previous.merged(update)
-            self._trim(self._pending)
+            previous = self._pending.get(update.job_id)
+            if previous is None:
+                self._pending[update.job_id] = update
+                self._trim(self._pending)
+            else:
+                previous.absorb(update)
             full = len(self._pending) >= self.batch_size
             if self._thread is None:
                 self._start()
-        if full:
+        if full and not self._wake.is_set():  # the writer is behind: wake it once, not on every submit
             self._wake.set()
 
     @property
@@ -150,7 +149,7 @@ class Writer:
                 self._in_flight = len(batch)
             try:
                 self.store.apply(batch)
-            except OUTAGE_ERRORS as exc:
+            except self.store.outage_errors as exc:
                 self._put_back(batch)
                 if self._outage_since is None:
                     self._outage_since = time.monotonic()
@@ -168,8 +167,11 @@ class Writer:
         with self._lock:
             merged = {update.job_id: update for update in batch}
             for job_id, newer in self._pending.items():
-                older = merged.pop(job_id, None)
-                merged[job_id] = newer if older is None else older.merged(newer)
+                older = merged.get(job_id)
+                if older is None:
+                    merged[job_id] = newer
+                else:
+                    older.absorb(newer)
             self._trim(merged)
             self._pending = merged
             self._in_flight = 0
@@ -177,7 +179,7 @@ class Writer:
 
     def _trim(self, pending: dict[str, Update]) -> None:
         """Drop the oldest updates beyond ``max_pending`` (caller holds the lock); the first drop is logged."""
-        while len(pending) > self.max_pending:
+        while len(pending) > self.max_pending:  # (a bare ``while`` test when under the limit: job threads call it)
             del pending[next(iter(pending))]
             self._dropped += 1
             if self._dropped == 1:
