@@ -1,9 +1,11 @@
-"""The fetcher seam and BasicFetch: how processors get jobs out of Redis.
+"""The fetcher seam, the batching hand-off that fetchers share, and BasicFetch.
 
-BasicFetch is Sidekiq's: ``BRPOP`` over the capsule's queues with a 2 s timeout (so a quiet or stop is noticed
-within 2 s). A job is out of Redis once fetched, so a crash loses the jobs in flight; a graceful stop pushes
-them back with ``RPUSH`` (the end ``BRPOP`` takes from, so they run next). The ``reliable`` plugin keeps
-fetched jobs in Redis until they are acknowledged.
+BasicFetch is Sidekiq's basic fetch made cheaper per job: one round trip takes as many jobs as the capsule has
+idle processor threads (``RPOP key count``, or a Lua script over several queues in Sidekiq's strict, random or
+weighted order), and only when every queue is empty does a thread block in ``BRPOP`` (at most 2 s, so a quiet or
+stop is noticed within 2 s). A job is out of Redis once fetched, so a crash loses the jobs in hand, never more
+than one per thread (as Sidekiq's BRPOP per thread); a stop pushes them back with ``RPUSH`` (the end fetches take
+from, so they run next). The ``reliable`` plugin keeps fetched jobs in Redis until they are acknowledged.
 """
 
 from __future__ import annotations
@@ -11,16 +13,40 @@ from __future__ import annotations
 import importlib
 import logging
 import random
-from typing import TYPE_CHECKING, Protocol, cast
+import threading
+import time
+from queue import Empty, SimpleQueue
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import ConfigError
+from .redis import DedicatedConnection
 
 if TYPE_CHECKING:
     from .manager import Capsule
 
 log = logging.getLogger("kiq")
 
-TIMEOUT = 2  # seconds a BRPOP blocks; bounds how long a processor takes to notice a quiet or stop
+TIMEOUT = 2  # seconds a fetch blocks; bounds how long a processor takes to notice a quiet or stop
+MIN_BLOCK = 0.01  # Redis's blocking commands have millisecond resolution; shorter waits are not worth a call
+QUEUE_PREFIX = "queue:"
+
+# KEYS: queue keys in fetch order. ARGV: most jobs. Returns a flat list of queue key, job pairs, oldest first.
+POP_SCRIPT = """
+local wanted = tonumber(ARGV[1])
+local fetched = {}
+for i = 1, #KEYS do
+  local jobs = redis.call('RPOP', KEYS[i], wanted)
+  if jobs then
+    for _, job in ipairs(jobs) do
+      fetched[#fetched + 1] = KEYS[i]
+      fetched[#fetched + 1] = job
+    end
+    wanted = wanted - #jobs
+    if wanted == 0 then break end
+  end
+end
+return fetched
+"""
 
 
 class UnitOfWork(Protocol):
@@ -44,6 +70,103 @@ class Fetcher(Protocol):
         ...
 
 
+Fetched = tuple[str, str]  # (queue name without the prefix, raw job)
+_LEAD: Any = object()  # put in a waiting thread's mailbox: it fetches next, for itself and the others waiting
+
+
+class BatchFetch:
+    """One round trip serves every idle processor thread of a capsule (a leader and its followers).
+
+    A thread asking for work becomes the leader if no fetch is under way; otherwise it waits on its own mailbox
+    (a ``SimpleQueue``). The leader fetches at most one job per waiting thread (itself included) in one round
+    trip, puts one job into each served thread's mailbox, and hands the lead on to a thread still waiting, if
+    any. So the process never holds a job no thread is ready to run, only one thread at a time talks to Redis to
+    fetch (on its own connection), and each thread wakes only for its own job. Subclasses implement ``_fetch``.
+    """
+
+    block_seconds: float = TIMEOUT
+
+    def __init__(self, redis: Any) -> None:
+        self._lock = threading.Condition(threading.Lock())
+        # the followers' mailboxes and deadlines, in arrival order
+        self._waiting: list[tuple[SimpleQueue[Any], float]] = []
+        self._fetching = False  # a leader is at work
+        self._closed = False
+        self._local = threading.local()
+        self.connection = DedicatedConnection(redis)  # used by the leader only
+
+    def _fetch(self, wanted: int, block: float) -> list[Fetched]:
+        """At most ``wanted`` jobs (at least one if ``block`` > 0 and a job comes within ``block`` s), oldest first.
+        Called by the leader without the lock."""
+        raise NotImplementedError
+
+    def _next_job(self) -> Fetched | None:
+        deadline = time.monotonic() + self.block_seconds
+        box: SimpleQueue[Any] | None = getattr(self._local, "box", None)
+        if box is None:
+            box = self._local.box = SimpleQueue()
+        with self._lock:
+            if self._closed:
+                return None
+            lead = not self._fetching
+            if lead:
+                self._fetching = True
+            else:
+                self._waiting.append((box, deadline))
+        if lead:
+            return self._lead(deadline)
+        try:
+            item = box.get(timeout=max(0.0, deadline - time.monotonic()))
+        except Empty:
+            with self._lock:
+                if (box, deadline) in self._waiting:
+                    self._waiting.remove((box, deadline))
+                    return None
+            item = box.get()  # a leader took this thread along and answers it when its fetch ends
+        return self._lead(deadline) if item is _LEAD else item
+
+    def _lead(self, deadline: float) -> Fetched | None:
+        """Fetch for the waiting threads until this one has a job or its time is up; then hand the lead on."""
+        while True:
+            with self._lock:
+                followers, self._waiting = self._waiting, []
+            jobs: list[Fetched] = []
+            done = True
+            try:
+                jobs = self._fetch(len(followers) + 1, deadline - time.monotonic())
+                done = bool(jobs) or time.monotonic() >= deadline
+            finally:
+                served = jobs[1:]
+                for (box, _), job in zip(followers, served, strict=False):
+                    box.put(job)
+                now = time.monotonic()
+                with self._lock:
+                    unserved = []
+                    for box, box_deadline in followers[len(served) :]:
+                        if self._closed or box_deadline <= now:
+                            box.put(None)  # its time is up
+                        else:
+                            unserved.append((box, box_deadline))
+                    self._waiting[:0] = unserved  # first in line for the next fetch
+                    if done or self._closed:
+                        if self._waiting and not self._closed:
+                            self._waiting.pop(0)[0].put(_LEAD)
+                        else:
+                            self._fetching = False
+                            self._lock.notify_all()
+            if done or self._closed:
+                return jobs[0] if jobs else None
+
+    def _close(self, timeout: float) -> None:
+        """Waiting threads get None now and later calls get None; returns once a fetch under way has ended."""
+        with self._lock:
+            self._closed = True
+            for box, _ in self._waiting:
+                box.put(None)
+            self._waiting.clear()
+            self._lock.wait_for(lambda: not self._fetching, timeout=timeout)
+
+
 class BasicUnitOfWork:
     __slots__ = ("fetch", "job", "queue_name")
 
@@ -53,49 +176,66 @@ class BasicUnitOfWork:
         self.fetch = fetch
 
     def acknowledge(self) -> None:
-        """Nothing to do: BRPOP already removed the job from Redis."""
+        """Nothing to do: the fetch already removed the job from Redis."""
 
     def requeue(self) -> None:
-        self.fetch.capsule.config.redis.rpush(f"queue:{self.queue_name}", self.job)
+        self.fetch.capsule.config.redis.rpush(QUEUE_PREFIX + self.queue_name, self.job)
 
     def __repr__(self) -> str:
         return f"BasicUnitOfWork({self.queue_name!r}, {self.job!r})"
 
 
-class BasicFetch:
-    """``BRPOP`` with Sidekiq's queue modes: strict (in the given order), random, or weighted
-    (a queue of weight ``w`` is first in ``w`` out of ``sum(weights)`` fetches, on average)."""
+class BasicFetch(BatchFetch):
+    """Sidekiq's queue modes: strict (in the given order), random, or weighted (a queue of weight ``w`` is first
+    in ``w`` out of ``sum(weights)`` fetches, on average); one order per round trip."""
 
     def __init__(self, capsule: Capsule) -> None:
         if not capsule.queues:
             raise ConfigError(f"capsule {capsule.name!r} has no queues to fetch from")
+        super().__init__(capsule.config.redis)
         self.capsule = capsule
         self.strict = capsule.mode == "strict"
         # as Sidekiq: each queue listed max(weight, 1) times; a shuffle + dedupe per fetch gives the weighting
-        self._keys = [f"queue:{name}" for name, weight in capsule.queues for _ in range(max(weight, 1))]
+        self._keys = [QUEUE_PREFIX + name for name, weight in capsule.queues for _ in range(max(weight, 1))]
         if self.strict:
             self._keys = list(dict.fromkeys(self._keys))
-        self._names = {f"queue:{name}": name for name, _ in capsule.queues}
 
     def queue_keys(self) -> list[str]:
-        """The keys for the next BRPOP, in priority order."""
+        """The keys for the next fetch, in priority order."""
         if self.strict:
             return self._keys
         return list(dict.fromkeys(random.sample(self._keys, len(self._keys))))
 
     def retrieve_work(self) -> BasicUnitOfWork | None:
-        popped = self.capsule.config.redis.brpop(self.queue_keys(), timeout=TIMEOUT)
-        if popped is None:
-            return None
-        key, job = cast(tuple[str, str], popped)  # the config's client decodes responses
-        return BasicUnitOfWork(self._names[key], job, self)
+        fetched = self._next_job()
+        return BasicUnitOfWork(fetched[0], fetched[1], self) if fetched is not None else None
+
+    def _fetch(self, wanted: int, block: float) -> list[Fetched]:
+        keys = self.queue_keys()
+        prefix = len(QUEUE_PREFIX)
+        if len(keys) == 1:
+            jobs: list[str] | None = self.connection.command("RPOP", keys[0], wanted)
+            if jobs:
+                name = keys[0][prefix:]
+                return [(name, job) for job in jobs]
+        else:
+            reply: list[str] = self.connection.script(POP_SCRIPT, keys, [wanted])
+            if reply:
+                return [(reply[i][prefix:], reply[i + 1]) for i in range(0, len(reply), 2)]
+        if block < MIN_BLOCK:
+            return []
+        popped: list[str] | None = self.connection.command("BRPOP", *keys, round(min(block, TIMEOUT), 3))
+        return [(popped[0][prefix:], popped[1])] if popped else []
 
     def bulk_requeue(self, units: list[UnitOfWork]) -> None:
+        with self._lock:
+            if not self._fetching:
+                self.connection.release()  # taken again by the next fetch, if any
         if not units:
             return
         by_queue: dict[str, list[str]] = {}
         for unit in units:
-            by_queue.setdefault(f"queue:{unit.queue_name}", []).append(unit.job)
+            by_queue.setdefault(QUEUE_PREFIX + unit.queue_name, []).append(unit.job)
         try:
             pipe = self.capsule.config.redis.pipeline(transaction=False)
             for key, jobs in by_queue.items():

@@ -14,13 +14,45 @@ from typing import Any
 
 from .errors import JobArgumentError
 
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
-loads = json.loads
+try:  # the ``fast`` extra: ~5x faster JSON; the stdlib does what orjson refuses or would change
+    import orjson
+except ImportError:  # pragma: no cover - depends on the installation
+    orjson = None  # type: ignore[assignment]
+
+_std_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+_std_loads = json.loads
+# datetimes, dataclasses and subclasses of builtins go to the stdlib, which refuses or encodes them as before
+_ORJSON_OPTIONS = (
+    (orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS)
+    if orjson is not None
+    else 0
+)
+# orjson reads an integer beyond 64 bits as a float; Ruby and the stdlib keep it exact. Such a number has 19 or
+# more digits in a row, which this finds cheaply (all digits mapped to "0", then one substring search).
+_DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_LONG_NUMBER = b"0" * 19
 
 
 def dumps(payload: dict[str, Any]) -> str:
     """Encode a job payload the way Sidekiq does: compact JSON, UTF-8 text."""
-    return _dumps(payload)
+    if orjson is not None:
+        try:
+            return orjson.dumps(payload, option=_ORJSON_OPTIONS).decode()
+        except TypeError:  # e.g. an integer beyond 64 bits, a non-str key: the stdlib encodes or refuses it
+            pass
+    return _std_dumps(payload)
+
+
+def loads(text: str) -> Any:
+    """Decode JSON as the stdlib does (exact big integers, ``NaN``, lone surrogates), faster with orjson."""
+    if orjson is not None:
+        data = text.encode("utf-8", "surrogatepass")
+        if _LONG_NUMBER not in data.translate(_DIGITS_TO_ZERO):
+            try:
+                return orjson.loads(data)
+            except orjson.JSONDecodeError:
+                pass  # the stdlib accepts a few things orjson does not, or raises the usual error
+    return _std_loads(text)
 
 
 def new_jid() -> str:

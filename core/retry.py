@@ -25,8 +25,6 @@ import re
 import time
 import traceback
 import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import Shutdown
@@ -57,39 +55,34 @@ class JobRetry:
     def __init__(self, config: Config) -> None:
         self.config = config
 
-    @contextmanager
-    def global_(self, jobstr: str, queue: str) -> Iterator[None]:
+    def global_(self, jobstr: str, queue: str) -> _GlobalGuard:
         """Record errors raised outside ``local`` (no job instance), such as an unknown job class."""
-        try:
-            yield
-        except (Handled, Shutdown):
-            raise
-        except _FAILURES as exc:
-            _raise_if_caused_by_shutdown(exc)
-            job = loads(jobstr)
-            if _ruby_truthy(job.get("retry")):
-                self._process_retry(None, job, queue, exc)
-            else:  # retry: false: no retry and no dead set, but it died, so the death hooks hear of it
-                run_death_hooks(self.config, job, exc)
-            raise Handled(f"{_error_class(exc)} recorded by JobRetry") from exc
+        return _GlobalGuard(self, jobstr, queue)
 
-    @contextmanager
-    def local(self, job_instance: Any, jobstr: str, queue: str) -> Iterator[None]:
+    def local(self, job_instance: Any, jobstr: str, queue: str) -> _LocalGuard:
         """Record errors of the job itself, using the instance's ``retry_in`` and ``retries_exhausted``."""
-        try:
-            yield
-        except (Handled, Shutdown):
-            raise
-        except _FAILURES as exc:
-            _raise_if_caused_by_shutdown(exc)
-            job = loads(jobstr)
-            if job.get("retry") is None:  # a payload from elsewhere may lack it: the class's option applies
-                get_options = getattr(type(job_instance), "get_options", None)
-                job["retry"] = get_options().get("retry") if get_options is not None else None
-            if not _ruby_truthy(job["retry"]):
-                raise  # global_ runs the death hooks, as in Sidekiq
-            self._process_retry(job_instance, job, queue, exc)
-            raise Handled(f"{_error_class(exc)} recorded by JobRetry") from exc
+        return _LocalGuard(self, job_instance, jobstr, queue)
+
+    def _global_failure(self, exc: BaseException, jobstr: str, queue: str) -> None:
+        _raise_if_caused_by_shutdown(exc)
+        job = loads(jobstr)
+        if _ruby_truthy(job.get("retry")):
+            self._process_retry(None, job, queue, exc)
+        else:  # retry: false: no retry and no dead set, but it died, so the death hooks hear of it
+            run_death_hooks(self.config, job, exc)
+        raise Handled(f"{_error_class(exc)} recorded by JobRetry") from exc
+
+    def _local_failure(self, exc: BaseException, job_instance: Any, jobstr: str, queue: str) -> None:
+        """Record the failure and raise ``Handled``; returns when the job is not retryable (``global_`` handles it)."""
+        _raise_if_caused_by_shutdown(exc)
+        job = loads(jobstr)
+        if job.get("retry") is None:  # a payload from elsewhere may lack it: the class's option applies
+            get_options = getattr(type(job_instance), "get_options", None)
+            job["retry"] = get_options().get("retry") if get_options is not None else None
+        if not _ruby_truthy(job["retry"]):
+            return  # the error goes on: global_ runs the death hooks, as in Sidekiq
+        self._process_retry(job_instance, job, queue, exc)
+        raise Handled(f"{_error_class(exc)} recorded by JobRetry") from exc
 
     # -- Sidekiq's process_retry -----------------------------------------------------------------------
     def _process_retry(self, instance: Any, job: dict[str, Any], queue: str, exc: BaseException) -> None:
@@ -166,6 +159,41 @@ class JobRetry:
             # the hooks run below, each on its own, as Sidekiq's retries_exhausted runs its death handlers
             DeadSet(self.config).kill(dumps(job), notify_failure=False)
         run_death_hooks(self.config, job, exc)
+
+
+# The guards are small classes rather than @contextmanager generators: they are entered twice per job, and a
+# class costs a third of a generator-based context manager on this path.
+class _GlobalGuard:
+    __slots__ = ("jobstr", "queue", "retrier")
+
+    def __init__(self, retrier: JobRetry, jobstr: str, queue: str) -> None:
+        self.retrier = retrier
+        self.jobstr = jobstr
+        self.queue = queue
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        if exc is not None and isinstance(exc, _FAILURES) and not isinstance(exc, Handled | Shutdown):
+            self.retrier._global_failure(exc, self.jobstr, self.queue)
+
+
+class _LocalGuard:
+    __slots__ = ("instance", "jobstr", "queue", "retrier")
+
+    def __init__(self, retrier: JobRetry, instance: Any, jobstr: str, queue: str) -> None:
+        self.retrier = retrier
+        self.instance = instance
+        self.jobstr = jobstr
+        self.queue = queue
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        if exc is not None and isinstance(exc, _FAILURES) and not isinstance(exc, Handled | Shutdown):
+            self.retrier._local_failure(exc, self.instance, self.jobstr, self.queue)  # returns: not retryable
 
 
 def run_death_hooks(config: Config, job: dict[str, Any], exc: BaseException | None) -> None:

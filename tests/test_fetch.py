@@ -1,8 +1,11 @@
-"""BasicFetch: BRPOP over the capsule's queues in Sidekiq's strict / random / weighted orders; requeue to the
-end BRPOP takes from; and the ``fetch`` setting choosing the fetcher."""
+"""BasicFetch: one round trip for the idle threads over the capsule's queues in Sidekiq's strict / random /
+weighted orders, BRPOP when they are empty; requeue to the end fetches take from; and the ``fetch`` setting
+choosing the fetcher."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
 from typing import Any
 
@@ -58,6 +61,87 @@ def test_random_order_when_all_weights_are_one(config: kiq.Config) -> None:
 
 def test_retrieve_work_returns_none_when_the_queues_stay_empty(config: kiq.Config) -> None:
     assert BasicFetch(capsule(config, ("empty", 0))).retrieve_work() is None
+
+
+def take_concurrently(fetch: BasicFetch, threads: int) -> list[BasicUnitOfWork | None]:
+    results: list[BasicUnitOfWork | None] = []
+    lock = threading.Lock()
+
+    def take() -> None:
+        unit = fetch.retrieve_work()
+        with lock:
+            results.append(unit)
+
+    workers = [threading.Thread(target=take) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(10)
+    return results
+
+
+class CountingFetch(BasicFetch):
+    """Counts round trips (the fetches a leader makes for the waiting threads)."""
+
+    def __init__(self, capsule: Capsule) -> None:
+        super().__init__(capsule)
+        self.round_trips = 0
+        self.wanted: list[int] = []
+
+    def _fetch(self, wanted: int, block: float) -> list[tuple[str, str]]:
+        self.round_trips += 1
+        self.wanted.append(wanted)
+        time.sleep(0.05)  # a slow round trip, so that the other threads are waiting when the next one starts
+        return super()._fetch(wanted, block)
+
+
+def test_one_round_trip_serves_every_waiting_thread_and_takes_no_more(config: kiq.Config, r: redis.Redis) -> None:
+    r.lpush("queue:default", *[f"job-{i}" for i in range(20)])
+    fetch = CountingFetch(capsule(config, ("default", 0)))
+    units = take_concurrently(fetch, 6)
+    jobs = sorted(unit.job for unit in units if unit is not None)
+    assert len(jobs) == 6 and len(set(jobs)) == 6  # every thread got its own job
+    assert r.llen("queue:default") == 14  # nothing taken that no thread was ready to run
+    assert fetch.round_trips < 6  # the first one serves its leader; the next, the threads that queued behind it
+    assert max(fetch.wanted) > 1
+
+
+def test_a_batch_over_several_queues_keeps_the_strict_order(config: kiq.Config, r: redis.Redis) -> None:
+    r.lpush("queue:high", "high-1", "high-2")
+    r.lpush("queue:low", "low-1", "low-2", "low-3")
+    fetch = BasicFetch(capsule(config, ("high", 0), ("low", 0)))
+    assert fetch._fetch(4, block=0) == [("high", "high-1"), ("high", "high-2"), ("low", "low-1"), ("low", "low-2")]
+    assert r.lrange("queue:low", 0, -1) == ["low-3"]
+
+
+def test_waiting_threads_get_none_when_the_queues_stay_empty(config: kiq.Config) -> None:
+    fetch = BasicFetch(capsule(config, ("empty", 0)))
+    started = time.monotonic()
+    assert take_concurrently(fetch, 4) == [None] * 4
+    assert time.monotonic() - started < 6  # each within about its 2 s (one may wait for the blocked leader)
+
+
+def test_a_job_pushed_while_threads_wait_is_fetched_by_one_of_them(config: kiq.Config, r: redis.Redis) -> None:
+    fetch = BasicFetch(capsule(config, ("default", 0), ("other", 0)))
+    results: list[BasicUnitOfWork | None] = []
+    waiter = threading.Thread(target=lambda: results.extend(take_concurrently(fetch, 3)))
+    waiter.start()
+    time.sleep(0.2)  # let them block (BRPOP and mailboxes); the assertions do not depend on it
+    r.lpush("queue:other", "late")
+    waiter.join(10)
+    assert [(unit.queue_name, unit.job) for unit in results if unit is not None] == [("other", "late")]
+
+
+def test_a_failing_fetch_reaches_the_caller_and_the_next_fetch_works(config: kiq.Config, r: redis.Redis) -> None:
+    r.lpush("queue:default", "job")
+    fetch = BasicFetch(capsule(config, ("default", 0)))
+    r.set("queue:broken", "not a list")
+    fetch._keys = ["queue:broken"]
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        fetch.retrieve_work()
+    fetch._keys = ["queue:default"]
+    unit = fetch.retrieve_work()  # the lead was given up: this thread fetches again
+    assert unit is not None and unit.job == "job"
 
 
 def test_bulk_requeue_puts_jobs_back_where_they_are_fetched_next(config: kiq.Config, r: redis.Redis) -> None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import math
 import re
 from typing import Any
 
 import pytest
 
+import kiq.payload
 from kiq.errors import JobArgumentError
 from kiq.payload import check_args, dumps, loads, new_jid
 
@@ -61,3 +63,37 @@ def test_jid_is_24_hex_and_unique() -> None:
 
 def test_dumps_is_compact_utf8() -> None:
     assert dumps({"a": [1, "é"]}) == '{"a":[1,"é"]}'
+
+
+# the JSON path is orjson when the ``fast`` extra is installed, the stdlib otherwise; both must agree
+@pytest.fixture(params=["installed", "stdlib"])
+def json_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "stdlib":
+        monkeypatch.setattr(kiq.payload, "orjson", None)
+    return str(request.param)
+
+
+def test_payloads_are_compact_utf8_json(json_path: str) -> None:
+    payload = {"class": "Mailer", "args": [1, "é", 2.5, None, True, {"k": []}], "jid": "abc", "at": 1700000000.25}
+    text = dumps(payload)
+    assert text == '{"class":"Mailer","args":[1,"é",2.5,null,true,{"k":[]}],"jid":"abc","at":1700000000.25}'
+    assert loads(text) == payload
+
+
+@pytest.mark.parametrize("number", [2**64, -(2**63) - 1, 2**70, 10**30])
+def test_integers_beyond_64_bits_stay_exact(json_path: str, number: int) -> None:
+    assert dumps({"args": [number]}) == f'{{"args":[{number}]}}'
+    assert loads(f'{{"args":[{number}],"jid":"x"}}')["args"] == [number]  # as Ruby wrote it
+
+
+def test_what_only_the_stdlib_reads_is_still_read(json_path: str) -> None:
+    assert math.isnan(loads('{"args":[NaN]}')["args"][0])
+    assert loads('{"args":["\\ud800"]}')["args"] == ["\ud800"]
+    with pytest.raises(ValueError):
+        loads('{"args":')
+
+
+def test_what_the_stdlib_refuses_is_still_refused(json_path: str) -> None:
+    with pytest.raises(TypeError):
+        dumps({"at": datetime.datetime(2024, 1, 2)})
+    assert dumps({"args": [{1: "int key"}]}) == '{"args":[{"1":"int key"}]}'  # the stdlib's conversion

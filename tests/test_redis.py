@@ -10,7 +10,7 @@ import pytest
 import redis
 
 import kiq
-from kiq.redis import EmbeddedRedis, connect
+from kiq.redis import DedicatedConnection, EmbeddedRedis, connect
 
 
 def test_embedded_server_is_shared_between_processes(tmp_path: Path) -> None:
@@ -80,3 +80,22 @@ def test_only_kiq_is_importable_from_an_installed_kiq(tmp_path: Path) -> None:
 
     assert Path(kiq.plugins.__file__).parent.name == "plugins"
     assert Path(kiq.contrib.__file__).parent.name == "contrib"
+
+
+def test_dedicated_connection_sends_commands_and_scripts_and_survives_a_dropped_connection(
+    config: kiq.Config, r: redis.Redis
+) -> None:
+    connection = DedicatedConnection(config.redis)
+    r.rpush("list", "a", "b", "c")
+    assert connection.command("RPOP", "list", 2) == ["c", "b"]  # decoded as the client's replies
+    script = "return redis.call('LLEN', KEYS[1]) + tonumber(ARGV[1])"
+    r.script_flush()
+    assert connection.script(script, ["list"], [10]) == 11  # loaded on NOSCRIPT, then run
+    client_id = connection.command("CLIENT", "ID")
+    r.client_kill_filter(_id=client_id)
+    assert connection.command("LLEN", "list") == 1  # sent again on a new connection
+    assert connection.command("CLIENT", "ID") != client_id
+    with pytest.raises(redis.ResponseError):
+        connection.command("LPUSH", "list")  # an error reply keeps the connection
+    assert connection.command("LLEN", "list") == 1
+    connection.release()

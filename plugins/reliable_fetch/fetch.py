@@ -2,11 +2,11 @@
 when acknowledged, requeued, or recovered after the process died.
 
 Speed without giving up the guarantee:
-- one Lua call moves up to ``reliable_batch_size`` jobs (never more than the threads waiting for work, so a
-  process does not hoard jobs that idle processes could run); the extra ones wait in a local buffer, but they
-  are already in the working list, so a crash cannot lose them;
-- acknowledgements (``LREM``) ride along with the next fetch; a thread's acknowledgement always reaches Redis
-  before that thread takes or waits for another job, so only a kill in that instant can run a finished job again.
+- one Lua call, on the fetching thread's own connection, moves one job for each thread waiting for work (at most
+  ``reliable_batch_size``), and each job goes straight to its thread (``kiq.fetch.BatchFetch``): a process never
+  holds jobs that idle processes could run;
+- acknowledgements (``LREM``) ride along with that fetch: a thread's acknowledgement is in the same round trip as
+  the fetch that serves its next job, so only a kill in that instant can run a finished job again.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ import logging
 import random
 import threading
 import time
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Protocol
 
 from redis import exceptions as redis_errors
 
 from kiq.errors import ConfigError
+from kiq.fetch import MIN_BLOCK, BatchFetch, Fetched
 
 from . import scripts
 from .keys import alive_key, working_key
@@ -69,8 +69,10 @@ class ReliableUnit:
         self.fetcher.requeue(self)
 
 
-class ReliableFetch:
+class ReliableFetch(BatchFetch):
     """The fetcher of one capsule in one process (``fetch = "reliable"``)."""
+
+    block_seconds = BLOCK_SECONDS
 
     def __init__(self, capsule: Capsule) -> None:
         if not capsule.queues:
@@ -79,6 +81,7 @@ class ReliableFetch:
         from kiq.plugins import reliable_fetch  # the package's hooks: its settings, liveness and recovery
 
         config.add_plugin(reliable_fetch, "reliable_fetch")  # no-op when registered already
+        super().__init__(config.redis)
         self.config = config
         self.redis = config.redis
         self.identity = capsule.identity
@@ -90,15 +93,9 @@ class ReliableFetch:
         self._weighted_keys = [QUEUE_PREFIX + name for name, weight in capsule.queues for _ in range(max(weight, 1))]
         self._batch_size: int = config.get("reliable_batch_size")
         self._ttl_ms = liveness_ttl_ms(config)
-        self._fetch_script = self.redis.register_script(scripts.FETCH)
         self._requeue_script = self.redis.register_script(scripts.REQUEUE)
-        self._lock = threading.Condition()
-        self._buffer: deque[tuple[str, str]] = deque()  # (queue name, job), oldest first
         self._acks: list[str] = []  # finished jobs whose LREM has not been sent yet
-        self._waiting = 0  # threads inside retrieve_work
-        self._fetching = False  # one thread at a time talks to Redis for the others
         self._quiet = False
-        self._closed = False
         self._idle_pause = IDLE_PAUSE[0]
         self.refresh_liveness()  # before the first job enters the working list
         with _registry_lock:
@@ -107,31 +104,13 @@ class ReliableFetch:
     # -- the fetcher seam ------------------------------------------------------------------------------
     def retrieve_work(self) -> ReliableUnit | None:
         """The next job, or None after about ``BLOCK_SECONDS`` without one (or once closed)."""
-        deadline = time.monotonic() + BLOCK_SECONDS
-        with self._lock:
-            # this thread's last ack goes out now, unless the fetch below will carry it
-            early_acks = self._take_acks() if self._acks and (self._buffer or self._fetching) else []
-        self._send_acks(early_acks)
-        with self._lock:
-            self._waiting += 1
-            try:
-                while not self._buffer:
-                    remaining = deadline - time.monotonic()
-                    if self._closed or remaining <= 0:
-                        return None
-                    if self._fetching:
-                        self._lock.wait(remaining)
-                    else:
-                        self._fetch_locked(min(self._batch_size, self._waiting), remaining)
-                queue, job = self._buffer.popleft()
-            finally:
-                self._waiting -= 1
-        return ReliableUnit(self, queue, job)
+        fetched = self._next_job()
+        return ReliableUnit(self, fetched[0], fetched[1]) if fetched is not None else None
 
     def acknowledge(self, unit: ReliableUnit) -> None:
         with self._lock:
             if not (self._quiet or self._closed):
-                self._acks.append(unit.job)  # sent with the next fetch, or before this thread's next job
+                self._acks.append(unit.job)  # sent with the fetch that serves this thread next (or a heartbeat)
                 return
         self._send_acks([unit.job])
 
@@ -140,21 +119,19 @@ class ReliableFetch:
         self._requeue_script(keys=[self.working_key, QUEUE_PREFIX + unit.queue_name], args=[unit.job])
 
     def bulk_requeue(self, units: Sequence[ReliableUnit]) -> None:
-        """Stop for good: the in-flight ``units`` and the buffered jobs go back to their queues (to run next),
-        pending acknowledgements are sent, and the working list and liveness key are gone afterwards."""
+        """Stop for good: the in-flight ``units`` (and any job still listed) go back to their queues (to run
+        next), pending acknowledgements are sent, and the working list and liveness key are gone afterwards."""
+        # waiting threads return None now; a fetch under way is let finish (bounded: a thread killed mid-fetch
+        # leaves its jobs in the working list, which the put_back below returns)
+        self._close(timeout=3 * BLOCK_SECONDS)
         with self._lock:
-            self._closed = True
-            self._lock.notify_all()  # waiting threads return None now
-            # let a fetch in progress land its jobs in the buffer (bounded: a thread killed mid-fetch leaves its
-            # jobs in the working list, which the put_back below returns)
-            self._lock.wait_for(lambda: not self._fetching, timeout=3 * BLOCK_SECONDS)
-            buffered = list(self._buffer)
-            self._buffer.clear()
             acks = self._take_acks()
+            if not self._fetching:
+                self.connection.release()
         with _registry_lock:
             _open.discard(self)
-        # the last pushed runs first: buffered jobs newest first, then the in-flight ones (fetched earlier)
-        returning = [*reversed(buffered), *((unit.queue_name, unit.job) for unit in reversed(units))]
+        # the last pushed runs first: the in-flight ones newest first
+        returning = [(unit.queue_name, unit.job) for unit in reversed(units)]
         try:
             self._send_acks(acks)
             pipe = self.redis.pipeline(transaction=False)
@@ -217,42 +194,38 @@ class ReliableFetch:
                 pipe.lrem(self.working_key, -1, job)
             pipe.execute()
         except BaseException:
-            with self._lock:
-                self._acks[:0] = acks  # try again with the next call; LREM of a job already gone is a no-op
+            self._restore_acks(acks)
             raise
 
-    def _fetch_locked(self, wanted: int, remaining: float) -> None:
-        """Fill the buffer for the waiting threads; called and returns with the lock held, releases it for I/O."""
-        self._fetching = True
-        acks = self._take_acks()
-        fetched: list[tuple[str, str]] = []
-        try:
-            self._lock.release()
-            try:
-                fetched = self._fetch(wanted, acks, remaining)
-            finally:
-                self._lock.acquire()
-        except BaseException:
-            self._acks[:0] = acks
-            raise
-        finally:
-            self._fetching = False
-            self._buffer.extend(fetched)
-            self._lock.notify_all()
+    def _restore_acks(self, acks: list[str]) -> None:
+        with self._lock:
+            self._acks[:0] = acks  # try again with the next call; LREM of a job already gone is a no-op
 
-    def _fetch(self, wanted: int, acks: list[str], remaining: float) -> list[tuple[str, str]]:
+    def _fetch(self, wanted: int, block: float) -> list[Fetched]:
+        with self._lock:  # taken after the waiting threads were, so it carries every one of their acks
+            acks = self._take_acks()
         keys = [self.working_key, self.alive_key, *self._queue_order()]
-        reply: list[str] = self._fetch_script(keys=keys, args=[wanted, self._ttl_ms, *acks])
+        try:
+            reply: list[str] = self.connection.script(
+                scripts.FETCH, keys, [min(wanted, self._batch_size), self._ttl_ms, *acks]
+            )
+        except BaseException:
+            self._restore_acks(acks)
+            raise
         if reply:
             self._idle_pause = IDLE_PAUSE[0]
             return [(reply[i][len(QUEUE_PREFIX) :], reply[i + 1]) for i in range(0, len(reply), 2)]
+        if block < MIN_BLOCK:
+            return []
         if len(self._queue_keys) == 1:
             # a single queue: block inside Redis (there is no other queue this could starve)
-            # (a whole second: redis-py types the timeout as int, and 0 would mean forever)
-            job = cast("str | None", self.redis.blmove(self._queue_keys[0], self.working_key, 1, "RIGHT", "LEFT"))
+            timeout = round(min(block, BLOCK_SECONDS), 3)
+            job: str | None = self.connection.command(
+                "BLMOVE", self._queue_keys[0], self.working_key, "RIGHT", "LEFT", timeout
+            )
             return [(self._queue_keys[0][len(QUEUE_PREFIX) :], job)] if job is not None else []
         # several queues: no Redis 6.2 command blocks on all of them and moves, so back off briefly
-        time.sleep(min(self._idle_pause, remaining))
+        time.sleep(min(self._idle_pause, block))
         self._idle_pause = min(2 * self._idle_pause, IDLE_PAUSE[1])
         return []
 
