@@ -14,12 +14,11 @@ import kiq
 from kiq import config as kiq_config
 from kiq.redis import EmbeddedRedis
 
-from .support import WorkerProcess
+from .support import REQUIRE_SERVICES, WorkerProcess
 
 pytest.register_assert_rewrite("tests.tracking_support")
 pytest_plugins = ["tests.tracking_support"]  # database fixtures: tracker, tracking_db_url, postgres_url
 
-REQUIRE_SERVICES = os.environ.get("KIQ_REQUIRE_SERVICES") == "1"
 SERVER_URL = os.environ.get("KIQ_TEST_REDIS_URL")
 
 if REQUIRE_SERVICES and not SERVER_URL:

@@ -9,13 +9,22 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
+import pytest
 import redis
 
 ROOT = Path(__file__).resolve().parent.parent
+REQUIRE_SERVICES = os.environ.get("KIQ_REQUIRE_SERVICES") == "1"
 T = TypeVar("T")
 FAST = {"KIQ_HEARTBEAT_INTERVAL": "0.5"}  # env for worker processes: heartbeats (and remote signals) every 0.5 s
+
+
+def missing_service(reason: str) -> NoReturn:
+    """Skip the test for a service this machine lacks; fail it instead under KIQ_REQUIRE_SERVICES=1 (CI)."""
+    if REQUIRE_SERVICES:
+        pytest.fail(f"KIQ_REQUIRE_SERVICES=1 but {reason}")
+    pytest.skip(reason)
 
 
 def wait_until(predicate: Callable[[], T], timeout: float = 15.0, interval: float = 0.05, message: str = "") -> T:

@@ -40,7 +40,7 @@ from .jobs.interop import (
     InteropJob,
     RubyEcho,
 )
-from .support import ROOT, WorkerProcess, wait_until
+from .support import ROOT, WorkerProcess, missing_service, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -159,9 +159,7 @@ class RubyClient:
 def sidekiq_install() -> SidekiqInstall:
     found = find_sidekiq()
     if isinstance(found, str):
-        if os.environ.get("KIQ_REQUIRE_SERVICES") == "1":
-            pytest.fail(f"KIQ_REQUIRE_SERVICES=1 but {found}")
-        pytest.skip(found)
+        missing_service(found)
     return found
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .support import ROOT, wait_until
+from .support import ROOT, missing_service, wait_until
 
 DEMO = ROOT / "examples" / "demo.py"
 CHROMIUM = shutil.which("chromium")
@@ -70,9 +70,9 @@ def bar_width(dom: str) -> int:
     return int(found.group(1))
 
 
-@pytest.mark.skipif(CHROMIUM is None and os.environ.get("KIQ_REQUIRE_SERVICES") != "1", reason="no chromium")
 def test_the_status_page_in_chromium_shows_progress_then_100_percent_with_the_api_counts(tmp_path: Path) -> None:
-    assert CHROMIUM is not None, "KIQ_REQUIRE_SERVICES=1 but chromium is not installed"
+    if CHROMIUM is None:
+        missing_service("chromium is not installed")
     log = tmp_path / "demo.log"
     demo = run_demo("--jobs", "60", "--job-seconds", "1", "--serve", log=log)  # ≥ 6 s of work on 10 threads
     try:

@@ -30,17 +30,16 @@ from kiq.plugins.tracking.store import Store
 from kiq.processor import Processor, RedisOutage
 from kiq.scheduled import Poller
 
+from .support import missing_service
+
 DATABASE_URL = os.environ.get("KIQ_TEST_DATABASE_URL")
-REQUIRE_SERVICES = os.environ.get("KIQ_REQUIRE_SERVICES") == "1"
 
 
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """The test PostgreSQL, with ``search_path`` set to a schema of our own that is dropped at the end."""
     if not DATABASE_URL:
-        if REQUIRE_SERVICES:
-            pytest.fail("KIQ_REQUIRE_SERVICES=1 but KIQ_TEST_DATABASE_URL is not set")
-        pytest.skip("KIQ_TEST_DATABASE_URL is not set")
+        missing_service("KIQ_TEST_DATABASE_URL is not set")
     schema = f"kiq_tracking_test_{secrets.token_hex(4)}"
     admin = create_engine(DATABASE_URL)
     with admin.begin() as conn:
@@ -143,9 +142,7 @@ def private_postgres() -> Iterator[PrivatePostgres]:
     bin_dirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda path: int(path.split("/")[-2]))
     missing = "not root" if os.geteuid() != 0 else "" if bin_dirs else "no /usr/lib/postgresql/*/bin"
     if missing:
-        if REQUIRE_SERVICES:
-            pytest.fail(f"KIQ_REQUIRE_SERVICES=1 but cannot run a private PostgreSQL: {missing}")
-        pytest.skip(f"cannot run a private PostgreSQL: {missing}")
+        missing_service(f"cannot run a private PostgreSQL: {missing}")
     server = PrivatePostgres(bin_dirs[-1])
     try:
         server.start()
