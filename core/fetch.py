@@ -15,6 +15,7 @@ import logging
 import random
 import threading
 import time
+from collections import deque
 from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -71,25 +72,35 @@ class Fetcher(Protocol):
 
 
 Fetched = tuple[str, str]  # (queue name without the prefix, raw job)
-_LEAD: Any = object()  # put in a waiting thread's mailbox: it fetches next, for itself and the others waiting
+_WAKE: Any = object()  # put in a sleeping thread's mailbox: take a ready job (or, if none is left, fetch or sleep)
+_LEAD: Any = object()  # put in a sleeping thread's mailbox: fetch next, for itself and the others idle
 
 
 class BatchFetch:
-    """One round trip serves every idle processor thread of a capsule (a leader and its followers).
+    """One round trip serves every idle processor thread of a capsule, with as few thread wake-ups as possible.
 
-    A thread asking for work becomes the leader if no fetch is under way; otherwise it waits on its own mailbox
-    (a ``SimpleQueue``). The leader fetches at most one job per waiting thread (itself included) in one round
-    trip, puts one job into each served thread's mailbox, and hands the lead on to a thread still waiting, if
-    any. So the process never holds a job no thread is ready to run, only one thread at a time talks to Redis to
-    fetch (on its own connection), and each thread wakes only for its own job. Subclasses implement ``_fetch``.
+    A thread asking for work takes a job already fetched (the *ready* deque) if there is one; else it becomes
+    the leader if no fetch is under way, or sleeps on its own mailbox (a ``SimpleQueue``). The leader fetches at
+    most one job per idle thread (the sleepers, those woken and not yet back, itself) minus the ready jobs, in
+    one round trip; it keeps one and puts the rest into the ready deque. Waking a thread costs more than a
+    no-op job, so sleepers are woken one at a time: a thread that takes a ready job wakes one sleeper if more
+    jobs are ready and no wake-up is already under way; a thread that finishes its job in the meantime takes a
+    ready job itself, and the sleepers it spared sleep on. So short jobs run on the threads already awake, and
+    long ones still start within a chain of wake-ups.
+
+    Invariant: ``len(ready) <= sleepers + woken`` (fetched jobs never outnumber the idle threads), so the process
+    never holds a job that no idle thread is ready to run, and every ready job is taken before its sleeper's
+    deadline passes (a sleeper whose time is up takes a ready job, if any, instead of returning None). Only one
+    thread at a time talks to Redis to fetch, on its own connection. Subclasses implement ``_fetch``.
     """
 
     block_seconds: float = TIMEOUT
 
     def __init__(self, redis: Any) -> None:
         self._lock = threading.Condition(threading.Lock())
-        # the followers' mailboxes and deadlines, in arrival order
-        self._waiting: list[tuple[SimpleQueue[Any], float]] = []
+        self._ready: deque[Fetched] = deque()  # fetched, not yet taken; oldest first
+        self._sleepers: list[tuple[SimpleQueue[Any], float]] = []  # idle threads' mailboxes and deadlines
+        self._woken = 0  # sleepers sent _WAKE that have not come for a job yet
         self._fetching = False  # a leader is at work
         self._closed = False
         self._local = threading.local()
@@ -106,64 +117,99 @@ class BatchFetch:
         if box is None:
             box = self._local.box = SimpleQueue()
         with self._lock:
+            if self._ready:
+                return self._take_ready()
             if self._closed:
                 return None
-            lead = not self._fetching
-            if lead:
-                self._fetching = True
+            if self._fetching:
+                self._sleepers.append((box, deadline))
             else:
-                self._waiting.append((box, deadline))
-        if lead:
-            return self._lead(deadline)
-        try:
-            item = box.get(timeout=max(0.0, deadline - time.monotonic()))
-        except Empty:
+                self._fetching = True
+                box = None
+        return self._lead(deadline) if box is None else self._sleep(box, deadline)
+
+    def _take_ready(self) -> Fetched:
+        """The oldest ready job; wakes the next sleeper if more are ready. Called with the lock held."""
+        job = self._ready.popleft()
+        if self._ready and self._sleepers and not self._woken:
+            self._wake(self._sleepers.pop())
+        return job
+
+    def _wake(self, sleeper: tuple[SimpleQueue[Any], float]) -> None:
+        self._woken += 1
+        sleeper[0].put(_WAKE)
+
+    def _sleep(self, box: SimpleQueue[Any], deadline: float) -> Fetched | None:
+        while True:
+            try:
+                signal = box.get(timeout=max(0.0, deadline - time.monotonic()))
+            except Empty:
+                with self._lock:
+                    if (box, deadline) in self._sleepers and (self._ready or not self._fetching or self._closed):
+                        self._sleepers.remove((box, deadline))
+                        return self._take_ready() if self._ready else None
+                # a fetch under way counts on this thread (or a signal is on its way): its leader answers
+                signal = box.get()
+            if signal is _LEAD:
+                return self._lead(deadline)
             with self._lock:
-                if (box, deadline) in self._waiting:
-                    self._waiting.remove((box, deadline))
+                self._woken -= 1
+                if self._ready:
+                    return self._take_ready()
+                if self._fetching and not self._closed:
+                    self._sleepers.append((box, deadline))  # the fetch under way counts on it: its leader answers
+                    continue
+                if self._closed or time.monotonic() >= deadline:
                     return None
-            item = box.get()  # a leader took this thread along and answers it when its fetch ends
-        return self._lead(deadline) if item is _LEAD else item
+                self._fetching = True
+            return self._lead(deadline)
 
     def _lead(self, deadline: float) -> Fetched | None:
-        """Fetch for the waiting threads until this one has a job or its time is up; then hand the lead on."""
+        """Fetch until this thread has a job or its time is up; then pass the lead on if idle threads are left
+        without a ready job."""
         while True:
             with self._lock:
-                followers, self._waiting = self._waiting, []
-            jobs: list[Fetched] = []
-            done = True
+                wanted = len(self._sleepers) + self._woken + 1 - len(self._ready)
             try:
-                jobs = self._fetch(len(followers) + 1, deadline - time.monotonic())
-                done = bool(jobs) or time.monotonic() >= deadline
-            finally:
-                served = jobs[1:]
-                for (box, _), job in zip(followers, served, strict=False):
-                    box.put(job)
-                now = time.monotonic()
+                jobs = self._fetch(wanted, deadline - time.monotonic()) if wanted > 0 else []
+            except BaseException:
                 with self._lock:
-                    unserved = []
-                    for box, box_deadline in followers[len(served) :]:
-                        if self._closed or box_deadline <= now:
-                            box.put(None)  # its time is up
-                        else:
-                            unserved.append((box, box_deadline))
-                    self._waiting[:0] = unserved  # first in line for the next fetch
-                    if done or self._closed:
-                        if self._waiting and not self._closed:
-                            self._waiting.pop(0)[0].put(_LEAD)
-                        else:
-                            self._fetching = False
-                            self._lock.notify_all()
-            if done or self._closed:
-                return jobs[0] if jobs else None
+                    self._end_lead()  # the lead passes on; the error reaches this thread's processor
+                raise
+            with self._lock:
+                self._ready.extend(jobs)
+                mine = self._ready.popleft() if self._ready else None
+                if mine is not None or self._closed or time.monotonic() >= deadline:
+                    self._end_lead()
+                    return mine
+
+    def _end_lead(self) -> None:
+        """Called with the lock held by a leader that is done: answer the sleepers whose time is up, hand the
+        lead to a sleeper if there are more idle threads than ready jobs, and start the chain of wake-ups."""
+        now = time.monotonic()
+        waiting = []
+        for sleeper in self._sleepers:
+            if self._closed or sleeper[1] <= now:
+                self._wake(sleeper)  # it takes a ready job if one is left, else returns None
+            else:
+                waiting.append(sleeper)
+        self._sleepers = waiting
+        if waiting and not self._closed and len(waiting) + self._woken > len(self._ready):
+            waiting.pop()[0].put(_LEAD)
+        else:
+            self._fetching = False
+            self._lock.notify_all()
+        if self._ready and self._sleepers and not self._woken:
+            self._wake(self._sleepers.pop())
 
     def _close(self, timeout: float) -> None:
-        """Waiting threads get None now and later calls get None; returns once a fetch under way has ended."""
+        """Sleeping threads are answered now (with a ready job if one is left, else None) and later calls get
+        None once no job is ready; returns once a fetch under way has ended."""
         with self._lock:
             self._closed = True
-            for box, _ in self._waiting:
-                box.put(None)
-            self._waiting.clear()
+            for sleeper in self._sleepers:
+                self._wake(sleeper)
+            self._sleepers.clear()
             self._lock.wait_for(lambda: not self._fetching, timeout=timeout)
 
 

@@ -221,3 +221,49 @@ def test_fetcher_for_unknown_names(config: kiq.Config) -> None:
     config.fetch = "tests.test_fetch:Missing"
     with pytest.raises(ConfigError, match="cannot be loaded"):
         fetcher_for(capsule(config, ("default", 0)))
+
+
+class WakeCountingFetch(BasicFetch):
+    """Counts the sleeping threads woken to take a job already fetched."""
+
+    def __init__(self, capsule: Capsule) -> None:
+        super().__init__(capsule)
+        self.wakes = 0
+
+    def _wake(self, sleeper: Any) -> None:
+        self.wakes += 1
+        super()._wake(sleeper)
+
+
+def test_threads_already_awake_take_fetched_jobs_so_few_sleepers_are_woken(config: kiq.Config, r: redis.Redis) -> None:
+    jobs = 600
+    r.lpush("queue:default", *[f"job-{i}" for i in range(jobs)])
+    fetch = WakeCountingFetch(capsule(config, ("default", 0)))
+    taken: list[str] = []
+
+    def work() -> None:
+        while (unit := fetch.retrieve_work()) is not None:
+            taken.append(unit.job)  # a no-op job: done at once, so this thread asks again right away
+
+    threads = [threading.Thread(target=work) for _ in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(taken) == sorted(f"job-{i}" for i in range(jobs))  # each once, none left behind
+    assert r.llen("queue:default") == 0 and not fetch._ready
+    assert fetch.wakes < jobs / 3  # a job per wake-up would be 600
+
+
+def test_jobs_fetched_for_sleeping_threads_reach_them_at_once(config: kiq.Config, r: redis.Redis) -> None:
+    fetch = BasicFetch(capsule(config, ("default", 0)))
+    results: list[BasicUnitOfWork | None] = []
+    waiter = threading.Thread(target=lambda: results.extend(take_concurrently(fetch, 4)))
+    waiter.start()
+    time.sleep(0.3)  # let them block; the assertions do not depend on it
+    r.lpush("queue:default", *[f"job-{i}" for i in range(4)])
+    pushed = time.monotonic()
+    waiter.join(10)
+    assert time.monotonic() - pushed < 1.2  # not at the sleepers' 2 s deadlines
+    assert sorted(unit.job for unit in results if unit is not None) == [f"job-{i}" for i in range(4)]
+    assert not fetch._ready

@@ -2,11 +2,12 @@
 when acknowledged, requeued, or recovered after the process died.
 
 Speed without giving up the guarantee:
-- one Lua call, on the fetching thread's own connection, moves one job for each thread waiting for work (at most
-  ``reliable_batch_size``), and each job goes straight to its thread (``kiq.fetch.BatchFetch``): a process never
-  holds jobs that idle processes could run;
-- acknowledgements (``LREM``) ride along with that fetch: a thread's acknowledgement is in the same round trip as
-  the fetch that serves its next job, so only a kill in that instant can run a finished job again.
+- one Lua call, on the fetching thread's own connection, moves one job for each idle thread (at most
+  ``reliable_batch_size``), handed out by ``kiq.fetch.BatchFetch``: a process never holds more jobs than it has
+  idle threads, so it does not sit on jobs that idle processes could run;
+- acknowledgements (``LREM``) ride along with the next fetch, which comes as soon as the jobs fetched for idle
+  threads are taken (about a round trip later under load), so only a kill in that instant can run a finished job
+  again.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ class ReliableFetch(BatchFetch):
     def acknowledge(self, unit: ReliableUnit) -> None:
         with self._lock:
             if not (self._quiet or self._closed):
-                self._acks.append(unit.job)  # sent with the fetch that serves this thread next (or a heartbeat)
+                self._acks.append(unit.job)  # sent with the next fetch (or a heartbeat)
                 return
         self._send_acks([unit.job])
 
