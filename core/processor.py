@@ -118,8 +118,9 @@ class Processor:
         queue = unit.queue_name
         try:
             job = loads(jobstr)
-            if type(job) is not dict:
-                raise ValueError(f"a job must be a JSON object, got {type(job).__name__}")
+            if type(job) is not dict or type(job.get("args")) is not list or type(job.get("class")) is not str:
+                # no retry could make it runnable, and splatting a non-list "args" would call perform wrongly
+                raise ValueError("a job must be a JSON object with a 'class' string and an 'args' list")
         except (ValueError, RecursionError) as exc:
             self._bury(unit, exc)
             return

@@ -105,11 +105,13 @@ def test_an_unknown_class_is_a_failure_of_that_job(config: kiq.Config, r: redis.
 
 def test_an_unparseable_payload_goes_to_dead_and_is_acknowledged(config: kiq.Config, r: redis.Redis) -> None:
     processor = make_processor(config)
-    for raw in ("{not json", "[1, 2]"):
+    malformed = ['{"class": "tests.Remember", "args": "oops"}', '{"args": [1]}', '{"class": 7, "args": []}']
+    for raw in ("{not json", "[1, 2]", *malformed):
         unit = Unit(raw)
         processor.process(unit)
         assert unit.acked == 1
         assert r.zscore("dead", raw) is not None
+    assert seen == []  # "oops" was not splatted into perform
     processor.process(good := Unit(payload("tests.Remember", 1)))
     assert good.acked == 1 and len(seen) == 1
 
