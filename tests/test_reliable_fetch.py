@@ -67,7 +67,7 @@ def test_fetch_moves_the_job_into_the_working_list(make_fetch: MakeFetch, r: red
     assert r.lrange("queue:default", 0, -1) == [jobs[2], jobs[1]]
 
 
-def test_acknowledge_removes_the_job_before_the_thread_takes_another(make_fetch: MakeFetch, r: redis.Redis) -> None:
+def test_an_acknowledgement_rides_on_the_next_fetch(make_fetch: MakeFetch, r: redis.Redis) -> None:
     jobs = push(r, "default", 2)
     fetch = make_fetch()
     first = take(fetch)
