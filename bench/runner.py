@@ -184,6 +184,8 @@ class Runner:
             time.sleep(POLL)
         result.drain_seconds = now - started
         result.drained = self.settings.jobs - remaining
+        if remaining:  # a cut drain leaves a backlog; the latency phase needs an idle worker
+            self.redis.delete(system.queue_key)
         result.drain_rate = result.drained / result.drain_seconds
         result.peak_rss_mib = max(peak_rss, procs.peak_rss_kib(worker.pid)) / 1024
 

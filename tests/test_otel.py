@@ -430,3 +430,20 @@ def test_without_a_tracing_provider_no_context_is_injected_but_metrics_are_kept(
     (sent,) = telemetry.points("messaging.client.sent.messages")
     (duration,) = telemetry.points("messaging.process.duration")
     assert sent.value == 1 and duration.count == 1
+
+
+def test_a_worker_without_any_sdk_provider_leaves_the_plugin_out_of_its_job_chain(config: kiq.Config) -> None:
+    config.plugins.register(otel)
+    assert otel.ServerTracing in config.server_middleware
+    config.plugins.hook.kiq_startup(config=config)  # no provider given, none set globally: nothing to record
+    assert otel.ServerTracing not in config.server_middleware
+    assert otel.ClientTracing in config.client_middleware  # pushes keep their context for downstream consumers
+
+
+@pytest.mark.parametrize("given", ["tracer_provider", "meter_provider"])
+def test_a_worker_with_an_sdk_provider_keeps_the_plugin_in_its_job_chain(config: kiq.Config, given: str) -> None:
+    provider = TracerProvider() if given == "tracer_provider" else MeterProvider()
+    otel.instrument(config, **{given: provider})  # type: ignore[arg-type]
+    config.plugins.hook.kiq_startup(config=config)
+    assert otel.ServerTracing in config.server_middleware
+    provider.shutdown()

@@ -7,6 +7,7 @@ use providers other than the global ones. See the README, "OpenTelemetry tracing
 
 from __future__ import annotations
 
+import logging
 import sys
 from contextlib import AbstractContextManager
 from typing import Any
@@ -19,6 +20,8 @@ from kiq.config import as_bool, as_choice
 from .internal import internal_span
 from .middleware import LINK_MODES, ClientTracing, ServerTracing, batch_send
 from .telemetry import Telemetry, telemetry_for
+
+log = logging.getLogger("kiq.otel")
 
 __all__ = ["ClientTracing", "ServerTracing", "instrument"]
 
@@ -51,6 +54,16 @@ def kiq_client_middleware(chain: kiq.Chain[Any], config: kiq.Config) -> None:
 @kiq.hookimpl
 def kiq_server_middleware(chain: kiq.Chain[Any], config: kiq.Config) -> None:
     chain.add(ServerTracing, telemetry_for(config))
+
+
+@kiq.hookimpl
+def kiq_startup(config: kiq.Config) -> None:
+    """A worker whose process has no SDK provider set by now (its job modules are imported) records nothing per
+    job, so it leaves the job chain: the plugin then costs the worker nothing per job."""
+    telemetry = telemetry_for(config)
+    if not telemetry.tracing() and not telemetry.measuring():
+        config.server_middleware.remove(ServerTracing)
+        log.info("otel: no SDK tracer or meter provider is set; jobs are not instrumented in this worker")
 
 
 @kiq.hookimpl

@@ -42,8 +42,9 @@ SYSTEM = "kiq"
 # the semconv's explicit bucket advice for messaging.process.duration, in seconds
 PROCESS_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10)
 
-# what the API hands out while no SDK provider is set (or tracing is switched off)
+# what the API hands out while no SDK provider is set (or tracing / metrics are switched off)
 _NOT_TRACING = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+_NOT_MEASURING = (type(metrics.get_meter_provider()), metrics.NoOpMeterProvider)  # the API's proxy until one is set
 
 Attributes = dict[str, Any]
 
@@ -63,6 +64,7 @@ class Telemetry:
         meter_provider: metrics.MeterProvider | None = None,
     ) -> None:
         self._tracer_provider = tracer_provider
+        self._meter_provider = meter_provider
         self.tracer = trace.get_tracer(SCOPE, kiq.__version__, tracer_provider)
         meter = metrics.get_meter(SCOPE, kiq.__version__, meter_provider)
         self.sent_messages = meter.create_counter(
@@ -81,6 +83,11 @@ class Telemetry:
         """Whether spans are made at all; checked per job, as a global SDK provider may be set at any time."""
         provider = self._tracer_provider or trace.get_tracer_provider()
         return not isinstance(provider, _NOT_TRACING)
+
+    def measuring(self) -> bool:
+        """Whether metrics are recorded at all (an SDK meter provider is given or set globally)."""
+        provider = self._meter_provider or metrics.get_meter_provider()
+        return not isinstance(provider, _NOT_MEASURING)
 
     def context_fields(self) -> frozenset[str]:
         """The payload keys the global propagator reads (``traceparent``, ``tracestate``, ``baggage``)."""
