@@ -29,6 +29,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--systems", default=",".join(s.name for s in SYSTEMS), help="comma-separated names")
     parser.add_argument("--port", type=int, default=6391, help="port of the run's private redis-server")
     parser.add_argument("--max-drain-seconds", type=float, default=300.0, help="a slower drain is cut here")
+    parser.add_argument(
+        "--drain-runs", type=int, default=3, help="drains per system, median reported (a drain over 30 s: once)"
+    )
     parser.add_argument("--kiq-python", default=str(ROOT / ".venv/bin/python"))
     parser.add_argument("--peer-python", default=str(ROOT / ".venv-bench/bin/python"))
     parser.add_argument("--tracking-url", default=os.environ.get("BENCH_TRACKING_DATABASE_URL", TRACKING_URL))
@@ -66,12 +69,14 @@ def main(argv: list[str] | None = None) -> int:
             "command": shlex.join(["python", "-m", "bench", *(sys.argv[1:] if argv is None else argv)]),
             "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
             "machine": machine.describe(args.kiq_python, args.peer_python, server.version(), yjit),
-            "settings": {k: args.__dict__[k] for k in ("jobs", "single_jobs", "latency_jobs", "latency_rate")},
+            "settings": {
+                k: args.__dict__[k] for k in ("jobs", "single_jobs", "latency_jobs", "latency_rate", "drain_runs")
+            },
             "results": [],
         }
         settings = Settings(
             args.jobs, args.single_jobs, args.latency_jobs, args.latency_rate, args.max_drain_seconds,
-            logs=args.out / "logs",
+            logs=args.out / "logs", drain_runs=max(1, args.drain_runs),
         )  # fmt: skip
         runner = Runner(tools, settings)
         for name in args.systems.split(","):
