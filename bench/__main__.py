@@ -30,7 +30,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=6391, help="port of the run's private redis-server")
     parser.add_argument("--max-drain-seconds", type=float, default=300.0, help="a slower drain is cut here")
     parser.add_argument(
-        "--drain-runs", type=int, default=3, help="drains per system, median reported (a drain over 30 s: once)"
+        "--drain-runs", type=int, default=3, help="bulk pushes + drains per system; medians reported (slow ones: once)"
     )
     parser.add_argument("--kiq-python", default=str(ROOT / ".venv/bin/python"))
     parser.add_argument("--peer-python", default=str(ROOT / ".venv-bench/bin/python"))

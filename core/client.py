@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import redis as redis_py
 
 from .job import DEFAULT_OPTIONS, Job
-from .payload import check_args, dumps, new_jid
+from .payload import check_args, dumps, new_jid, new_jids
 from .plugin_manager import entered
 
 if TYPE_CHECKING:
@@ -72,8 +72,8 @@ class Client:
         with entered(hook.kiq_push_bulk(config=self.config, queue=template["queue"], count=len(all_args))):
             payloads: list[dict[str, Any]] = []
             jids: list[str | None] = []
-            for index, job_args in enumerate(all_args):
-                job = {**template, "args": job_args, "jid": new_jid()}
+            for index, (job_args, jid) in enumerate(zip(all_args, new_jids(len(all_args)), strict=True)):
+                job = {**template, "args": job_args, "jid": jid}
                 if at is not None:
                     job["at"] = float(at[index] if isinstance(at, list) else at)
                 pushed = self._through_chain(job_class, job)
@@ -111,13 +111,15 @@ class Client:
         return job_class, job
 
     def _through_chain(self, job_class: type[Job] | str, job: dict[str, Any]) -> dict[str, Any] | None:
-        def checked() -> dict[str, Any]:
+        chain = self.config.client_middleware
+        if not chain.entries:
+            check_args(job["args"], job["class"])
+            return job
+
+        def checked() -> dict[str, Any]:  # after the middleware, which may have changed the args
             check_args(job["args"], str(job["class"]))
             return job
 
-        chain = self.config.client_middleware
-        if not chain.entries:
-            return checked()
         return chain.invoke((job_class, job, job["queue"], self.redis), checked)
 
     def _write(self, payloads: list[dict[str, Any]]) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import secrets
-from typing import Any
+from typing import Any, NoReturn
 
 from .errors import JobArgumentError
 
@@ -60,43 +60,52 @@ def new_jid() -> str:
     return secrets.token_hex(12)
 
 
+def new_jids(count: int) -> list[str]:
+    """``count`` job ids from one read of the system's random source (push_bulk makes thousands)."""
+    digits = secrets.token_hex(12 * count)
+    return [digits[start : start + 24] for start in range(0, 24 * count, 24)]
+
+
 _SCALARS = (str, bool, int, type(None))
 _HINTS: dict[type, str] = {tuple: "; use a list", set: "; use a sorted list", frozenset: "; use a sorted list"}
+Path = tuple[int | str, ...]  # where a value sits in the args: list indexes and dict keys
 
 
 def check_args(args: list[Any], job_name: str) -> None:
     """Raise JobArgumentError naming the first argument that is not JSON-native, and where it sits."""
     for index, value in enumerate(args):
-        _check(value, f"args[{index}]", job_name)
+        if type(value) not in _SCALARS:  # most arguments are scalars: no path is built for them
+            _check(value, (index,), job_name)
 
 
-def _check(value: Any, path: str, job_name: str) -> None:
+def _check(value: Any, path: Path, job_name: str) -> None:
     kind = type(value)
-    if kind in _SCALARS:
-        return
     if kind is float:
         if math.isfinite(value):
             return
         _refuse(value, path, job_name, "is not a finite number (JSON has no NaN or Infinity)")
     if kind is list:
         for index, item in enumerate(value):
-            _check(item, f"{path}[{index}]", job_name)
+            if type(item) not in _SCALARS:
+                _check(item, (*path, index), job_name)
         return
     if kind is dict:
         for key, item in value.items():
             if type(key) is not str:
                 _refuse(key, path, job_name, f"is a key of type {type(key).__name__}; JSON object keys are strings")
-            _check(item, f"{path}[{key!r}]", job_name)
+            if type(item) not in _SCALARS:
+                _check(item, (*path, key), job_name)
         return
     hint = _HINTS.get(kind, "")
     _refuse(value, path, job_name, f"is a {kind.__name__}, not a native JSON type{hint}")
 
 
-def _refuse(value: Any, path: str, job_name: str, why: str) -> None:
+def _refuse(value: Any, path: Path, job_name: str, why: str) -> NoReturn:
+    where = "args" + "".join(f"[{part!r}]" if isinstance(part, str) else f"[{part}]" for part in path)
     shown = repr(value)
     if len(shown) > 80:
         shown = shown[:77] + "..."
     raise JobArgumentError(
         f"Job arguments to {job_name} must be native JSON types (str, int, float, bool, None, list, "
-        f"dict with str keys), but {path} = {shown} {why}"
+        f"dict with str keys), but {where} = {shown} {why}"
     )
