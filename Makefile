@@ -42,7 +42,7 @@ bench: $(STAMP)
 	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install -q -r bench/requirements.txt
 	$(BENCH_VENV)/bin/python -m pip install -q --no-deps -r bench/requirements-nodeps.txt
-	$(BENCH_VENV)/bin/python -m bench --jobs 100000 $(BENCH_ARGS)
+	$(BENCH_VENV)/bin/python -m bench --jobs 100000 --max-drain-seconds 120 $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) build .kiq .pytest_cache .mypy_cache .ruff_cache
