@@ -25,6 +25,7 @@ import re
 import time
 import traceback
 import zlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import Shutdown
@@ -55,15 +56,15 @@ class JobRetry:
     def __init__(self, config: Config) -> None:
         self.config = config
 
-    def global_(self, jobstr: str, queue: str) -> _GlobalGuard:
+    def global_(self, jobstr: str, queue: str) -> _Guard:
         """Record errors raised outside ``local`` (no job instance), such as an unknown job class."""
-        return _GlobalGuard(self, jobstr, queue)
+        return _Guard(self._global_failure, None, jobstr, queue)
 
-    def local(self, job_instance: Any, jobstr: str, queue: str) -> _LocalGuard:
+    def local(self, job_instance: Any, jobstr: str, queue: str) -> _Guard:
         """Record errors of the job itself, using the instance's ``retry_in`` and ``retries_exhausted``."""
-        return _LocalGuard(self, job_instance, jobstr, queue)
+        return _Guard(self._local_failure, job_instance, jobstr, queue)
 
-    def _global_failure(self, exc: BaseException, jobstr: str, queue: str) -> None:
+    def _global_failure(self, exc: BaseException, _no_instance: None, jobstr: str, queue: str) -> None:
         _raise_if_caused_by_shutdown(exc)
         job = loads(jobstr)
         if _ruby_truthy(job.get("retry")):
@@ -161,29 +162,14 @@ class JobRetry:
         run_death_hooks(self.config, job, exc)
 
 
-# The guards are small classes rather than @contextmanager generators: they are entered twice per job, and a
+# The guards are a small class rather than @contextmanager generators: they are entered twice per job, and a
 # class costs a third of a generator-based context manager on this path.
-class _GlobalGuard:
-    __slots__ = ("jobstr", "queue", "retrier")
+class _Guard:
+    __slots__ = ("instance", "jobstr", "on_failure", "queue")
 
-    def __init__(self, retrier: JobRetry, jobstr: str, queue: str) -> None:
-        self.retrier = retrier
-        self.jobstr = jobstr
-        self.queue = queue
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
-        if exc is not None and isinstance(exc, _FAILURES) and not isinstance(exc, Handled | Shutdown):
-            self.retrier._global_failure(exc, self.jobstr, self.queue)
-
-
-class _LocalGuard:
-    __slots__ = ("instance", "jobstr", "queue", "retrier")
-
-    def __init__(self, retrier: JobRetry, instance: Any, jobstr: str, queue: str) -> None:
-        self.retrier = retrier
+    def __init__(self, on_failure: Callable[[BaseException, Any, str, str], None], instance: Any, jobstr: str,
+                 queue: str) -> None:  # fmt: skip
+        self.on_failure = on_failure
         self.instance = instance
         self.jobstr = jobstr
         self.queue = queue
@@ -193,7 +179,7 @@ class _LocalGuard:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
         if exc is not None and isinstance(exc, _FAILURES) and not isinstance(exc, Handled | Shutdown):
-            self.retrier._local_failure(exc, self.instance, self.jobstr, self.queue)  # returns: not retryable
+            self.on_failure(exc, self.instance, self.jobstr, self.queue)  # raises Handled, or returns: not retryable
 
 
 def run_death_hooks(config: Config, job: dict[str, Any], exc: BaseException | None) -> None:
