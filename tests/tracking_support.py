@@ -140,7 +140,12 @@ def private_postgres() -> Iterator[PrivatePostgres]:
     """A running PrivatePostgres; skipped without root or PostgreSQL's server binaries (unless
     KIQ_REQUIRE_SERVICES=1, as in CI, which installs PostgreSQL and runs as root)."""
     bin_dirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda path: int(path.split("/")[-2]))
-    missing = "not root" if os.geteuid() != 0 else "" if bin_dirs else "no /usr/lib/postgresql/*/bin"
+    missing = (
+        "not root" if os.geteuid() != 0
+        else "no /usr/lib/postgresql/*/bin" if not bin_dirs
+        else "no runuser on the PATH" if shutil.which("runuser") is None
+        else ""
+    )  # fmt: skip
     if missing:
         missing_service(f"cannot run a private PostgreSQL: {missing}")
     server = PrivatePostgres(bin_dirs[-1])
