@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from kiq.errors import KiqError
-from kiq.payload import dumps, loads
+from kiq.job_record import parse_job
+from kiq.payload import dumps
 
 from . import scripts
 from .keys import LEASE_KEY, RECOVERING_PREFIX, WORKING_PREFIX, alive_key, owner_of, recovering_key
@@ -90,7 +91,7 @@ def put_back(config: Config, list_key: str, count_interruption: bool) -> tuple[i
     pipe = redis.pipeline(transaction=False)
     dead = 0
     for job in jobs:
-        payload = _parse(job)
+        payload = parse_job(job)
         queue = payload.get("queue") if payload is not None else None
         if payload is None or not isinstance(queue, str) or not queue:
             log.error("reliable fetch: a job without a valid JSON payload and queue goes to dead: %.200s", job)
@@ -105,14 +106,6 @@ def put_back(config: Config, list_key: str, count_interruption: bool) -> tuple[i
         dead += 1
     moved = sum(pipe.execute())
     return moved, dead
-
-
-def _parse(job: str) -> dict[str, Any] | None:
-    try:
-        payload = loads(job)
-    except ValueError:
-        return None
-    return payload if isinstance(payload, dict) else None
 
 
 def _count(value: Any, default: int) -> int:
