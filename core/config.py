@@ -221,9 +221,8 @@ class Config:
                 self._values["plugins"] = self._parse("plugins", source.values["plugins"], source.origin)
         for name in self._values["plugins"]:
             self.add_plugin(resolve(name), name)
-        if any(source.values.get("fetch") == "reliable" for source in sources):
-            # one setting switches the fetcher: load its plugin now, so its reliable_* settings are accepted too
-            self.add_plugin(resolve("reliable_fetch"), "reliable_fetch")
+        for source in sources:  # before the values: the fetcher's plugin may declare settings they use
+            self._register_fetch_plugin(source.values.get("fetch"))
         for source in sources:
             for key, raw in source.values.items():
                 if key == "plugins" or (source.lenient and key not in self._settings):
@@ -251,6 +250,8 @@ class Config:
     def __setattr__(self, name: str, value: Any) -> None:
         if name in self._settings:
             self._values[name] = self._parse(name, value, "assignment")
+            if name == "fetch":
+                self._register_fetch_plugin(value)
             if name == "redis_url":
                 self._redis = self._client = None
         else:
@@ -281,6 +282,12 @@ class Config:
         """Register a plugin object (once): its settings become known and its middleware joins the chains."""
         if not self.plugins.is_registered(plugin):
             self.plugins.register(plugin, name)
+
+    def _register_fetch_plugin(self, fetch: object) -> None:
+        """``fetch = "reliable"`` alone switches the fetcher: the shipped plugin comes with the setting (so its
+        ``reliable_*`` settings are accepted too), whether the setting is read or assigned."""
+        if fetch == "reliable":
+            self.add_plugin(resolve("reliable_fetch"), "reliable_fetch")
 
     def declare_settings(self, settings: Iterable[Setting], owner: str) -> None:
         """Make a plugin's settings known, with their defaults."""

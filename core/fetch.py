@@ -294,19 +294,14 @@ class BasicFetch(BatchFetch):
 
 
 def fetcher_for(capsule: Capsule) -> Fetcher:
-    """The fetcher that the ``fetch`` setting names: ``basic``, a plugin's name (``reliable`` is shipped and
-    registered on demand), or ``module:Class`` / ``module.Class`` built as ``Class(capsule)``."""
+    """The fetcher that the ``fetch`` setting names: ``basic``, a plugin's name (``reliable`` is shipped; the
+    setting registers it), or ``module:Class`` / ``module.Class`` built as ``Class(capsule)``."""
     config = capsule.config
     name: str = config.fetch
     if name == "basic":
         return BasicFetch(capsule)
     if ":" in name:
         return _build(name, capsule)
-    if name == "reliable":
-        from .plugins import reliable_fetch
-
-        if not config.plugins.is_registered(reliable_fetch):
-            config.add_plugin(reliable_fetch, "reliable_fetch")
     fetcher: Fetcher | None = config.plugins.hook.kiq_fetcher(name=name, config=config, capsule=capsule)
     if fetcher is not None:
         return fetcher
