@@ -108,8 +108,7 @@ def tracker_for(config: Config | None = None) -> Tracker:
             if tracker is None:
                 from kiq.plugins import tracking as plugin
 
-                if not config.plugins.is_registered(plugin):
-                    config.add_plugin(plugin, "tracking")
+                config.add_plugin(plugin, "tracking")  # a no-op when it is registered already
                 tracker = _trackers[config] = Tracker(config)
     return tracker
 
