@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .acknowledgement import hold_acknowledgement
 from .client import Client
 from .config import Config, Setting, configure_client, configure_server, default_config
 from .errors import ConfigError, JobArgumentError, KiqError, RegistryError, UnknownJobError
@@ -30,6 +31,7 @@ __all__ = [
     "configure_client",
     "configure_server",
     "default_config",
+    "hold_acknowledgement",
     "hookimpl",
     "hookspec",
     "job",

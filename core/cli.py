@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import logging
 import os
 import select
@@ -18,12 +19,10 @@ from . import __version__, cli_inspect
 from .config import Config, enter_server_mode
 from .errors import ConfigError, KiqError
 from .job import registry
+from .launcher import WORKER_SIGNALS
 from .redis import EmbeddedRedis
 
 log = logging.getLogger("kiq")
-
-# what each signal asks of a worker: INT/TERM stop, TSTP quiet, TTIN thread dump (Sidekiq's set)
-WORKER_SIGNALS = ("INT", "TERM", "TSTP", "TTIN")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -117,16 +116,11 @@ def run_worker(args: argparse.Namespace) -> int:
             config.fetch, config.redis_url or f"embedded ({config.embedded_dir})", len(registry.names()),
         )  # fmt: skip
         launcher.run()
-        while True:
-            for name in signals.wait():
+        while not launcher.done.is_set():
+            for name in signals.wait(timeout=0.2):
                 log.info("got %s", name)
-                if name in ("INT", "TERM"):
-                    launcher.stop()
-                    return 0
-                if name == "TSTP":
-                    launcher.quiet()
-                elif name == "TTIN":
-                    launcher.thread_dump()
+                launcher.handle_signal(name)
+        return 0
 
 
 def import_required(names: list[str]) -> None:
@@ -213,9 +207,9 @@ class SignalPipe:
         except BlockingIOError:
             log.warning("signal pipe full; dropped %s", name)
 
-    def wait(self) -> list[str]:
-        """Block until signals arrive; their names in order."""
-        select.select([self.read_fd], [], [])
+    def wait(self, timeout: float | None = None) -> list[str]:
+        """Block until signals arrive (at most ``timeout`` s); their names in order."""
+        select.select([self.read_fd], [], [], timeout)
         try:
             data = os.read(self.read_fd, 64)
         except BlockingIOError:
@@ -241,6 +235,9 @@ def run_redis(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):  # a payload that is not UTF-8 prints as \\xff escapes, not a crash
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     parser = build_parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "run"):

@@ -18,6 +18,7 @@ import redis
 from .api import DeadSet, JobSet, ProcessSet, Queue, RetrySet, ScheduledSet, SortedEntry, Stats
 from .config import Config
 from .errors import KiqError
+from .job_record import printable
 
 SETS: dict[str, tuple[type[JobSet], str]] = {
     "retries": (RetrySet, "the retry set"),
@@ -141,7 +142,7 @@ def _list_set(args: argparse.Namespace, job_set: JobSet, title: str) -> int:
             entry.queue,
             _when(entry.score),
             "" if entry.retry_count is None else entry.retry_count,
-            _short(json.dumps(entry.args), 40) if entry.parsed else _short(entry.value, 40),
+            _short(json.dumps(entry.args), 40) if entry.parsed else _short(printable(entry.value), 40),
             _short(f"{entry.error_class}: {entry.error_message}", 50) if entry.error else "",
         ]
         for entry in entries

@@ -11,7 +11,11 @@ class ConfigError(KiqError, ValueError):
     """A setting is unknown or has a bad value; raised at start-up, never later."""
 
 
-class JobArgumentError(KiqError, TypeError, ValueError):
+class InvalidJobError(KiqError, TypeError, ValueError):
+    """A job that can never be pushed or run as it is (a bad shape, argument or option); trying again cannot help."""
+
+
+class JobArgumentError(InvalidJobError):
     """A job argument is not native JSON, so it would not survive the trip through Redis."""
 
 

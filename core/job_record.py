@@ -12,6 +12,7 @@ import time
 import zlib
 from typing import TYPE_CHECKING, Any
 
+from .errors import InvalidJobError
 from .payload import loads
 
 if TYPE_CHECKING:
@@ -32,13 +33,69 @@ def epoch(value: Any) -> float | None:
     return number / 1000.0 if number > _MILLIS_THRESHOLD else number
 
 
+class InvalidPayload(InvalidJobError):
+    """A raw job that no worker could ever run (not UTF-8, not JSON, or not a job's shape); it belongs in the dead
+    set, never back in a queue."""
+
+
+def is_utf8(value: str) -> bool:
+    """False when ``value`` came from bytes that are not UTF-8 (read with surrogateescape, see kiq.redis)."""
+    if value.isascii():  # O(1) in CPython: most payloads stop here
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def payload_problem(job: Any) -> str | None:
+    """What makes a decoded payload unrunnable, or None: Sidekiq's shape, checked the same way by the processor,
+    the poller and reliable-fetch recovery."""
+    if type(job) is not dict:
+        return "a job must be a JSON object"
+    name = job.get("class")
+    if type(name) is not str or not name:
+        return f"'class' must be a non-empty string, got {name!r:.80}"
+    if type(job.get("args")) is not list:
+        return f"'args' must be a list, got {job.get('args')!r:.80}"
+    queue = job.get("queue", "default")
+    if type(queue) is not str or not queue:
+        return f"'queue' must be a non-empty string, got {queue!r:.80}"
+    jid = job.get("jid", "")
+    if type(jid) is not str:
+        return f"'jid' must be a string, got {jid!r:.80}"
+    return None
+
+
+def parse_payload(value: str) -> dict[str, Any]:
+    """The job of a raw payload; InvalidPayload says why there is none."""
+    if not is_utf8(value):
+        raise InvalidPayload("the payload is not valid UTF-8")
+    try:
+        job = loads(value)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidPayload(f"the payload is not valid JSON: {exc}") from None
+    problem = payload_problem(job)
+    if problem is not None:
+        raise InvalidPayload(problem)
+    return job  # type: ignore[no-any-return]
+
+
 def parse_job(value: str) -> dict[str, Any] | None:
-    """The payload dict of a raw job, or None when it is not a JSON object."""
+    """The payload dict of a raw job, or None when it is not a JSON object (or not UTF-8)."""
+    if not is_utf8(value):
+        return None
     try:
         item = loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return item if isinstance(item, dict) else None
+
+
+def printable(value: str) -> str:
+    """A raw value fit to print or show: bytes that are not UTF-8 as ``\\xff`` escapes."""
+    return value if is_utf8(value) else value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def resolve_config(config: Config | None) -> Config:
@@ -147,6 +204,13 @@ class JobRecord:
         """Remove this job from its queue; False when it was no longer there."""
         return bool(self.config.redis.lrem(f"queue:{self.queue}", 1, self.value))
 
+    @property
+    def raw(self) -> bytes:
+        """The entry's bytes exactly as stored in Redis."""
+        return self.value.encode("utf-8", "surrogateescape")
+
     def as_dict(self) -> dict[str, Any]:
         """The summary the CLI prints with ``--json``: the payload plus the queue it sits in."""
-        return {"queue": self.queue, **self.item} if self.parsed else {"queue": self.queue, "raw": self.value}
+        if self.parsed:
+            return {"queue": self.queue, **self.item}
+        return {"queue": self.queue, "raw": printable(self.value)}

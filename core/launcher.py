@@ -42,11 +42,17 @@ def make_identity() -> str:
     return f"{hostname}:{os.getpid()}:{new_jid()[:12]}"
 
 
+# What a signal asks of a worker, whether it comes from the OS or from the API through the heartbeat
+# (Sidekiq's set, plus HUP: a closed terminal stops the worker gracefully instead of killing it mid-job).
+STOP_SIGNALS = ("INT", "TERM", "HUP")
+WORKER_SIGNALS = (*STOP_SIGNALS, "TSTP", "TTIN")
+
+
 class Launcher:
     """Starts and stops a worker's managers, poller and heartbeat.
 
     ``signal_sink`` receives the name of a remote signal (``"TSTP"``, ``"TERM"``, ``"TTIN"``) found by the
-    heartbeat; the CLI routes it to its main loop. The default acts on it directly (a stop on its own thread).
+    heartbeat; the CLI routes it to its main loop. The default is ``handle_signal``, right away.
     """
 
     def __init__(self, config: Config, signal_sink: Callable[[str], None] | None = None) -> None:
@@ -56,7 +62,7 @@ class Launcher:
         self.capsules: list[Capsule] = capsules_for(config, self.identity)
         self.outage = RedisOutage(config)
         self.managers = [Manager(capsule, self.outage) for capsule in self.capsules]
-        self.signal_sink = signal_sink or self._act_on_signal
+        self.signal_sink = signal_sink or self.handle_signal
         self.quieted = False
         self.started_at = time.time()
         self._info: str | None = None
@@ -65,6 +71,8 @@ class Launcher:
         self._heartbeat: threading.Thread | None = None
         self._poller: Poller | None = None
         self._stopped = False
+        self._cut_short = threading.Event()  # a second TERM: requeue the running jobs now
+        self.done = threading.Event()  # set when a stop has finished
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def run(self) -> None:
@@ -99,17 +107,27 @@ class Launcher:
         deadline = time.monotonic() + self.config.timeout
         self.quiet()
         log.info("shutting down: waiting up to %.1f s for running jobs", self.config.timeout)
-        stoppers = [threading.Thread(target=manager.stop, args=(deadline,)) for manager in self.managers]
+        stoppers = [
+            threading.Thread(target=manager.stop, args=(deadline, self._cut_short)) for manager in self.managers
+        ]
         for stopper in stoppers:
             stopper.start()
         for stopper in stoppers:
             stopper.join()
         self._fire("kiq_shutdown")
+        for manager in self.managers:  # after the hooks: a plugin may still release held acknowledgements
+            manager.close()
         self._beating.set()
         if self._heartbeat is not None:
             self._heartbeat.join(5)
         self._clear_heartbeat()
         log.info("bye")
+        self.done.set()
+
+    def stop_now(self) -> None:
+        """Cut a stop short (a second TERM/INT): requeue the jobs still running now and interrupt them."""
+        log.warning("stopping now: the running jobs are requeued")
+        self._cut_short.set()
 
     # -- heartbeat ------------------------------------------------------------------------------------
     def _beat_loop(self) -> None:
@@ -165,9 +183,12 @@ class Launcher:
             signal_name = pipe.execute()[-1]
         except Exception as exc:
             self.outage.failed(exc, "heartbeat")
-            return
-        if self.outage.down_since is not None:
-            self.outage.recovered()
+            signal_name = None
+        else:
+            if self.outage.down_since is not None:
+                self.outage.recovered("heartbeat")
+        # also when the registry write failed (e.g. Redis at maxmemory refuses HSET): the reliable fetcher's
+        # liveness key must not expire under a live process
         self._fire("kiq_heartbeat")
         if signal_name:
             log.info("received remote signal %s", signal_name)
@@ -224,11 +245,16 @@ class Launcher:
         return self._info
 
     # -- signals and diagnostics ----------------------------------------------------------------------
-    def _act_on_signal(self, name: str) -> None:
-        if name == "TSTP":
+    def handle_signal(self, name: str) -> None:
+        """INT/TERM/HUP: stop (on a thread of its own; a second one cuts the wait for running jobs short),
+        TSTP: quiet, TTIN: thread dump."""
+        if name in STOP_SIGNALS:
+            if self._stopped:
+                self.stop_now()
+            else:
+                threading.Thread(target=self.stop, name="kiq-stop", daemon=True).start()
+        elif name == "TSTP":
             self.quiet()
-        elif name in ("TERM", "INT"):
-            threading.Thread(target=self.stop, name="kiq-stop", daemon=True).start()
         elif name == "TTIN":
             self.thread_dump()
         else:

@@ -32,6 +32,7 @@ log = logging.getLogger("kiq")
 
 DEFAULT_CAPSULE = "default"
 KILL_GRACE = 2.0  # seconds interrupted threads get to unwind before the process exits anyway
+STOP_POLL = 0.1  # seconds between checks for a second TERM while waiting for running jobs
 
 
 @dataclass
@@ -83,6 +84,8 @@ class Manager:
         self.capsule = capsule
         self.fetcher = fetcher_for(capsule)
         self.stopping = threading.Event()
+        self._hard_shutdown = threading.Lock()
+        self._hard_shutdown_done = False
         outage = outage or RedisOutage(capsule.config)
         self.processors = [
             Processor(capsule.config, self.fetcher, self.stopping, outage, f"kiq-{capsule.name}-{index}")
@@ -97,21 +100,34 @@ class Manager:
         """Stop fetching; running jobs go on."""
         self.stopping.set()
 
-    def wait(self, deadline: float) -> bool:
-        """Wait (monotonic ``deadline``) for the processor threads to end; True when all did."""
+    def wait(self, deadline: float, cut_short: threading.Event | None = None) -> bool:
+        """Wait (monotonic ``deadline``, or until ``cut_short`` is set) for the processor threads to end; True
+        when all did."""
         for processor in self.processors:
-            processor.thread.join(max(0.0, deadline - time.monotonic()))
+            while processor.thread.is_alive() and (remaining := deadline - time.monotonic()) > 0:
+                if cut_short is not None and cut_short.is_set():
+                    break
+                processor.thread.join(min(remaining, STOP_POLL))
         return not any(processor.thread.is_alive() for processor in self.processors)
 
-    def stop(self, deadline: float) -> None:
+    def stop(self, deadline: float, cut_short: threading.Event | None = None) -> None:
+        """Quiet, wait for the running jobs until ``deadline`` (or ``cut_short``, a second TERM), then requeue and
+        interrupt what still runs. The fetcher stays open (``close``): a plugin may still acknowledge jobs."""
         self.quiet()
-        if not self.wait(deadline):
+        if not self.wait(deadline, cut_short):
             self.hard_shutdown()
-        self.fetcher.bulk_requeue([])  # lets a fetcher clean up at every stop (e.g. a working list)
+
+    def close(self) -> None:
+        """The fetcher stops for good (e.g. the reliable one's working list is emptied)."""
+        self.fetcher.bulk_requeue([])
 
     def hard_shutdown(self) -> None:
         """The deadline passed: requeue the jobs still running, then interrupt their threads. Requeue first,
         because running a job twice is better than losing it."""
+        with self._hard_shutdown:
+            if self._hard_shutdown_done:
+                return
+            self._hard_shutdown_done = True
         busy = [processor for processor in self.processors if processor.unit is not None]
         units = [unit for processor in busy if (unit := processor.unit) is not None]
         log.warning("terminating %d busy threads of capsule %s", len(busy), self.capsule.name)

@@ -14,15 +14,19 @@ this thread (the heartbeat sums them), and the ``<identity>:work`` entry is a tu
 from __future__ import annotations
 
 import ctypes
+import inspect
 import logging
 import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+import redis
+
+from . import acknowledgement
 from .errors import Shutdown
 from .job import registry
+from .job_record import InvalidPayload, parse_payload
 from .logging import JobLogger, thread_id
-from .payload import loads
 from .retry import Handled, JobRetry
 
 if TYPE_CHECKING:
@@ -35,27 +39,41 @@ MAX_BACKOFF = 2.0  # seconds between fetch attempts while Redis is unreachable (
 
 
 class RedisOutage:
-    """Shared by a worker's threads so an outage is logged once when it starts and once when it ends."""
+    """Shared by a worker's threads so an outage is logged once when it starts and once when it ends. ``where``
+    (fetch, heartbeat) tells which work failed: only that work succeeding again ends it (at maxmemory, fetches
+    work while the heartbeat's writes are refused)."""
 
     def __init__(self, config: Config) -> None:
         self.config = config
         self.down_since: float | None = None
+        self._where = ""
         self._lock = threading.Lock()
 
     def failed(self, exc: BaseException, where: str) -> None:
         with self._lock:
             if self.down_since is not None:
                 return
-            self.down_since = time.monotonic()
+            self.down_since, self._where = time.monotonic(), where
         url = self.config.redis_url or f"the embedded server in {self.config.embedded_dir}"
-        context = f"Redis at {url} is unreachable ({where}); retrying with backoff"
+        context = f"Redis at {url} {describe_redis_error(exc)} ({where}); retrying with backoff"
         self.config.handle_exception(exc, {"context": context})  # logs it, and error trackers hear of it
 
-    def recovered(self) -> None:
+    def recovered(self, where: str) -> None:
         with self._lock:
+            if where != self._where:
+                return
             since, self.down_since = self.down_since, None
         if since is not None:
-            log.info("Redis is reachable again after %.1f s", time.monotonic() - since)
+            log.info("Redis works again (%s) after %.1f s", where, time.monotonic() - since)
+
+
+def describe_redis_error(exc: BaseException) -> str:
+    """What a failure says about Redis, for the log line: unreachable, out of memory, or the error itself."""
+    if isinstance(exc, redis.ConnectionError | redis.TimeoutError | OSError):
+        return "is unreachable"
+    if isinstance(exc, redis.exceptions.OutOfMemoryError):
+        return "is out of memory (maxmemory reached: it refuses commands that need memory)"
+    return f"failed with {type(exc).__name__}: {exc}"
 
 
 class Processor:
@@ -72,6 +90,7 @@ class Processor:
         self.processed = 0  # written by this thread only; the heartbeat reads and sums them
         self.failed = 0
         self.unit: UnitOfWork | None = None  # the job in flight, requeued by a hard shutdown
+        self.acknowledgement = acknowledgement.JobAcknowledgement()
         self.work: tuple[str, str, int] | None = None  # (queue, raw job, run_at) for ``<identity>:work``
         self.tid = ""
         self.thread = threading.Thread(target=self.run, name=name, daemon=True)
@@ -101,7 +120,7 @@ class Processor:
                     return None
                 continue
             if self.outage.down_since is not None:
-                self.outage.recovered()
+                self.outage.recovered("fetch")
             if unit is not None and self.stopping.is_set():
                 self._requeue(unit)  # fetched while quieting: give it back for another process
                 return None
@@ -117,18 +136,18 @@ class Processor:
         jobstr = unit.job
         queue = unit.queue_name
         try:
-            job = loads(jobstr)
-            if type(job) is not dict or type(job.get("args")) is not list or type(job.get("class")) is not str:
-                # no retry could make it runnable, and splatting a non-list "args" would call perform wrongly
-                raise ValueError("a job must be a JSON object with a 'class' string and an 'args' list")
-        except (ValueError, RecursionError) as exc:
-            self._bury(unit, exc)
+            job = parse_payload(jobstr)
+        except InvalidPayload as exc:
+            self._bury(unit, exc)  # no retry could make it runnable
             return
         self.unit = unit
         self.work = (queue, jobstr, int(time.time()))
         job_logger = self.job_logger
         context = job_logger.prepare(job)
         ack = False
+        if acknowledgement.current.get() is not self.acknowledgement:  # once per thread that runs jobs
+            acknowledgement.current.set(self.acknowledgement)
+        self.acknowledgement.begin()
         try:
             with self.retrier.global_(jobstr, queue):
                 self._run_logged(job, jobstr, queue, context)
@@ -146,24 +165,23 @@ class Processor:
         finally:
             self.work = None
             job_logger.clear()
-            if ack:
-                self._acknowledge(unit)
+            self.acknowledgement.end(self._acknowledge if ack else None, unit)
             self.unit = None
 
     def _run_logged(self, job: dict[str, Any], jobstr: str, queue: str, context: dict[str, Any]) -> None:
         """Job logger and stats (one try block for both: same effect as Sidekiq's two layers, cheaper)."""
         started = time.perf_counter()
         try:
-            instance = registry.get(job.get("class", ""))()  # an unknown class is this job's error: retry path
+            instance = registry.get(job["class"])()  # an unknown class is this job's error: retry path
             instance.jid = job.get("jid", "")
             instance.job = job
             args = job["args"]
             with self.retrier.local(instance, jobstr, queue):
                 chain = self.config.server_middleware
                 if chain.entries:
-                    chain.invoke((instance, job, queue), lambda: instance.perform(*args))
+                    chain.invoke((instance, job, queue), lambda: _perform(instance, args))
                 else:
-                    instance.perform(*args)
+                    _perform(instance, args)
         except Shutdown:
             raise  # requeued: neither processed nor failed
         except BaseException:
@@ -180,8 +198,8 @@ class Processor:
         except Exception as exc:
             self.config.handle_exception(exc, {"context": "acknowledge", "jobstr": unit.job})
 
-    def _bury(self, unit: UnitOfWork, exc: Exception) -> None:
-        """Unparseable payload: straight to ``dead`` (no retry could ever parse it) and acknowledged."""
+    def _bury(self, unit: UnitOfWork, exc: InvalidPayload) -> None:
+        """An unrunnable payload: straight to ``dead`` as it was stored (bytes included), and acknowledged."""
         from .api import DeadSet
 
         try:
@@ -189,7 +207,9 @@ class Processor:
         except Exception as error:
             self.config.handle_exception(error, {"context": "Internal exception!", "jobstr": unit.job})
             return
-        self.config.handle_exception(exc, {"context": "Invalid JSON for job", "jobstr": unit.job})
+        self.config.handle_exception(
+            exc, {"context": "Invalid job payload, moved to the dead set", "queue": unit.queue_name}
+        )
         self._acknowledge(unit)
 
     def kill(self) -> None:
@@ -197,3 +217,13 @@ class Processor:
         ident = self.thread.ident
         if ident is not None and self.thread.is_alive():
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(Shutdown))
+
+
+def _perform(instance: Any, args: list[Any]) -> None:
+    result = instance.perform(*args)
+    if result is not None and inspect.iscoroutine(result):
+        result.close()  # never awaited: closing it here keeps Python from warning about it later
+        raise TypeError(
+            f"{type(instance).__qualname__}.perform returned a coroutine: async jobs are not supported yet, so it "
+            "did not run; call asyncio.run(...) inside a plain def perform"
+        )

@@ -19,11 +19,29 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 import redis
-from redis.connection import Connection
+from redis.connection import Connection, HiredisRespSerializer
+from redis.utils import HIREDIS_AVAILABLE
 
 from .errors import ConfigError
 
 log = logging.getLogger("kiq")
+
+# Replies are decoded per value with "surrogateescape": a payload that is not valid UTF-8 (written by another
+# producer, a bug or an attacker) arrives as text whose bad bytes are lone surrogates U+DC80..U+DCFF, instead of
+# an error that would lose every other job of the same reply; written back, it is the same bytes again.
+ENCODING_ERRORS = "surrogateescape"
+
+
+class _SurrogateSafePacker(HiredisRespSerializer):
+    """hiredis packs text strictly; a value read with surrogateescape is encoded back the same way (only on the
+    error path, so the usual command costs nothing more)."""
+
+    def pack(self, *args: Any) -> list[bytes]:
+        try:
+            return super().pack(*args)  # type: ignore[no-any-return]
+        except UnicodeEncodeError:
+            raw: Any = [arg.encode("utf-8", ENCODING_ERRORS) if isinstance(arg, str) else arg for arg in args]
+            return super().pack(*raw)  # type: ignore[no-any-return]
 
 
 def connect(url: str | None, embedded_dir: str = ".kiq", pool_size: int = 20) -> redis.Redis:
@@ -31,6 +49,7 @@ def connect(url: str | None, embedded_dir: str = ".kiq", pool_size: int = 20) ->
     embedded server when ``url`` is None."""
     options: dict[str, Any] = {
         "decode_responses": True,
+        "encoding_errors": ENCODING_ERRORS,
         "max_connections": pool_size,
         "socket_connect_timeout": 5,
         "health_check_interval": 30,
@@ -38,6 +57,8 @@ def connect(url: str | None, embedded_dir: str = ".kiq", pool_size: int = 20) ->
     if url is None:
         url = EmbeddedRedis(embedded_dir).ensure_running()
         log.info("using the embedded Redis at %s (redis_url is not set)", url)
+    if HIREDIS_AVAILABLE:  # without hiredis, redis-py's own packer applies encoding_errors itself
+        options["command_packer"] = _SurrogateSafePacker()
     if not url.startswith("unix:"):
         options["socket_keepalive"] = True  # notice a dead server behind a silent network
     if url.startswith("redis+sentinel://"):

@@ -13,6 +13,11 @@ when retries are exhausted, in the ``dead`` ZSET; then ``Handled`` is raised *fr
 tells the processor to acknowledge the job and report the error (``handled.__cause__``) to the error
 handlers. Anything else escaping the guards (``Shutdown``, or Redis failing while recording the failure)
 means: do not acknowledge.
+
+Every payload field is untrusted (another producer, a bug or an attacker may have written it): a field the rules
+cannot use (``retry_count: "abc"``, ``backtrace: "x"``, ``retry_for: -1``, ``failed_at: "yesterday"``...) is
+replaced by a safe default and logged, and if recording still fails for any reason but Redis, the job goes to the
+dead set as it was stored. A failing job always ends in ``retry`` or ``dead``.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import math
 import random
 import re
 import time
@@ -28,7 +34,10 @@ import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
+import redis
+
 from .errors import Shutdown
+from .job_record import epoch
 from .payload import dumps, loads
 
 if TYPE_CHECKING:
@@ -37,6 +46,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("kiq.retry")
 
 MAX_ERROR_MESSAGE = 10_000  # Sidekiq keeps the first 10,000 characters of an error message
+MAX_COUNT = 2**31  # a retry_count beyond this was not written by a retrier; it would only overflow the delay
+MAX_DELAY = 100 * 365 * 24 * 3600  # seconds: a retry_in answer beyond a century is taken as a century
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # What counts as a job failure: every Exception, and SystemExit (a job calling sys.exit() failed; it must not
 # silently end a processor thread). KeyboardInterrupt/GeneratorExit are not failures of a job.
@@ -66,50 +77,85 @@ class JobRetry:
 
     def _global_failure(self, exc: BaseException, _no_instance: None, jobstr: str, queue: str) -> None:
         _raise_if_caused_by_shutdown(exc)
-        job = loads(jobstr)
-        if _ruby_truthy(job.get("retry")):
-            self._process_retry(None, job, queue, exc)
+        job = self._load(jobstr, exc)
+        # no class to ask (e.g. unknown in this worker): a payload without "retry" gets the client's default, so
+        # a job that reaches a worker of another version is retried, then dead, never silently dropped (Sidekiq
+        # only runs the death handlers for it)
+        if _ruby_truthy(job.setdefault("retry", True)):
+            self._record(None, job, jobstr, queue, exc)
         else:  # retry: false: no retry and no dead set, but it died, so the death hooks hear of it
             run_death_hooks(self.config, job, exc)
         raise Handled(f"{_error_class(exc)} recorded by JobRetry") from exc
 
     def _local_failure(self, exc: BaseException, job_instance: Any, jobstr: str, queue: str) -> None:
-        """Record the failure and raise ``Handled``; returns when the job is not retryable (``global_`` handles it)."""
+        """Record the failure and raise ``Handled`` (Sidekiq leaves a job that is not retryable to its global
+        handler, which would then not know the class's ``retry`` option; the outcome is the same)."""
         _raise_if_caused_by_shutdown(exc)
-        job = loads(jobstr)
+        job = self._load(jobstr, exc)
         if job.get("retry") is None:  # a payload from elsewhere may lack it: the class's option applies
             get_options = getattr(type(job_instance), "get_options", None)
             job["retry"] = get_options().get("retry") if get_options is not None else None
-        if not _ruby_truthy(job["retry"]):
-            return  # the error goes on: global_ runs the death hooks, as in Sidekiq
-        self._process_retry(job_instance, job, queue, exc)
+        if _ruby_truthy(job["retry"]):
+            self._record(job_instance, job, jobstr, queue, exc)
+        else:  # retry: false: no retry and no dead set, but it died, so the death hooks hear of it
+            run_death_hooks(self.config, job, exc)
         raise Handled(f"{_error_class(exc)} recorded by JobRetry") from exc
+
+    def _load(self, jobstr: str, exc: BaseException) -> dict[str, Any]:
+        """The payload to record the failure in; one that is not a JSON object goes to dead as stored."""
+        try:
+            job = loads(jobstr)
+        except (ValueError, RecursionError):
+            job = None
+        if not isinstance(job, dict):
+            self._bury(jobstr, exc, "the payload is not a JSON object")
+            raise Handled(f"{_error_class(exc)} recorded by JobRetry") from exc
+        return job
+
+    def _record(self, instance: Any, job: dict[str, Any], jobstr: str, queue: str, exc: BaseException) -> None:
+        try:
+            self._process_retry(instance, job, queue, exc)
+        except redis.RedisError:
+            raise  # not recorded: the processor does not acknowledge it, so a reliable fetcher gives it back
+        except Exception as bug:
+            self.config.handle_exception(bug, {"context": "Recording a job's failure failed", "job": job})
+            self._bury(jobstr, exc, f"recording its failure failed: {type(bug).__name__}: {bug}")
+
+    def _bury(self, jobstr: str, exc: BaseException, why: str) -> None:
+        """The last resort: the job as it was stored goes to the dead set, with the death hooks."""
+        from .api import DeadSet
+
+        logger.error("A failed job goes to the dead set as stored (%s): %.200s", why, jobstr)
+        DeadSet(self.config).kill(jobstr, notify_failure=True, exc=exc)
 
     # -- Sidekiq's process_retry -----------------------------------------------------------------------
     def _process_retry(self, instance: Any, job: dict[str, Any], queue: str, exc: BaseException) -> None:
         """Add the error fields to ``job``, then schedule its retry or let it die."""
+        fields = _UntrustedFields(job)
         retry = job["retry"]
         max_attempts = retry if type(retry) is int else self.config.max_retries
-        job["queue"] = job.get("retry_queue") or queue
+        job["queue"] = fields.text("retry_queue") or queue
         job["error_message"] = _error_message(exc)
         job["error_class"] = _error_class(exc)
         now = time.time()
-        if job.get("retry_count") is not None:
+        previous = fields.count("retry_count")
+        if previous is not None:
             job["retried_at"] = now
-            count = job["retry_count"] = int(job["retry_count"]) + 1
+            count = job["retry_count"] = previous + 1
         else:
             job["failed_at"] = now
             count = job["retry_count"] = 0
-        backtrace: Any = job.get("backtrace")
-        if _ruby_truthy(backtrace):
+        backtrace = fields.backtrace()
+        if backtrace is not None:
             lines = _backtrace_lines(exc)
-            kept = lines if backtrace is True else lines[: int(backtrace)]
-            job["error_backtrace"] = compress_backtrace(kept)
+            job["error_backtrace"] = compress_backtrace(lines if backtrace is True else lines[:backtrace])
+        retry_for = fields.seconds("retry_for")
+        failed_at = fields.time("failed_at") or now
+        fields.report()
 
         if count >= max_attempts:
             return self._retries_exhausted(instance, job, exc)
-        retry_for = job.get("retry_for")
-        if retry_for and float(job.get("failed_at", now)) + float(retry_for) < now:
+        if retry_for is not None and failed_at + retry_for < now:
             return self._retries_exhausted(instance, job, exc)
         strategy, delay = self._delay_for(instance, count, exc, job)
         if strategy == "discard":
@@ -137,8 +183,8 @@ class JobRetry:
         if answer == "discard" or answer == "kill":
             return answer, 0
         # as Ruby's to_i: a number is cut to whole seconds; anything else (None, 0, "default") = the default
-        if isinstance(answer, int | float) and not isinstance(answer, bool) and int(answer) > 0:
-            return "default", int(answer)
+        if (type(answer) is int or (type(answer) is float and math.isfinite(answer))) and answer >= 1:
+            return "default", int(min(answer, MAX_DELAY))
         return "default", count**4 + 15
 
     def _retries_exhausted(self, instance: Any, job: dict[str, Any], exc: BaseException) -> None:
@@ -194,6 +240,69 @@ def run_death_hooks(config: Config, job: dict[str, Any], exc: BaseException | No
 
 
 # -- helpers -------------------------------------------------------------------------------------------
+class _UntrustedFields:
+    """Reads the payload fields the retry rules use; a value they cannot use is replaced (noted, then logged)."""
+
+    def __init__(self, job: dict[str, Any]) -> None:
+        self.job = job
+        self.ignored: list[str] = []
+
+    def _ignore(self, name: str, why: str) -> None:
+        self.ignored.append(f"{name}={self.job.get(name)!r:.60} ({why})")
+
+    def text(self, name: str) -> str | None:
+        value = self.job.get(name)
+        if value is None or (type(value) is str and value):
+            return value
+        self._ignore(name, "not a non-empty string")
+        return None
+
+    def count(self, name: str) -> int | None:
+        value = self.job.get(name)
+        if value is None or (type(value) is int and 0 <= value < MAX_COUNT):
+            return value
+        self._ignore(name, "not a count; taken as missing")
+        return None
+
+    def seconds(self, name: str) -> float | None:
+        value = self.job.get(name)
+        if value is None:
+            return None
+        if type(value) in (int, float) and math.isfinite(value) and value > 0:
+            return float(value)
+        self._ignore(name, "not a number of seconds > 0")
+        return None
+
+    def time(self, name: str) -> float | None:
+        value = self.job.get(name)
+        if value is None:
+            return None
+        seconds = epoch(value) if type(value) in (int, float) else None
+        if seconds is not None and math.isfinite(seconds):
+            return seconds
+        self._ignore(name, "not an epoch time; taken as now")
+        return None
+
+    def backtrace(self) -> bool | int | None:
+        """True: every line; n: the n innermost; None: no backtrace. Anything else keeps no lines (Ruby's ``to_i``
+        of a non-number is 0)."""
+        value = self.job.get("backtrace")
+        if value is True or not _ruby_truthy(value):
+            return True if value is True else None
+        if type(value) is int and value >= 0:
+            return value
+        self._ignore("backtrace", "not true, false or a line count; no lines kept")
+        return 0
+
+    def report(self) -> None:
+        if self.ignored:
+            logger.warning(
+                "job %s: payload fields the retry rules cannot use were ignored: %s",
+                self.job.get("jid"),
+                "; ".join(self.ignored),
+            )
+
+
 def _ruby_truthy(value: Any) -> bool:
     """Ruby's truth, which Sidekiq's payload rules use: only nil and false are false (so ``retry: 0`` means
     "no retries, straight to the dead set", and ``backtrace: 0`` stores an empty backtrace)."""

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 
 import redis as redis_py
 
-from .job_record import parse_job
+from .errors import InvalidJobError
+from .job_record import parse_payload
 from .job_sets import DeadSet
 from .plugin_manager import entered
 from .process_set import cleanup_processes
@@ -44,6 +45,14 @@ end
 return false
 """
 
+# KEYS: the set. ARGV: score, member. A job whose push failed goes back where it was. ZADD alone is refused when
+# Redis is at maxmemory (noeviction), which would lose the job; inside a script that has already written (the
+# ZREM, a no-op), Redis lets it through: it only restores the memory the pop freed.
+PUT_BACK = """
+redis.call("ZREM", KEYS[1], ARGV[2])
+return redis.call("ZADD", KEYS[1], ARGV[1], ARGV[2])
+"""
+
 
 class Poller:
     """The thread that enqueues due scheduled jobs and retries; the launcher starts and stops it."""
@@ -53,6 +62,7 @@ class Poller:
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
         self._zpopbyscore = config.redis.register_script(ZPOPBYSCORE)
+        self._put_back_script = config.redis.register_script(PUT_BACK)
 
     def start(self) -> None:
         """Start polling in a daemon thread."""
@@ -89,28 +99,30 @@ class Poller:
 
     def _enqueue(self, set_name: str, raw: str, due: float) -> int:
         config = self.config
-        job = parse_job(raw)
-        if job is None or not isinstance(job.get("class"), str) or not isinstance(job.get("args"), list):
-            log.warning("poller: a job in %r is not a valid payload; moved to the dead set: %.200s", set_name, raw)
-            DeadSet(config).kill(raw, notify_failure=False)
-            return 0
-        job.pop("at", None)  # a leftover "at" would send it straight back to the schedule
         try:
+            job = parse_payload(raw)
+            job.pop("at", None)  # a leftover "at" would send it straight back to the schedule
             config.client.push(job)
         except redis_py.RedisError:
             self._put_back(set_name, raw, due)
             raise
+        except InvalidJobError as exc:
+            # no later pass could enqueue it either: once to the dead set, logged once
+            log.warning("poller: a job in %r can never be enqueued (%s); moved to the dead set: %.200s",
+                        set_name, exc, raw)  # fmt: skip
+            DeadSet(config).kill(raw, notify_failure=False)
+            return 0
         except Exception as exc:
             # e.g. a client middleware failed: keep the job and try again next poll, not in a hot loop
             self._put_back(set_name, raw, max(due, time.time()) + config.poll_interval)
-            config.handle_exception(exc, {"context": "poller: pushing a due job failed; it stays", "job": job})
+            config.handle_exception(exc, {"context": "poller: pushing a due job failed; it stays", "job": raw})
             return 0
         log.debug("enqueued from %s: %s", set_name, raw)
         return 1
 
     def _put_back(self, set_name: str, raw: str, score: float) -> None:
         try:
-            self.config.redis.zadd(set_name, {raw: score})
+            self._put_back_script(keys=[set_name], args=[repr(score), raw])
         except redis_py.RedisError:
             log.error("poller: could not put a job back into %r; it is lost: %s", set_name, raw)
             raise

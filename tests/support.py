@@ -105,3 +105,8 @@ def identity_of(r: redis.Redis, worker: WorkerProcess) -> str:
         return None
 
     return wait_until(find, 30, message=f"worker {worker.pid} in the processes set")
+
+
+def raw_redis(config: Any) -> redis.Redis:
+    """A client of the config's Redis that returns bytes exactly as stored (kiq's own decodes them)."""
+    return redis.Redis.from_url(config.redis_url)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,7 @@ import redis
 import kiq
 from kiq.cli import main
 from kiq.payload import dumps
+from tests.support import raw_redis
 
 
 def job_json(jid: str, queue: str = "default", **extra: Any) -> str:
@@ -145,3 +149,18 @@ def test_unreachable_redis_is_a_clear_error(capsys: pytest.CaptureFixture[str]) 
     err = capsys.readouterr().err
     assert err.startswith(f"kiq: error: cannot talk to Redis at redis://127.0.0.1:{port}/0:")
     assert "Traceback" not in err
+
+
+def test_a_dead_payload_that_is_not_utf8_is_listed_with_escapes(config: kiq.Config) -> None:
+    """Shown, not crashed on: as a table and as JSON, from a real process whose stdout is a pipe."""
+    bad = b'{"class":"HardJob","args":["\xff"],"jid":"bad","queue":"default"}'
+    raw_redis(config).zadd("dead", {bad: time.time()})
+    for extra in ([], ["--json"]):
+        run = subprocess.run(
+            [sys.executable, "-m", "kiq.cli", "dead", "--redis-url", str(config.redis_url), *extra],
+            capture_output=True,
+            env={**os.environ, "PYTHONIOENCODING": "utf-8"},
+            timeout=30,
+        )
+        assert run.returncode == 0, run.stderr
+        assert (b"\\\\xff" if extra else b"\\xff") in run.stdout  # JSON escapes the backslash itself

@@ -218,8 +218,10 @@ def test_outage_is_logged_once_until_recovered(config: kiq.Config, caplog: pytes
     with caplog.at_level(logging.INFO, logger="kiq"):
         for _ in range(3):
             outage.failed(ConnectionError("refused"), "fetch")
-        outage.recovered()
-        outage.recovered()
+        outage.recovered("heartbeat")  # at maxmemory the heartbeat fails while fetches work: not this outage
+        outage.recovered("fetch")
+        outage.recovered("fetch")
     messages = [record.getMessage() for record in caplog.records if record.name == "kiq"]
     assert sum("unreachable" in m for m in messages) == 1
-    assert sum("reachable again" in m for m in messages) == 1
+    assert sum("works again (fetch)" in m for m in messages) == 1
+    assert not any("works again (heartbeat)" in m for m in messages)

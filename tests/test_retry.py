@@ -448,3 +448,69 @@ def test_redis_down_while_recording_is_not_handled(config: kiq.Config) -> None:
     retrier = JobRetry(unreachable)
     with pytest.raises(redis.ConnectionError), retrier.global_(payload(), "default"):
         raise Boom("x")
+
+
+# -- payload fields written by someone else --------------------------------------------------------------
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"retry_count": "abc"},
+        {"retry_count": -1e300},
+        {"retry_count": 10**400},
+        {"retry_count": -1},
+        {"backtrace": "abc"},
+        {"backtrace": 2.5},
+        {"retry_for": "abc"},
+        {"retry_for": -5},
+        {"failed_at": "yesterday", "retry_for": 3600, "retry_count": 1},
+        {"retry_queue": 5},
+        {"retry_queue": ""},
+    ],
+    ids=repr,
+)
+def test_unusable_retry_fields_fall_back_to_safe_defaults_and_the_job_is_retried(
+    config: kiq.Config, r: redis.Redis, fields: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    fail(config, payload(**fields), Boom("x"))
+    job, score = only_entry(r, "retry")
+    assert isinstance(job["retry_count"], int) and 0 <= job["retry_count"] <= 2
+    assert job["queue"] == "default"
+    assert time.time() < score < time.time() + 3600
+    assert "payload fields the retry rules cannot use were ignored" in caplog.text
+
+
+@pytest.mark.parametrize("answer", [float("inf"), float("nan"), 10**400, -5, "7"])
+def test_retry_in_answers_that_are_not_usable_delays(config: kiq.Config, r: redis.Redis, answer: Any) -> None:
+    instance = HookedJob()
+    instance.answer = answer
+    fail(config, payload(), Boom("x"), instance)
+    _, score = only_entry(r, "retry")
+    assert score < time.time() + 100 * 366 * 24 * 3600
+
+
+class BuggyRetry(JobRetry):
+    """Stands for a bug in recording a failure that no test input reaches any more."""
+
+    def _process_retry(self, instance: Any, job: dict[str, Any], queue: str, exc: BaseException) -> None:
+        raise RuntimeError("a bug")
+
+
+def test_a_recording_that_fails_for_another_reason_than_redis_puts_the_job_in_dead_as_stored(
+    config: kiq.Config, r: redis.Redis, hooks: Recorder
+) -> None:
+    jobstr = payload()
+    retrier = BuggyRetry(config)
+    with pytest.raises(Handled), retrier.global_(jobstr, "default"), retrier.local(PlainJob(), jobstr, "default"):
+        raise Boom("x")
+    assert r.zrange("dead", 0, -1) == [jobstr]
+    assert len(hooks.deaths) == 1 and any(
+        context["context"] == "Recording a job's failure failed" for _, context in hooks.errors
+    )
+
+
+def test_an_unknown_class_without_retry_is_retried_then_dead(config: kiq.Config, r: redis.Redis) -> None:
+    jobstr = payload("NoSuchJob", retry=None)
+    with pytest.raises(Handled), JobRetry(config).global_(jobstr, "default"):
+        kiq.registry.get("NoSuchJob")
+    job, _ = only_entry(r, "retry")
+    assert job["retry"] is True and job["retry_count"] == 0

@@ -17,7 +17,7 @@ from kiq.payload import dumps
 from kiq.scheduled import Poller
 
 from .jobs.api import RUNS_KEY, RecordRun
-from .support import WorkerProcess, wait_until
+from .support import WorkerProcess, raw_redis, wait_until
 
 
 def job_json(jid: str, queue: str = "default", **extra: Any) -> str:
@@ -81,6 +81,33 @@ def test_unparseable_job_goes_to_dead(config: kiq.Config, r: redis.Redis) -> Non
     assert [job["jid"] for job in queued(r)] == ["ok"]
     assert r.zcard("schedule") == 0
     assert deaths == []  # like the processor: no death hook for a payload that is not a job
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"queue": 5},
+        {"queue": ""},
+        {"jid": 7},
+        {"args": [float("nan")]},  # written as NaN by another producer: never pushable as strict JSON
+        {"retry_for": "abc"},
+        b'{"class":"Hard","args":["\xff"],"jid":"x","queue":"default"}',  # not UTF-8
+    ],
+    ids=repr,
+)
+def test_an_entry_that_can_never_be_enqueued_goes_to_dead_once_logged_once(
+    config: kiq.Config, r: redis.Redis, bad: dict[str, Any] | bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    raw = bad if isinstance(bad, bytes) else json.dumps({"class": "Hard", "args": [1], "jid": "x", **bad}).encode()
+    r.zadd("retry", {raw: time.time() - 1})
+    r.zadd("retry", {job_json("fine").encode(): time.time() - 1})
+    poller = Poller(config)
+    for _ in range(3):
+        poller.enqueue_jobs()
+    assert r.zcard("retry") == 0
+    assert [job["jid"] for job in queued(r)] == ["fine"]
+    assert raw_redis(config).zrange("dead", 0, -1) == [raw]  # byte for byte as it was stored
+    assert caplog.text.count("can never be enqueued") == 1
 
 
 def test_failing_middleware_keeps_the_job_for_a_later_poll(config: kiq.Config, r: redis.Redis) -> None:

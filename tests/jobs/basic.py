@@ -34,3 +34,14 @@ class Sleepy(kiq.Job):
         while time.monotonic() < deadline:
             time.sleep(0.05)
         _redis().rpush("finished", self.jid)
+
+
+class AppendToFile(kiq.Job):
+    """Appends its jid to the file ``path``: a trace that needs no Redis write (for tests where Redis refuses
+    writes, e.g. at maxmemory)."""
+
+    kiq_name = "AppendToFile"
+
+    def perform(self, path: str) -> None:
+        with open(path, "a") as out:
+            out.write(self.jid + "\n")

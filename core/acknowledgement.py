@@ -1,0 +1,100 @@
+"""Holding a job's acknowledgement until something outside the job is durable (``kiq.hold_acknowledgement``).
+
+The processor acknowledges a job when it finished or its failure was recorded. A plugin that must make its own
+record of the outcome durable first (the tracking plugin's status row) holds the acknowledgement and releases it
+once that record is written, from any thread. Until then the job stays in Redis (with reliable fetch, in the
+working list), so a crash in between runs the job again instead of losing the record: at least once.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import TypeVar
+
+Acknowledge = Callable[[], None]
+T = TypeVar("T")
+
+
+class _Holds:
+    """The holds on one job's acknowledgement; it is sent when the job ended and every hold is released."""
+
+    __slots__ = ("ack", "count", "ended", "lock")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.count = 0
+        self.ended = False
+        self.ack: Acknowledge | None = None
+
+    def add(self) -> Acknowledge:
+        with self.lock:
+            self.count += 1
+        released = threading.Event()
+
+        def release() -> None:
+            if not released.is_set():  # a second call must not release another holder's share
+                released.set()
+                self._release_one()
+
+        return release
+
+    def _release_one(self) -> None:
+        with self.lock:
+            self.count -= 1
+            ack = self.ack if self.ended and self.count == 0 else None
+        if ack is not None:
+            ack()
+
+    def end(self, ack: Acknowledge | None) -> None:
+        with self.lock:
+            self.ended, self.ack = True, ack
+            due = ack if self.count == 0 else None
+        if due is not None:
+            due()
+
+
+class JobAcknowledgement:
+    """One per processor: the holds on the job it is running now (None until a plugin asks for one)."""
+
+    __slots__ = ("holds", "running")
+
+    def __init__(self) -> None:
+        self.running = False
+        self.holds: _Holds | None = None
+
+    def begin(self) -> None:
+        self.running = True
+
+    def end(self, acknowledge: Callable[[T], None] | None, unit: T) -> None:
+        """The job ended: ``acknowledge(unit)`` now, or once every hold is released; None: it must not be
+        acknowledged (requeued by a stop, or an internal error), and releasing its holds does nothing."""
+        holds, self.holds, self.running = self.holds, None, False
+        if holds is None:  # the usual case: nothing to allocate
+            if acknowledge is not None:
+                acknowledge(unit)
+        else:
+            holds.end(None if acknowledge is None else functools.partial(acknowledge, unit))
+
+    def hold(self) -> Acknowledge:
+        if self.holds is None:
+            self.holds = _Holds()
+        return self.holds.add()
+
+
+current: ContextVar[JobAcknowledgement | None] = ContextVar("kiq_acknowledgement", default=None)
+
+
+def hold_acknowledgement() -> Acknowledge | None:
+    """Keep the job being run now from being acknowledged until the returned ``release()`` is called (once, from
+    any thread). None outside a running job (e.g. in a client, or in a death hook run by orphan recovery).
+
+    With reliable fetch a worker killed before ``release()`` leaves the job in Redis, and it runs again; with
+    basic fetch the job left Redis when it was fetched, so nothing changes.
+    """
+    acknowledgement = current.get()
+    if acknowledgement is None or not acknowledgement.running:
+        return None
+    return acknowledgement.hold()
