@@ -197,9 +197,11 @@ def test_bulk_requeue_returns_in_flight_jobs_and_leaves_nothing_behind(make_fetc
     fetch = make_fetch()
     units = [take(fetch), take(fetch)]
     assert r.exists(ALIVE)
-    fetch.bulk_requeue(units)
+    fetch.bulk_requeue(units)  # a stop ran out of time: the in-flight jobs go back, the fetcher stays open
     assert r.lrange("queue:default", 0, -1) == [jobs[2], jobs[1], jobs[0]]  # the first fetched runs first again
     assert not r.exists(WORKING)
+    assert r.exists(ALIVE)
+    fetch.bulk_requeue([])  # the stop's end
     assert not r.exists(ALIVE)
     assert fetch.retrieve_work() is None  # stopped
 
@@ -236,17 +238,6 @@ def test_liveness_ttl_is_three_heartbeats(make_fetch: MakeFetch, config: kiq.Con
     config.heartbeat_interval = 2
     make_fetch()
     assert 5000 < r.pttl(ALIVE) <= 6000
-
-
-def test_shutdown_hook_stops_fetchers_the_manager_left_open(
-    make_fetch: MakeFetch, config: kiq.Config, r: redis.Redis
-) -> None:
-    jobs = push(r, "default", 1)
-    fetch = make_fetch()
-    unit = take(fetch)
-    reliable_fetch.kiq_shutdown(config=config)
-    assert r.lrange("queue:default", 0, -1) == [unit.job] == jobs
-    assert not r.exists(WORKING, ALIVE)
 
 
 # -- choosing the fetcher by setting ------------------------------------------------------------------

@@ -16,6 +16,7 @@ from kiq.payload import dumps, loads
 from kiq.plugins import reliable_fetch
 from kiq.plugins.reliable_fetch import InterruptedJobError, ReliableFetch, recover_orphans
 from kiq.plugins.reliable_fetch.fetch import open_fetchers
+from tests.support import raw_redis
 
 ME = "me:1:aaaaaaaaaaaa"
 DEAD = "gone:2:bbbbbbbbbbbb"
@@ -56,7 +57,7 @@ def orphan(r: redis.Redis, *jobs: str, key: str = ORPHANED) -> None:
         r.lpush(key, item)
 
 
-def test_a_dead_process_list_goes_back_to_the_fetch_end_with_its_interruption_counted(
+def test_a_dead_process_list_goes_to_the_back_of_its_queues_with_its_interruption_counted(
     recovering: kiq.Config, r: redis.Redis
 ) -> None:
     r.lpush("queue:default", job("waiting"))
@@ -64,8 +65,9 @@ def test_a_dead_process_list_goes_back_to_the_fetch_end_with_its_interruption_co
     report = recover_orphans(recovering, ME)
     assert report is not None and (report.lists, report.requeued, report.dead) == (1, 3, 0)
     queue = [loads(item) for item in r.lrange("queue:default", 0, -1)]
-    assert [item["jid"] for item in queue] == ["waiting", "second", "first"]  # recovered ones run next, in order
-    assert [item["interrupted_count"] for item in queue[1:]] == [1, 1]
+    # behind the jobs that were waiting (a crash loop must not keep hitting them), in their order
+    assert [item["jid"] for item in queue] == ["second", "first", "waiting"]
+    assert [item["interrupted_count"] for item in queue[:2]] == [1, 1]
     assert loads(r.lindex("queue:low", 0))["jid"] == "other"
     assert not r.exists(ORPHANED, f"kiq:recovering:{ME}")
 
@@ -182,8 +184,8 @@ def test_a_killed_fetchers_jobs_come_back_for_another_process(recovering: kiq.Co
     r.delete(f"kiq:alive:{DEAD}")
     report = recover_orphans(recovering, ME)
     assert report is not None and report.requeued == 1
-    assert [loads(item)["jid"] for item in r.lrange("queue:default", 0, -1)] == ["b", "a"]
-    assert loads(r.lindex("queue:default", -1))["interrupted_count"] == 1
+    assert [loads(item)["jid"] for item in r.lrange("queue:default", 0, -1)] == ["a", "b"]  # "a" at the back
+    assert loads(r.lindex("queue:default", 0))["interrupted_count"] == 1
 
 
 def test_startup_and_heartbeat_hooks_recover_in_a_process_with_a_reliable_fetcher(
@@ -209,3 +211,19 @@ def test_startup_and_heartbeat_hooks_recover_in_a_process_with_a_reliable_fetche
 def _no_fetchers_left(config: kiq.Config) -> Iterator[None]:
     yield
     assert open_fetchers(config) == []
+
+
+def test_a_payload_that_is_not_utf8_goes_to_dead_as_stored_and_other_orphans_are_still_recovered(
+    recovering: kiq.Config, r: redis.Redis
+) -> None:
+    raw = raw_redis(recovering)
+    bad = b'{"class":"Noop","args":["\xff"],"jid":"bad","queue":"default"}'
+    raw.lpush(ORPHANED, job("a1").encode(), bad, job("a2").encode())
+    other = "kiq:working:gone-too:3:cccccccccccc:default"
+    orphan(r, job("b1"), key=other)
+    for _ in range(2):  # a second pass finds nothing left over
+        recover_orphans(recovering, ME)
+        r.delete("kiq:reliable:recovery-lease")
+    assert sorted(loads(item)["jid"] for item in r.lrange("queue:default", 0, -1)) == ["a1", "a2", "b1"]
+    assert raw.zrange("dead", 0, -1) == [bad]
+    assert not r.exists(ORPHANED, other, f"kiq:recovering:{ME}")

@@ -63,13 +63,6 @@ def kiq_quiet(config: Config) -> None:
         fetcher.quiet()
 
 
-@hookimpl
-def kiq_shutdown(config: Config) -> None:
-    """Fetchers the manager did not stop with ``bulk_requeue`` (every job finished in time) stop here."""
-    for fetcher in open_fetchers(config):
-        fetcher.bulk_requeue([])
-
-
 def _recover(config: Config) -> None:
     fetchers = open_fetchers(config)
     if not fetchers:

@@ -26,7 +26,7 @@ from kiq.errors import ConfigError
 from kiq.fetch import MIN_BLOCK, BatchFetch, Fetched
 
 from . import scripts
-from .keys import alive_key, working_key
+from .keys import alive_key, liveness_ttl_ms, working_key
 from .recovery import QUEUE_PREFIX, put_back
 
 if TYPE_CHECKING:
@@ -48,11 +48,6 @@ class Capsule(Protocol):
 
     @property
     def mode(self) -> str: ...
-
-
-def liveness_ttl_ms(config: Config) -> int:
-    """Three heartbeats (at least a second): a process missing that many is taken for dead."""
-    return int(max(3 * config.heartbeat_interval, 1.0) * 1000)
 
 
 @dataclass(eq=False)
@@ -95,9 +90,11 @@ class ReliableFetch(BatchFetch):
         self._batch_size: int = config.get("reliable_batch_size")
         self._ttl_ms = liveness_ttl_ms(config)
         self._requeue_script = self.redis.register_script(scripts.REQUEUE)
+        self._alive_script = self.redis.register_script(scripts.ALIVE)
         self._acks: list[str] = []  # finished jobs whose LREM has not been sent yet
         self._quiet = False
         self._idle_pause = IDLE_PAUSE[0]
+        self._out_of_memory = False  # Redis refused BLMOVE at maxmemory: poll instead of blocking
         self.refresh_liveness()  # before the first job enters the working list
         with _registry_lock:
             _open.add(self)
@@ -117,11 +114,24 @@ class ReliableFetch(BatchFetch):
 
     def requeue(self, unit: ReliableUnit) -> None:
         """Back to the fetch end of its queue (it runs next), if it is still ours."""
-        self._requeue_script(keys=[self.working_key, QUEUE_PREFIX + unit.queue_name], args=[unit.job])
+        self._requeue_script(keys=[self.working_key, QUEUE_PREFIX + unit.queue_name], args=[unit.job, "front"])
 
     def bulk_requeue(self, units: Sequence[ReliableUnit]) -> None:
-        """Stop for good: the in-flight ``units`` (and any job still listed) go back to their queues (to run
-        next), pending acknowledgements are sent, and the working list and liveness key are gone afterwards."""
+        """Give the in-flight ``units`` back to the fetch end of their queues (a stop ran out of time); with none,
+        stop for good: pending acknowledgements are sent, any job still listed goes back to its queue, and the
+        working list and liveness key are gone afterwards."""
+        if units:
+            pipe = self.redis.pipeline(transaction=False)
+            for unit in reversed(units):  # the last pushed runs first: the in-flight ones newest first
+                keys = [self.working_key, QUEUE_PREFIX + unit.queue_name]
+                self._requeue_script(keys=keys, args=[unit.job, "front"], client=pipe)
+            try:
+                pipe.execute()
+            except redis_errors.RedisError as exc:
+                log.error(
+                    "could not requeue %d in-flight jobs (%s); they stay in %s", len(units), exc, self.working_key
+                )
+            return
         # waiting threads return None now; a fetch under way is let finish (bounded: a thread killed mid-fetch
         # leaves its jobs in the working list, which the put_back below returns)
         self._close(timeout=3 * BLOCK_SECONDS)
@@ -131,15 +141,9 @@ class ReliableFetch(BatchFetch):
                 self.connection.release()
         with _registry_lock:
             _open.discard(self)
-        # the last pushed runs first: the in-flight ones newest first
-        returning = [(unit.queue_name, unit.job) for unit in reversed(units)]
         try:
             self._send_acks(acks)
-            pipe = self.redis.pipeline(transaction=False)
-            for queue, job in returning:
-                self._requeue_script(keys=[self.working_key, QUEUE_PREFIX + queue], args=[job], client=pipe)
-            pipe.execute()
-            # anything still listed was handed to a thread the caller did not mention: better twice than never
+            # anything still listed was handed to a thread and not finished: better twice than never
             put_back(self.config, self.working_key, count_interruption=False)
             with _registry_lock:
                 shared = any(other.alive_key == self.alive_key for other in _open)
@@ -155,7 +159,7 @@ class ReliableFetch(BatchFetch):
 
     # -- lifecycle, driven by the plugin's hooks -------------------------------------------------------
     def refresh_liveness(self) -> None:
-        self.redis.set(self.alive_key, "1", px=self._ttl_ms)
+        self._alive_script(keys=[self.alive_key], args=[self._ttl_ms])
 
     def heartbeat(self) -> None:
         """Keep this process alive in Redis, and bound how long an acknowledgement can wait."""
@@ -215,17 +219,25 @@ class ReliableFetch(BatchFetch):
             raise
         if reply:
             self._idle_pause = IDLE_PAUSE[0]
+            self._out_of_memory = False  # try blocking again the next time the queue is empty
             return [(reply[i][len(QUEUE_PREFIX) :], reply[i + 1]) for i in range(0, len(reply), 2)]
         if block < MIN_BLOCK:
             return []
-        if len(self._queue_keys) == 1:
+        if len(self._queue_keys) == 1 and not self._out_of_memory:
             # a single queue: block inside Redis (there is no other queue this could starve)
             timeout = round(min(block, BLOCK_SECONDS), 3)
-            job: str | None = self.connection.command(
-                "BLMOVE", self._queue_keys[0], self.working_key, "RIGHT", "LEFT", timeout
-            )
+            try:
+                job: str | None = self.connection.command(
+                    "BLMOVE", self._queue_keys[0], self.working_key, "RIGHT", "LEFT", timeout
+                )
+            except redis_errors.OutOfMemoryError:
+                # at maxmemory Redis refuses BLMOVE up front even on an empty queue; the script still works
+                log.warning("Redis is out of memory (maxmemory): polling the queue instead of blocking on it")
+                self._out_of_memory = True
+                return []
             return [(self._queue_keys[0][len(QUEUE_PREFIX) :], job)] if job is not None else []
-        # several queues: no Redis 6.2 command blocks on all of them and moves, so back off briefly
+        # several queues (or Redis out of memory): no Redis 6.2 command blocks on all of them and moves, so back
+        # off briefly
         time.sleep(min(self._idle_pause, block))
         self._idle_pause = min(2 * self._idle_pause, IDLE_PAUSE[1])
         return []

@@ -11,6 +11,11 @@ owner's liveness key without any index that could drift out of date.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kiq.config import Config
+
 WORKING_PREFIX = "kiq:working:"
 RECOVERING_PREFIX = "kiq:recovering:"
 ALIVE_PREFIX = "kiq:alive:"
@@ -38,3 +43,8 @@ def owner_of(key: str) -> str | None:
     if key.startswith(RECOVERING_PREFIX):
         return key[len(RECOVERING_PREFIX) :] or None
     return None
+
+
+def liveness_ttl_ms(config: Config) -> int:
+    """Three heartbeats (at least a second): a process missing that many is taken for dead."""
+    return int(max(3 * config.heartbeat_interval, 1.0) * 1000)

@@ -3,9 +3,12 @@
 One process at a time does it (a lease, ``SET NX PX`` for ``reliable_recovery_interval``), finding lists with
 ``SCAN``. A list is claimed atomically (only if its owner's liveness key is gone) into this process's own
 ``kiq:recovering:<identity>`` list, so a recoverer that dies half-way leaves its claim to the next one. Each job
-comes back with ``interrupted_count`` + 1; at the cap (the job's ``max_interrupts`` or the
-``reliable_max_interrupts`` setting) it goes to the dead set instead, with the death hooks: a job that kills its
-worker must not crash-loop the fleet.
+comes back with ``interrupted_count`` + 1, at the back of its queue (behind the jobs waiting, as Sidekiq Pro's
+super_fetch does); at the cap (the job's ``max_interrupts`` or the ``reliable_max_interrupts`` setting) it goes to
+the dead set instead, with the death hooks: a job that kills its worker must not crash-loop the fleet. At the
+back, a healthy job caught in a crash loop (workers killed for another reason) waits behind the queue instead of
+being taken by the next worker at once, so it is rarely in flight at the next crash too; the poison pill still
+reaches the cap, one crash each time it runs.
 """
 
 from __future__ import annotations
@@ -16,11 +19,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from kiq.errors import KiqError
-from kiq.job_record import parse_job
+from kiq.job_record import InvalidPayload, parse_payload
 from kiq.payload import dumps
 
 from . import scripts
-from .keys import LEASE_KEY, RECOVERING_PREFIX, WORKING_PREFIX, alive_key, owner_of, recovering_key
+from .keys import LEASE_KEY, RECOVERING_PREFIX, WORKING_PREFIX, alive_key, liveness_ttl_ms, owner_of, recovering_key
 
 if TYPE_CHECKING:
     from kiq.config import Config
@@ -47,10 +50,10 @@ def recover_orphans(config: Config, identity: str) -> Recovery | None:
     """One recovery pass on behalf of the live process ``identity`` (its liveness key must exist); None when
     that key is missing or another process holds the lease."""
     redis = config.redis
-    if not redis.exists(alive_key(identity)):
-        return None  # only a live process recovers: the claim list of a dead one would be an orphan itself
     lease_ms = int(config.get("reliable_recovery_interval") * 1000)
-    if not redis.set(LEASE_KEY, identity, nx=True, px=lease_ms):
+    # only a live process recovers (the claim list of a dead one would be an orphan itself), one at a time
+    if redis.register_script(scripts.LEASE)(keys=[LEASE_KEY, alive_key(identity)],
+                                            args=[identity, lease_ms, liveness_ttl_ms(config)]) != 1:  # fmt: skip
         return None
     claim = redis.register_script(scripts.CLAIM)
     mine = recovering_key(identity)
@@ -61,7 +64,7 @@ def recover_orphans(config: Config, identity: str) -> Recovery | None:
             owner = owner_of(key)
             if owner is None or owner == identity:
                 continue
-            if claim(keys=[key, alive_key(owner), mine]) > 0:
+            if claim(keys=[key, alive_key(owner), mine, alive_key(identity)], args=[lease_ms]) > 0:
                 report.lists += 1
                 _return_claimed(config, mine, report)
     if report.lists:
@@ -81,27 +84,34 @@ def _return_claimed(config: Config, key: str, report: Recovery) -> None:
 
 
 def put_back(config: Config, list_key: str, count_interruption: bool) -> tuple[int, int]:
-    """Move the jobs of ``list_key`` to the fetch end of the queues named in their payloads, the oldest (rightmost)
-    last so it runs first. Returns (requeued, dead)."""
+    """Move the jobs of ``list_key`` to the queues named in their payloads: a dead process's (``count_interruption``)
+    to the back, counting the interruption; this process's own, at its stop, to the fetch end, the oldest
+    (rightmost) last so it runs first. Returns (requeued, dead)."""
     from kiq.api import DeadSet  # the API pulls in much of kiq; only recovery needs it
 
     redis = config.redis
     requeue = redis.register_script(scripts.REQUEUE)
     jobs = cast(list[str], redis.lrange(list_key, 0, -1))  # newest first
+    if count_interruption:
+        jobs.reverse()  # to the back, oldest first: they keep their order
     pipe = redis.pipeline(transaction=False)
     dead = 0
     for job in jobs:
-        payload = parse_job(job)
-        queue = payload.get("queue") if payload is not None else None
-        if payload is None or not isinstance(queue, str) or not queue:
-            log.error("reliable fetch: a job without a valid JSON payload and queue goes to dead: %.200s", job)
+        try:
+            payload = parse_payload(job)
+        except InvalidPayload as exc:
+            log.error("reliable fetch: an unrunnable job goes to the dead set (%s): %.200s", exc, job)
             DeadSet(config).kill(job, notify_failure=False)
-        elif count_interruption and (error := _interrupt(config, payload)) is not None:
-            DeadSet(config).kill(dumps(payload), notify_failure=True, exc=error)
         else:
-            pushed = dumps(payload) if count_interruption else job
-            requeue(keys=[list_key, QUEUE_PREFIX + queue], args=[job, pushed], client=pipe)
-            continue
+            queue = QUEUE_PREFIX + payload.get("queue", "default")
+            if not count_interruption:
+                requeue(keys=[list_key, queue], args=[job, "front"], client=pipe)
+                continue
+            error = _interrupt(config, payload)
+            if error is None:
+                requeue(keys=[list_key, queue], args=[job, "back", dumps(payload)], client=pipe)
+                continue
+            DeadSet(config).kill(dumps(payload), notify_failure=True, exc=error)
         redis.lrem(list_key, -1, job)  # after it is safely dead: a crash in between can only kill it twice
         dead += 1
     moved = sum(pipe.execute())

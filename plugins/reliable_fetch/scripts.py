@@ -2,6 +2,11 @@
 
 They touch list items as opaque strings (never cjson: re-encoding would turn ``[]`` into ``{}`` and round
 floats), and use Redis 6.2 commands at most (``RPOP key count``, ``LMOVE``).
+
+Each starts with a write that needs no memory (``PEXPIRE``, ``LREM``). When Redis is at ``maxmemory`` with
+``noeviction`` it refuses commands that need memory (``LPUSH``, ``SET``...) only until a script has written, so
+these scripts, which free as much as they take (a job moves from one list to another), keep working then: a
+worker can drain the queues, which is how an operator gets out of that state.
 """
 
 from __future__ import annotations
@@ -10,10 +15,12 @@ from __future__ import annotations
 # ARGV: max jobs, liveness TTL (ms), then finished jobs to acknowledge first (one round trip for both).
 # Returns a flat list of queue key, job pairs, oldest first.
 FETCH = """
+if redis.call('PEXPIRE', KEYS[2], ARGV[2]) == 0 then
+  redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+end
 for i = 3, #ARGV do
   redis.call('LREM', KEYS[1], -1, ARGV[i])
 end
-redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
 local wanted = tonumber(ARGV[1])
 local fetched = {}
 for i = 3, #KEYS do
@@ -31,26 +38,54 @@ end
 return fetched
 """
 
-# KEYS: working (or recovering) list, queue key. ARGV: the job as listed, optionally the JSON to push instead.
-# Puts the job back at the fetch end of its queue only if it was still in the list (so a job that was
-# acknowledged, or already requeued, is not run twice). Returns 1 when it moved.
+# KEYS: liveness key. ARGV: its TTL in ms. Creates or refreshes it.
+ALIVE = """
+if redis.call('PEXPIRE', KEYS[1], ARGV[1]) == 0 then
+  redis.call('SET', KEYS[1], '1', 'PX', ARGV[1])
+end
+return 1
+"""
+
+# KEYS: working (or recovering) list, queue key. ARGV: the job as listed, "front" (the end fetches take from, so
+# it runs next) or "back" (behind every job waiting), optionally the JSON to push instead. Puts the job back only
+# if it was still in the list (so a job that was acknowledged, or already requeued, is not run twice). Returns 1
+# when it moved.
 REQUEUE = """
 if redis.call('LREM', KEYS[1], -1, ARGV[1]) == 1 then
-  redis.call('RPUSH', KEYS[2], ARGV[2] or ARGV[1])
+  if ARGV[2] == 'back' then
+    redis.call('LPUSH', KEYS[2], ARGV[3] or ARGV[1])
+  else
+    redis.call('RPUSH', KEYS[2], ARGV[3] or ARGV[1])
+  end
   return 1
 end
 return 0
 """
 
-# KEYS: an orphaned list, its owner's liveness key, the recovering list of this process.
-# Moves every job over (keeping their order) unless the owner is alive; returns how many moved, -1 if alive.
+# KEYS: an orphaned list, its owner's liveness key, the recovering list of this process, this process's liveness
+# key. ARGV: its TTL in ms. Moves every job over (keeping their order) unless the owner is alive; returns how many
+# moved, -1 if alive.
 CLAIM = """
 if redis.call('EXISTS', KEYS[2]) == 1 then
   return -1
 end
+redis.call('PEXPIRE', KEYS[4], ARGV[1])
 local moved = 0
 while redis.call('LMOVE', KEYS[1], KEYS[3], 'RIGHT', 'LEFT') do
   moved = moved + 1
 end
 return moved
+"""
+
+# KEYS: the recovery lease, this process's liveness key. ARGV: this process's identity, the lease in ms, the
+# liveness TTL in ms. Takes the lease for a live process (refreshing its liveness first, which also lets the SET
+# through at maxmemory); returns 1 when taken, 0 when another process holds it, -1 when this one is not alive.
+LEASE = """
+if redis.call('PEXPIRE', KEYS[2], ARGV[3]) == 0 then
+  return -1
+end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 1
+end
+return 0
 """
