@@ -15,6 +15,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # BIGINT autoincrement is not an alias of ROWID in SQLite; INTEGER is.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
+JOB_CLASS_LENGTH = 200
 
 
 class Base(DeclarativeBase):
@@ -28,7 +29,7 @@ class Task(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)  # 128 random bits, hex
     name: Mapped[str] = mapped_column(String(200))
-    job_class: Mapped[str] = mapped_column(String(200))
+    job_class: Mapped[str] = mapped_column(String(JOB_CLASS_LENGTH))
     total: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[float] = mapped_column(Float)
     push_error: Mapped[str | None] = mapped_column(Text, default=None)  # set when pushing to Redis failed
@@ -43,7 +44,7 @@ class Event(Base):
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     job_id: Mapped[str] = mapped_column(String(64), unique=True)  # the jid
     task_id: Mapped[str | None] = mapped_column(String(32), default=None)  # None: a job tracked on its own
-    job_class: Mapped[str] = mapped_column(String(200))
+    job_class: Mapped[str] = mapped_column(String(JOB_CLASS_LENGTH))
     status: Mapped[str] = mapped_column(String(16))
     params: Mapped[Any] = mapped_column(JSON)  # the job's args
     messages: Mapped[list[Any]] = mapped_column(JSON)  # [{"at": epoch, "text": str}, ...]

@@ -5,11 +5,18 @@ that. The row lock serialises writers, so seq values become visible in the order
 poller that saw seq N has seen every change numbered below N. A database SEQUENCE would not give that
 (a transaction holding N-1 can commit after one holding N), and a poll between the two would skip N-1 forever.
 Writes are batched (writer.py), so one lock round per batch is cheap.
+
+What a database cannot store must not cost other jobs their statuses: PostgreSQL refuses NUL in text and jsonb,
+no driver can encode a lone surrogate (e.g. "\\ud800") as UTF-8, and NaN or infinity is not JSON. ``apply``
+replaces those in every string of a batch (U+FFFD) and every float (None) before writing; the check is one scan
+of the batch's JSON text, so a clean batch (the usual case) costs little more.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -30,11 +37,17 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
-from .models import Base, Cursor, Event, Task
+from .models import JOB_CLASS_LENGTH, Base, Cursor, Event, Task
 from .statuses import DONE_STATUSES, ENQUEUED, STATUSES
 from .writer import Update
 
 MAX_MESSAGES = 100  # per event: the newest are kept
+REPLACEMENT = "\ufffd"
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# json.dumps writes NUL as the escape \u0000: a backslash that is not itself escaped (it follows an even number
+# of backslashes), then u0000
+ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 NO_STATUS = -1  # the version a messages-only update carries in PG_UPSERT: lower than any stored version
 EVENT_COLUMNS = (
     Event.job_id,
@@ -79,25 +92,58 @@ WHERE excluded.version >= e.version OR json_array_length(excluded.messages) > 0
 """)
 
 
-def _batch_json(updates: Sequence[Update]) -> str:
-    return json.dumps(
-        [
-            {
-                "n": n,
-                "job_id": u.job_id,
-                "task_id": u.task_id,
-                "job_class": u.job_class,
-                "params": u.params,
-                "status": u.status,
-                "version": NO_STATUS if u.status is None else u.version,
-                "attempts": u.attempts,
-                "last_error": u.last_error,
-                "messages": u.messages[-MAX_MESSAGES:],
-                "at": u.at,
-            }
-            for n, u in enumerate(updates)
-        ]
-    )
+def _batch_json(updates: Sequence[Update]) -> str | None:
+    """The batch as the JSON document PG_UPSERT reads; None if it holds something the database cannot store."""
+    try:
+        document = json.dumps(
+            [
+                {
+                    "n": n,
+                    "job_id": u.job_id,
+                    "task_id": u.task_id,
+                    "job_class": u.job_class,
+                    "params": u.params,
+                    "status": u.status,
+                    "version": NO_STATUS if u.status is None else u.version,
+                    "attempts": u.attempts,
+                    "last_error": u.last_error,
+                    "messages": u.messages[-MAX_MESSAGES:],
+                    "at": u.at,
+                }
+                for n, u in enumerate(updates)
+            ],
+            ensure_ascii=False,
+            allow_nan=False,
+        )
+    except ValueError:  # NaN or infinity
+        return None
+    # cheapest tests first (a 500-update batch: well under a millisecond, next to ~2 ms for json.dumps)
+    has_nul = "\\u0000" in document and ESCAPED_NUL.search(document)
+    has_surrogate = not document.isascii() and LONE_SURROGATE.search(document)
+    if has_nul or has_surrogate or any(len(u.job_class) > JOB_CLASS_LENGTH for u in updates):
+        return None
+    return document
+
+
+def make_storable(updates: Sequence[Update]) -> None:
+    """Replace in each update, in place, what the database cannot store (see the module doc); job classes are
+    cut to the column's length. The nested values are copied, not changed: params are the job's own args."""
+    for u in updates:
+        u.job_id, u.task_id, u.status = _storable(u.job_id), _storable(u.task_id), _storable(u.status)
+        u.job_class = _storable(u.job_class)[:JOB_CLASS_LENGTH]
+        u.params, u.last_error, u.messages = _storable(u.params), _storable(u.last_error), _storable(u.messages)
+
+
+def _storable(value: Any) -> Any:
+    if isinstance(value, str):
+        return UNSTORABLE.sub(REPLACEMENT, value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {_storable(key): _storable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_storable(item) for item in value]
+    return value
 
 
 def make_engine(url: str) -> Engine:
@@ -185,11 +231,18 @@ class Store:
             conn.execute(update(Task).where(Task.id == task_id).values(**values))
 
     def apply(self, updates: Sequence[Update]) -> None:
-        """Write a batch of merged updates: status only where its version is not older than the stored one."""
+        """Write a batch of merged updates: status only where its version is not older than the stored one.
+        What the database cannot store is replaced first, in the updates themselves (``make_storable``)."""
+        document = _batch_json(updates)
+        if document is None:
+            make_storable(updates)
+            document = _batch_json(updates)
+            if document is None:
+                raise ValueError("a status update holds values that cannot be stored")
         with self.begin_write() as conn:
             first = _allocate(conn, len(updates))
             if conn.dialect.name == "postgresql":
-                conn.execute(PG_UPSERT, {"first": first, "batch": _batch_json(updates)})
+                conn.execute(PG_UPSERT, {"first": first, "batch": document})
             else:
                 _read_modify_write(conn, updates, first)
 

@@ -5,6 +5,12 @@ once when ``tracking_batch_size`` are waiting) in one transaction. Pending updat
 highest version wins; messages: appended in order), so memory is bounded by the number of distinct jobs waiting.
 When the database is unreachable the updates stay pending (oldest dropped past ``tracking_max_pending``, which
 is logged) and the flush is retried with exponential backoff; the outage and the recovery are logged once each.
+When the database refuses a batch for another reason (a row it cannot take), the batch is split in halves until
+the refused rows stand alone: every other update is written, and only those are dropped (each one logged).
+
+An update's ``callbacks`` (the tracking middleware's acknowledgement holds) run once, in the writer thread, when
+the update is committed or given up for good (dropped past ``tracking_max_pending`` or refused by the database),
+never while it waits or is retried, and not at all for what ``close`` could not write in time.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ import atexit
 import logging
 import threading
 import time
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +30,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("kiq.tracking")
 
 MAX_BACKOFF = 5.0
+
+Callback = Callable[[], None]
 
 
 @dataclass(slots=True)
@@ -38,11 +48,15 @@ class Update:
     last_error: str | None = None
     messages: list[dict[str, Any]] = field(default_factory=list)
     at: float = field(default_factory=time.time)
+    # run once by the writer thread when this update is committed or given up for good (see the module doc)
+    callbacks: list[Callback] = field(default_factory=list)
 
     def absorb(self, newer: Update) -> None:
         """Become this update followed by ``newer`` (which arrived later); in place, as it runs on job threads."""
         if newer.messages:
             self.messages.extend(newer.messages)
+        if newer.callbacks:
+            self.callbacks.extend(newer.callbacks)
         self.at = newer.at
         if newer.task_id is not None:
             self.task_id, self.job_class, self.params = newer.task_id, newer.job_class, newer.params
@@ -65,7 +79,9 @@ class Writer:
         self.batch_size = batch_size
         self.max_pending = max_pending
         self._pending: dict[str, Update] = {}  # insertion order = oldest first
-        self._in_flight = 0
+        self._in_flight: list[Update] = []  # the batch the writer thread is writing
+        self._given_up: list[Callback] = []  # callbacks of updates dropped by _trim, for the writer thread to run
+        self._abandoned = False  # close() gave up waiting: this thread runs no callback any more
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._wake = threading.Event()
@@ -83,22 +99,23 @@ class Writer:
                 self._trim(self._pending)
             else:
                 previous.absorb(update)
-            full = len(self._pending) >= self.batch_size
+            wake = len(self._pending) >= self.batch_size or bool(self._given_up)
             if self._thread is None:
                 self._start()
-        if full and not self._wake.is_set():  # the writer is behind: wake it once, not on every submit
+        if wake and not self._wake.is_set():  # the writer is behind: wake it once, not on every submit
             self._wake.set()
 
     @property
     def pending(self) -> int:
         with self._lock:
-            return len(self._pending) + self._in_flight
+            return len(self._pending) + len(self._in_flight)
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Wait until everything submitted so far is written; False if that took longer than ``timeout``."""
+        """Wait until everything submitted so far is written (and its callbacks ran); False if that took longer
+        than ``timeout``."""
         deadline = time.monotonic() + timeout
         with self._lock:
-            while self._pending or self._in_flight:
+            while self._pending or self._in_flight or self._given_up:
                 if self._thread is None:
                     self._start()
                 self._wake.set()
@@ -109,8 +126,11 @@ class Writer:
         return True
 
     def close(self, timeout: float = 10.0) -> None:
-        """Flush (waiting at most ``timeout``), log what could not be written, and stop the thread."""
+        """Flush (waiting at most ``timeout``), log what could not be written, and stop the thread. The callbacks
+        of what is left never run, even if a later flush writes it: the jobs they hold stay unacknowledged (and
+        run again with reliable fetch) rather than being acknowledged after their worker shut down."""
         if not self.flush(timeout):
+            self._abandon()
             log.error("tracking: %d job status updates could not be written before shutdown", self.pending)
         self._stop.set()
         self._wake.set()
@@ -118,9 +138,17 @@ class Writer:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=1)
 
+    def _abandon(self) -> None:
+        with self._lock:
+            self._abandoned = True
+            for update in (*self._pending.values(), *self._in_flight):
+                update.callbacks = []  # a new list: the writer thread may be reading the old one
+            self._given_up = []
+
     # -- the writer thread --------------------------------------------------------------------------
     def _start(self) -> None:
         self._stop.clear()
+        self._abandoned = False  # the previous thread has ended; what it left has no callbacks any more
         self._thread = threading.Thread(target=self._run, name="kiq-tracking-writer", daemon=True)
         self._thread.start()
         atexit.register(self.close, 5.0)
@@ -141,26 +169,66 @@ class Writer:
         """Write batches until nothing is pending; returns the next backoff (0 when the database works)."""
         while True:
             with self._lock:
+                given_up, self._given_up = self._given_up, []
+            self._run_callbacks(given_up)
+            with self._lock:
                 if not self._pending:
+                    if self._given_up:  # dropped by a submit meanwhile
+                        continue
                     self._changed.notify_all()
                     return 0.0
                 keys = list(self._pending)[: self.batch_size]
                 batch = [self._pending.pop(key) for key in keys]
-                self._in_flight = len(batch)
+                self._in_flight = batch
             try:
-                self.store.apply(batch)
-            except self.store.outage_errors as exc:
-                self._put_back(batch)
+                self._write(batch)
+            except self.store.outage_errors as exc:  # _write put back what it had not written
                 if self._outage_since is None:
                     self._outage_since = time.monotonic()
                     log.warning("tracking: database unavailable, keeping updates and retrying: %s", exc)
                 return min(MAX_BACKOFF, max(backoff * 2, 0.2))
-            except Exception:
-                log.exception("tracking: could not write %d job status updates; dropped them", len(batch))
-                self._done()
+            self._done()
+
+    def _write(self, batch: list[Update]) -> None:
+        """Write ``batch``, one transaction per part. A part the database refuses for a reason other than an
+        outage is split in halves until the refused updates stand alone; those are given up. On an outage the
+        parts not written yet go back to pending and the error propagates."""
+        parts = deque([batch])
+        while parts:
+            part = parts.popleft()
+            try:
+                self.store.apply(part)
+            except self.store.outage_errors:
+                self._put_back([update for unwritten in (part, *parts) for update in unwritten])
+                raise
+            except Exception as exc:
+                if len(part) > 1:
+                    middle = len(part) // 2
+                    parts.extendleft((part[middle:], part[:middle]))  # first half first: keeps the order
+                else:
+                    self._refused(part[0], exc)
                 continue
             self._recovered()
-            self._done()
+            self._run_callbacks([callback for update in part for callback in update.callbacks])
+
+    def _refused(self, update: Update, exc: Exception) -> None:
+        reason = getattr(exc, "orig", None) or exc  # the driver's error: SQLAlchemy's adds the statement and the batch
+        log.error(
+            "tracking: the database refused the status update of job %s; dropped it: %s: %s",
+            update.job_id,
+            type(reason).__name__,
+            str(reason).strip(),
+        )
+        self._run_callbacks(update.callbacks)
+
+    def _run_callbacks(self, callbacks: list[Callback]) -> None:
+        for callback in callbacks:
+            if self._abandoned:
+                return
+            try:
+                callback()
+            except Exception:
+                log.exception("tracking: a callback of a written status update raised")
 
     def _put_back(self, batch: list[Update]) -> None:
         """Return a failed batch in front of what arrived meanwhile, so newer updates still win."""
@@ -174,20 +242,22 @@ class Writer:
                     older.absorb(newer)
             self._trim(merged)
             self._pending = merged
-            self._in_flight = 0
+            self._in_flight = []
             self._changed.notify_all()
 
     def _trim(self, pending: dict[str, Update]) -> None:
-        """Drop the oldest updates beyond ``max_pending`` (caller holds the lock); the first drop is logged."""
+        """Drop the oldest updates beyond ``max_pending`` (caller holds the lock); the first drop is logged. Their
+        callbacks are left for the writer thread (this runs on job threads too)."""
         while len(pending) > self.max_pending:  # (a bare ``while`` test when under the limit: job threads call it)
-            del pending[next(iter(pending))]
+            dropped = pending.pop(next(iter(pending)))
+            self._given_up.extend(dropped.callbacks)
             self._dropped += 1
             if self._dropped == 1:
                 log.error("tracking: more than %d updates pending; dropping the oldest", self.max_pending)
 
     def _done(self) -> None:
         with self._lock:
-            self._in_flight = 0
+            self._in_flight = []
             self._changed.notify_all()
 
     def _recovered(self) -> None:
