@@ -1,16 +1,42 @@
-"""Mount the tracking endpoints in a Flask app: ``mount_tracking(app, "/tracking")``."""
+"""Mount the tracking endpoints in a Flask app: ``mount_tracking(app, "/tracking")``.
+
+The endpoints are real Flask routes (a blueprint), so the app's ``before_request`` functions, its session and
+extensions such as Flask-Login run for them, and ``authorize(request, resource)`` gets ``flask.request``
+inside the request context (``flask.g``, ``flask.session`` and ``current_user`` work there too).
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from werkzeug.middleware.dispatcher import DispatcherMiddleware
+import flask
 
 from kiq.plugins.tracking import Tracker
 
-from .tracking_http import wsgi_app
+from .tracking_http import Authorize, TrackingEndpoints
+
+# every method reaches the view, which answers 405 with its own headers to all but GET and HEAD
+METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
-def mount_tracking(app: Any, prefix: str = "/tracking", tracker: Tracker | None = None) -> None:
-    """Serve ``GET <prefix>/tasks/<id>`` etc. next to ``app``'s own routes (a Flask app)."""
-    app.wsgi_app = DispatcherMiddleware(app.wsgi_app, {prefix: wsgi_app(tracker)})
+def mount_tracking(
+    app: flask.Flask,
+    prefix: str = "/tracking",
+    tracker: Tracker | None = None,
+    authorize: Authorize[flask.Request] | None = None,
+) -> None:
+    """Serve ``GET <prefix>/tasks/<id>`` etc. as routes of ``app``, next to its own."""
+    endpoints: TrackingEndpoints[flask.Request] = TrackingEndpoints(tracker, authorize)
+
+    def tracking(subpath: str = "") -> flask.Response:
+        request: flask.Request = flask.request._get_current_object()  # type: ignore[attr-defined]  # not the proxy
+        answer = endpoints.handle(request.method, "/" + subpath, request.query_string.decode("latin-1"), request)
+        return flask.Response(answer.body, answer.status, answer.all_headers())
+
+    name = "kiq_tracking" + re.sub(r"\W", "_", prefix)  # one blueprint per prefix: mounting twice works
+    blueprint = flask.Blueprint(name, __name__, url_prefix=prefix.rstrip("/") or None)
+    options: dict[str, Any] = {"methods": METHODS, "provide_automatic_options": False}
+    blueprint.add_url_rule("/", view_func=tracking, **options)
+    blueprint.add_url_rule("/<path:subpath>", view_func=tracking, **options)
+    app.register_blueprint(blueprint)

@@ -5,27 +5,36 @@
     GET /tasks?ids=<id>,<id>             several tasks at once: {"tasks": [...], "missing": [...]}
     GET /tasks/<id>/events?since=<cursor>&limit=<n>
                                          events changed after the cursor: {"events", "cursor", "more"}
-    GET /jobs/<jid>                      one job's event (jobs tracked with ``track: True``)
+    GET /jobs/<jid>                      one job's event (its ``task_id`` only with an ``authorize`` hook)
     GET /tasks/<id>/page                 the HTML status page (polls the endpoints above)
 
-Unknown ids answer 404, malformed ids or parameters 400, other methods 405, and a database that cannot be
-reached 503: never a 500. Task ids are 128 random bits, so knowing one is what grants reading it; put the
-app behind your own authentication if that is not enough.
+Unknown ids answer 404, malformed ids or parameters 400, other methods 405, a request the ``authorize`` hook
+denies 403, and a database that cannot be reached 503: never a 500.
+
+Without a hook, a task id is what grants reading a task (128 random bits), so the endpoints never hand one out:
+``/jobs/<jid>`` leaves it out, as jids appear in every log line. With ``authorize(request, resource)``, every
+answer that holds data is first allowed by the hook, given the framework's own request (so the host app's
+sessions and users reach it) and a ``Resource`` that says what is read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 from urllib.parse import parse_qs
 
 from kiq.plugins.tracking import Tracker, tracker_for
 
-from .tracking_page import render_page
+from .tracking_page import content_security_policy, new_nonce, render_page
+
+if TYPE_CHECKING:
+    from starlette.requests import Request as StarletteRequest
 
 log = logging.getLogger("kiq.tracking")
 
@@ -33,20 +42,97 @@ TASK_ID = re.compile(r"[0-9a-f]{32}")
 JOB_ID = re.compile(r"[0-9A-Za-z_-]{1,64}")
 MAX_IDS = 100
 MAX_LIMIT = 10_000
+ALLOW = "GET, HEAD"
+JSON_POLICY = "default-src 'none'; frame-ancestors 'none'"
+SECURITY_HEADERS = (
+    ("Cache-Control", "no-store"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("X-Frame-Options", "DENY"),
+    ("Referrer-Policy", "no-referrer"),
+)
+REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    503: "Service Unavailable",
+}
 
-Response = tuple[int, str, bytes]
+
+@dataclass(frozen=True)
+class Resource:
+    """What a request reads, as the ``authorize`` hook sees it.
+
+    ``kind`` "task": ``/tasks/<id>``, its events and its page, and each id of ``/tasks?ids=`` (one call per id;
+    the denied ones are answered as missing); ``id`` and ``task_id`` are the task id.
+    ``kind`` "job": ``/jobs/<jid>``; ``id`` is the jid and ``task_id`` the task the job belongs to, or None for a
+    job tracked on its own or not tracked at all (the hook is asked before the answer says which).
+    """
+
+    kind: Literal["task", "job"]
+    id: str
+    task_id: str | None
+
+
+RequestT = TypeVar("RequestT")
+# authorize(request, resource) -> True to answer; anything else (False, an exception) answers 403. A plain
+# function, not async: the ASGI app calls it in a worker thread, so it may block on a lookup.
+Authorize = Callable[[RequestT, Resource], bool]
+
+
+@dataclass(frozen=True)
+class WSGIRequest:
+    """What the plain WSGI app gives ``authorize``: header names are lower case (``headers["authorization"]``)."""
+
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    environ: dict[str, Any]
+
+    @classmethod
+    def from_environ(cls, environ: dict[str, Any], path: str) -> WSGIRequest:
+        headers = {
+            name.removeprefix("HTTP_").replace("_", "-").lower(): str(value)
+            for name, value in environ.items()
+            if name.startswith("HTTP_") or (name in ("CONTENT_TYPE", "CONTENT_LENGTH") and value)
+        }
+        return cls(environ.get("REQUEST_METHOD", "GET"), path, headers, environ)
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    content_type: str
+    body: bytes
+    policy: str = JSON_POLICY  # Content-Security-Policy
+    headers: tuple[tuple[str, str], ...] = field(default=())  # more headers (e.g. Allow)
+
+    def all_headers(self) -> list[tuple[str, str]]:
+        """Every header of the answer, security headers included (the same on every answer)."""
+        return [
+            ("Content-Type", self.content_type),
+            ("Content-Length", str(len(self.body))),
+            ("Content-Security-Policy", self.policy),
+            *SECURITY_HEADERS,
+            *self.headers,
+        ]
 
 
 class BadRequest(Exception):
     pass
 
 
-def _json(status: int, body: Any) -> Response:
-    return status, "application/json", json.dumps(body, separators=(",", ":")).encode()
+class Forbidden(Exception):
+    pass
 
 
-def _error(status: int, message: str) -> Response:
-    return _json(status, {"error": message})
+def _json(status: int, body: Any, headers: tuple[tuple[str, str], ...] = ()) -> Answer:
+    return Answer(status, "application/json", json.dumps(body, separators=(",", ":")).encode(), headers=headers)
+
+
+def _error(status: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> Answer:
+    return _json(status, {"error": message}, headers)
 
 
 def _task_id(raw: str) -> str:
@@ -65,11 +151,12 @@ def _int(query: dict[str, list[str]], name: str, default: int, maximum: int) -> 
     return int(raw)
 
 
-class TrackingEndpoints:
-    """Routing and answers, shared by the ASGI and WSGI apps."""
+class TrackingEndpoints(Generic[RequestT]):
+    """Routing, authorization and answers, shared by the ASGI and WSGI apps and the framework adapters."""
 
-    def __init__(self, tracker: Tracker | None = None) -> None:
+    def __init__(self, tracker: Tracker | None = None, authorize: Authorize[RequestT] | None = None) -> None:
         self._tracker = tracker
+        self.authorize = authorize
 
     @property
     def tracker(self) -> Tracker:
@@ -77,19 +164,42 @@ class TrackingEndpoints:
             self._tracker = tracker_for()
         return self._tracker
 
-    def handle(self, method: str, path: str, query_string: str) -> Response:
+    def handle(self, method: str, path: str, query_string: str, request: RequestT) -> Answer:
+        """The answer to ``method path?query_string``; ``request`` is only handed to the ``authorize`` hook."""
         if method not in ("GET", "HEAD"):
-            return _error(405, "only GET is supported")
+            return _error(405, "only GET and HEAD are supported", (("Allow", ALLOW),))
         try:
             query = parse_qs(query_string, keep_blank_values=True, max_num_fields=20, strict_parsing=False)
-            return self._route([part for part in path.split("/") if part], query)
+            return self._route([part for part in path.split("/") if part], query, request)
         except (BadRequest, ValueError) as exc:
             return _error(400, str(exc))
+        except Forbidden:
+            return _error(403, "not allowed")
         except Exception as exc:  # the database is away or broken: say so, without a stack trace
             log.warning("tracking endpoint %s failed: %s", path, exc)
             return _error(503, "the tracking database is unavailable")
 
-    def _route(self, parts: list[str], query: dict[str, list[str]]) -> Response:
+    def _allows(self, request: RequestT, resource: Resource) -> bool:
+        if self.authorize is None:
+            return True
+        try:
+            allowed = self.authorize(request, resource)
+        except Exception:
+            log.exception("tracking: the authorize hook raised for %s; answering 403", resource)
+            return False
+        if not isinstance(allowed, bool):  # e.g. a coroutine from an async hook: truthy, but it decided nothing
+            if inspect.iscoroutine(allowed):
+                allowed.close()
+            log.error("tracking: the authorize hook returned %r, not a bool; answering 403", allowed)
+            return False
+        return allowed
+
+    def _check(self, request: RequestT, task_id: str) -> str:
+        if not self._allows(request, Resource("task", task_id, task_id)):
+            raise Forbidden
+        return task_id
+
+    def _route(self, parts: list[str], query: dict[str, list[str]], request: RequestT) -> Answer:
         store = self.tracker.store
         match parts:
             case ["tasks"]:
@@ -97,11 +207,13 @@ class TrackingEndpoints:
                 ids = [_task_id(part) for part in raw.split(",") if part]
                 if not ids or len(ids) > MAX_IDS:
                     raise BadRequest(f"ids must list 1 to {MAX_IDS} task ids, separated by commas")
-                found = store.tasks(ids)
+                allowed = [task_id for task_id in ids if self._allows(request, Resource("task", task_id, task_id))]
+                found = store.tasks(allowed)
                 return _json(200, {"tasks": list(found.values()), "missing": [i for i in ids if i not in found]})
             case ["tasks", raw_id]:
+                task_id = self._check(request, _task_id(raw_id))
                 with_events = query.get("events", ["1"])[-1] not in ("0", "false", "no")
-                task = store.task(_task_id(raw_id), with_events)
+                task = store.task(task_id, with_events)
                 return _json(200, task) if task is not None else _error(404, "no such task")
             case ["tasks", raw_id, "events"]:
                 task_id = _task_id(raw_id)
@@ -109,28 +221,43 @@ class TrackingEndpoints:
                 limit = _int(query, "limit", 1000, MAX_LIMIT)
                 if limit == 0:
                     raise BadRequest("limit must be at least 1")
-                events = store.events_since(task_id, since, limit)
+                events = store.events_since(self._check(request, task_id), since, limit)
                 return _json(200, events) if events is not None else _error(404, "no such task")
             case ["tasks", raw_id, "page"]:
-                task_id = _task_id(raw_id)
+                task_id = self._check(request, _task_id(raw_id))
                 if store.task(task_id, with_events=False) is None:
                     return _error(404, "no such task")
-                return 200, "text/html; charset=utf-8", render_page(task_id).encode()
+                nonce = new_nonce()
+                html = render_page(task_id, nonce).encode()
+                return Answer(200, "text/html; charset=utf-8", html, content_security_policy(nonce))
             case ["jobs", raw_jid]:
                 if not JOB_ID.fullmatch(raw_jid):
                     raise BadRequest(f"malformed job id {raw_jid[:64]!r}")
                 event = store.event(raw_jid)
-                return _json(200, event) if event is not None else _error(404, "no such job")
+                owner = event["task_id"] if event is not None else None
+                if not self._allows(request, Resource("job", raw_jid, owner)):
+                    raise Forbidden
+                if event is None:
+                    return _error(404, "no such job")
+                if self.authorize is None:  # a task id grants reading the whole task: not from a jid alone
+                    del event["task_id"]
+                return _json(200, event)
         return _error(404, "not found")
 
 
-def _headers(content_type: str, length: int) -> list[tuple[str, str]]:
-    return [("Content-Type", content_type), ("Content-Length", str(length)), ("Cache-Control", "no-store")]
+def asgi_app(
+    tracker: Tracker | None = None, authorize: Authorize[StarletteRequest] | None = None
+) -> Callable[..., Any]:
+    """An ASGI 3 app serving the endpoints (database calls, and ``authorize``, run in a worker thread).
 
+    ``authorize`` gets a ``starlette.requests.Request`` (Starlette must be installed to give one): mounted in a
+    Starlette or FastAPI app, it carries the host app's ``request.session``, ``request.user`` and cookies."""
+    request_class: type[StarletteRequest] | None = None
+    if authorize is not None:  # Starlette is needed only to give the hook a request
+        from starlette.requests import Request
 
-def asgi_app(tracker: Tracker | None = None) -> Callable[..., Any]:
-    """An ASGI 3 app serving the endpoints (database calls run in a worker thread)."""
-    endpoints = TrackingEndpoints(tracker)
+        request_class = Request
+    endpoints: TrackingEndpoints[Any] = TrackingEndpoints(tracker, authorize)
 
     async def app(scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
         if scope["type"] == "lifespan":
@@ -145,26 +272,29 @@ def asgi_app(tracker: Tracker | None = None) -> Callable[..., Any]:
         if root and path.startswith(root):  # mounted under a prefix (Starlette keeps it in path)
             path = path[len(root) :]
         query = scope.get("query_string", b"").decode("latin-1")
-        status, content_type, body = await asyncio.to_thread(endpoints.handle, scope["method"], path, query)
-        await send({"type": "http.response.start", "status": status, "headers": [
-            (name.lower().encode(), value.encode()) for name, value in _headers(content_type, len(body))
+        request = request_class(scope, receive) if request_class is not None else None
+        answer = await asyncio.to_thread(endpoints.handle, scope["method"], path, query, request)
+        await send({"type": "http.response.start", "status": answer.status, "headers": [
+            (name.lower().encode(), value.encode()) for name, value in answer.all_headers()
         ]})  # fmt: skip
-        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else body})
+        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else answer.body})
 
     return app
 
 
-def wsgi_app(tracker: Tracker | None = None) -> Callable[..., Iterable[bytes]]:
-    """A WSGI app serving the endpoints."""
-    endpoints = TrackingEndpoints(tracker)
-    reasons = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 503: "Unavailable"}
+def wsgi_app(
+    tracker: Tracker | None = None, authorize: Authorize[WSGIRequest] | None = None
+) -> Callable[..., Iterable[bytes]]:
+    """A WSGI app serving the endpoints; ``authorize`` gets a ``WSGIRequest`` (method, path, headers, environ)."""
+    endpoints: TrackingEndpoints[WSGIRequest] = TrackingEndpoints(tracker, authorize)
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         method = environ.get("REQUEST_METHOD", "GET")
         # PEP 3333: PATH_INFO is latin-1-decoded bytes; recover the UTF-8 text
         path = environ.get("PATH_INFO", "").encode("latin-1").decode("utf-8", "replace")
-        status, content_type, body = endpoints.handle(method, path, environ.get("QUERY_STRING", ""))
-        start_response(f"{status} {reasons[status]}", _headers(content_type, len(body)))
-        return [b"" if method == "HEAD" else body]
+        request = WSGIRequest.from_environ(environ, path)
+        answer = endpoints.handle(method, path, environ.get("QUERY_STRING", ""), request)
+        start_response(f"{answer.status} {REASONS[answer.status]}", answer.all_headers())
+        return [b"" if method == "HEAD" else answer.body]
 
     return app

@@ -1,15 +1,21 @@
-"""The task status page: plain HTML and JavaScript, no build step. Served at ``/tasks/<id>/page``; it reads the
-JSON endpoints next to it (relative URLs, so it works wherever the app is mounted) and polls every second:
-the task summary for the counts, and ``events?since=<cursor>`` for the rows that changed."""
+"""The task status page: plain HTML and JavaScript, no build step. Served at ``/tasks/<id>/page`` (or ``.../page/``);
+it reads the JSON endpoints next to it (found from its own path, so it works wherever the app is mounted) and polls
+every second: the task summary for the counts, and ``events?since=<cursor>`` for the rows that changed.
+
+Its inline script and style carry a nonce that is new in every response, and its Content-Security-Policy allows
+nothing else: no other script, style, image, frame, form or base URL, and requests only to its own origin.
+"""
 
 from __future__ import annotations
 
-PAGE = """<!doctype html>
+import secrets
+
+PAGE = r"""<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <title>kiq task __TASK_ID__</title>
-<style>
+<style nonce="__NONCE__">
   body { font: 14px system-ui, sans-serif; margin: 2em; color: #222; }
   .bar { background: #eee; border-radius: 4px; height: 22px; width: 100%; max-width: 640px; }
   .fill { background: #3a7; height: 100%; border-radius: 4px; width: 0; transition: width .3s; }
@@ -33,10 +39,11 @@ PAGE = """<!doctype html>
 <p id="push-error" class="error"></p>
 <table><thead><tr><th>job</th><th>args</th><th>status</th><th>attempts</th><th>last message</th>
 <th>last error</th></tr></thead><tbody id="jobs"></tbody></table>
-<script>
+<script nonce="__NONCE__">
 "use strict";
 const taskId = document.body.dataset.task;
-const base = "../" + taskId;   // the page is at <prefix>/tasks/<id>/page
+// the page is at <prefix>/tasks/<id>/page, with or without a trailing slash: a relative URL would break on one
+const base = location.pathname.replace(/\/page\/*$/, "");
 let cursor = 0;
 const rows = new Map();
 
@@ -101,6 +108,18 @@ poll();
 """
 
 
-def render_page(task_id: str) -> str:
-    """The page for one task (``task_id`` must already be validated: 32 hex digits)."""
-    return PAGE.replace("__TASK_ID__", task_id)
+def new_nonce() -> str:
+    return secrets.token_urlsafe(18)
+
+
+def content_security_policy(nonce: str) -> str:
+    """The page's policy: its own inline script and style (by ``nonce``), fetches to its origin, nothing else."""
+    return (
+        f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; connect-src 'self'; "
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    )
+
+
+def render_page(task_id: str, nonce: str) -> str:
+    """The page for one task (``task_id`` must already be validated: 32 hex digits; ``nonce``: from new_nonce)."""
+    return PAGE.replace("__TASK_ID__", task_id).replace("__NONCE__", nonce)

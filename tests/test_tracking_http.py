@@ -1,11 +1,13 @@
 """The tracking HTTP endpoints: the same answers from the WSGI app, the ASGI app, and both mounted in FastAPI
-and Flask; 200 for good input, 404 for unknown ids, 400 for malformed ones, 503 without a database, no 500."""
+and Flask; 200 for good input, 404 for unknown ids, 400 for malformed ones, 405 for other methods, 503 without a
+database, no 500; the security headers on every answer. (Authorization: test_tracking_auth.py.)"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import re
 from pathlib import Path
+from typing import Any, Protocol
 
 import fastapi
 import flask
@@ -15,42 +17,45 @@ import pytest
 import kiq
 from kiq.contrib.fastapi import mount_tracking as mount_fastapi
 from kiq.contrib.flask import mount_tracking as mount_flask
-from kiq.contrib.tracking_http import asgi_app, wsgi_app
+from kiq.contrib.tracking_http import Authorize, asgi_app, wsgi_app
 from kiq.plugins.tracking import Tracker
 from tests.jobs.tracking import Enroll
 
 from .tracking_support import track, work_off
 
-Get = Callable[[str], httpx.Response]
 APPS = ["wsgi", "asgi", "fastapi", "flask"]
 
 
-def client_for(kind: str, tracker: Tracker) -> Get:
-    """GET through the app ``kind``, mounted at /tracking for the framework adapters."""
-    if kind == "wsgi":
-        wsgi = httpx.Client(transport=httpx.WSGITransport(app=wsgi_app(tracker)), base_url="http://t")
-        return wsgi.get
-    if kind == "flask":
-        app = flask.Flask("tracking-test")
-        mount_flask(app, "/tracking", tracker)
-        mounted = httpx.Client(transport=httpx.WSGITransport(app=app), base_url="http://t")
-        return lambda path: mounted.get("/tracking" + path)
+class Get(Protocol):
+    def __call__(self, path: str, method: str = "GET") -> httpx.Response: ...
+
+
+def client_for(kind: str, tracker: Tracker, authorize: Authorize[Any] | None = None) -> Get:
+    """Requests through the app ``kind``, mounted at /tracking for the framework adapters."""
+    if kind in ("wsgi", "flask"):
+        if kind == "wsgi":
+            wsgi, prefix = wsgi_app(tracker, authorize), ""
+        else:
+            wsgi, prefix = flask.Flask("tracking-test"), "/tracking"
+            mount_flask(wsgi, prefix, tracker, authorize)
+        client = httpx.Client(transport=httpx.WSGITransport(app=wsgi), base_url="http://t")
+        return lambda path, method="GET": client.request(method, prefix + path)
     if kind == "fastapi":
         api = fastapi.FastAPI()
-        mount_fastapi(api, "/tracking", tracker)
+        mount_fastapi(api, "/tracking", tracker, authorize)
         app, prefix = api, "/tracking"
     else:
-        app, prefix = asgi_app(tracker), ""
+        app, prefix = asgi_app(tracker, authorize), ""
 
-    def get(path: str) -> httpx.Response:
+    def request(path: str, method: str = "GET") -> httpx.Response:
         async def fetch() -> httpx.Response:
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-                return await client.get(prefix + path)
+                return await client.request(method, prefix + path)
 
         return asyncio.run(fetch())
 
-    return get
+    return request
 
 
 @pytest.fixture
@@ -87,10 +92,13 @@ def test_good_requests_answer_200_with_the_task(config: kiq.Config, tracker: Tra
     assert len(rest["events"]) == 1 and not rest["more"]
 
     jid = body["events"][0]["job_id"]
-    assert get(f"/jobs/{jid}").json()["task_id"] == task_id
-    page = get(f"/tasks/{task_id}/page")
-    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
-    assert f'data-task="{task_id}"' in page.text
+    job = get(f"/jobs/{jid}")
+    assert job.status_code == 200 and job.json()["status"] == "finished"
+    assert "task_id" not in job.json()  # without an authorize hook a jid does not lead to its task
+    for path in (f"/tasks/{task_id}/page", f"/tasks/{task_id}/page/"):
+        page = get(path)
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        assert f'data-task="{task_id}"' in page.text
 
 
 @pytest.mark.parametrize(
@@ -126,6 +134,63 @@ def test_an_unreachable_database_answers_503(config: kiq.Config, tmp_path: Path,
     assert response.status_code == 503 and response.json() == {"error": "the tracking database is unavailable"}
 
 
-def test_other_methods_answer_405(tracker: Tracker) -> None:
-    client = httpx.Client(transport=httpx.WSGITransport(app=wsgi_app(tracker)), base_url="http://t")
-    assert client.post("/tasks/" + "e" * 32).status_code == 405
+@pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
+def test_other_methods_answer_405_with_allow(tracker: Tracker, get: Get, method: str) -> None:
+    task_id = tracker.create_task(Enroll.set(queue="nowhere"), [[1]])
+    response = get(f"/tasks/{task_id}", method)
+    assert response.status_code == 405 and response.headers["allow"] == "GET, HEAD"
+    assert response.json() == {"error": "only GET and HEAD are supported"}
+
+
+def test_head_answers_the_headers_of_get_without_a_body(tracker: Tracker, get: Get) -> None:
+    task_id = tracker.create_task(Enroll.set(queue="nowhere"), [[1]])
+    head, full = get(f"/tasks/{task_id}", "HEAD"), get(f"/tasks/{task_id}")
+    assert head.status_code == 200 and head.content == b""
+    assert head.headers["content-length"] == str(len(full.content))
+
+
+SECURITY_HEADERS = {"x-content-type-options": "nosniff", "x-frame-options": "DENY", "referrer-policy": "no-referrer"}
+JSON_POLICY = "default-src 'none'; frame-ancestors 'none'"
+
+
+def test_every_answer_carries_the_security_headers(tracker: Tracker, get: Get) -> None:
+    task_id = tracker.create_task(Enroll.set(queue="nowhere"), [[1]])
+    answers = {
+        200: get(f"/tasks/{task_id}"),
+        400: get("/tasks/nope"),
+        404: get("/tasks/" + "b" * 32),
+        405: get(f"/tasks/{task_id}", "POST"),
+    }
+    for status, response in answers.items():
+        assert response.status_code == status
+        assert {name: response.headers.get(name) for name in SECURITY_HEADERS} == SECURITY_HEADERS
+        assert response.headers["content-security-policy"] == JSON_POLICY
+
+
+def test_the_page_allows_only_its_own_nonced_script_and_style(tracker: Tracker, get: Get) -> None:
+    task_id = tracker.create_task(Enroll.set(queue="nowhere"), [[1]])
+    pages = [get(f"/tasks/{task_id}/page"), get(f"/tasks/{task_id}/page/")]
+    nonces = []
+    for page in pages:
+        assert {name: page.headers.get(name) for name in SECURITY_HEADERS} == SECURITY_HEADERS
+        policy = dict(
+            directive.strip().split(" ", 1) for directive in page.headers["content-security-policy"].split(";")
+        )
+        nonce = re.fullmatch(r"'nonce-([A-Za-z0-9_-]{20,})'", policy["script-src"])
+        assert nonce, policy
+        nonces.append(nonce.group(1))
+        assert policy == {
+            "default-src": "'none'",
+            "script-src": f"'nonce-{nonce.group(1)}'",
+            "style-src": f"'nonce-{nonce.group(1)}'",
+            "connect-src": "'self'",
+            "base-uri": "'none'",
+            "form-action": "'none'",
+            "frame-ancestors": "'none'",
+        }
+        # the page's one script and one style carry it (tests/test_tracking_page.py: no violation in Chromium)
+        assert re.findall(r"<(script|style)([^>]*)>", page.text) == [
+            ("style", f' nonce="{nonce.group(1)}"'),
+            ("script", f' nonce="{nonce.group(1)}"'),
+        ]
+    assert nonces[0] != nonces[1]  # a new one in every response
