@@ -5,6 +5,10 @@ writer, and a database outage in between), so each carries a version: ``run * 4 
 the executions of the job (1 on the first, then 1 + 1 per retry, derived from Sidekiq's ``retry_count``) and
 phase is 1 for working, 2 for the outcome of that run and 3 for death. The database keeps the highest version,
 so the stored status converges to the latest one whatever the order of arrival.
+
+A job's outcome (finished, failed, error) is written before the job leaves Redis: the middleware holds the job's
+acknowledgement (``kiq.hold_acknowledgement``) until the writer has committed that status. With reliable fetch a
+worker killed in between leaves the job in its working list, so it runs again and its status converges.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kiq.acknowledgement import hold_acknowledgement
 from kiq.errors import Shutdown
 from kiq.middleware import ClientMiddleware, ServerMiddleware, Wrapper
 
@@ -111,15 +116,24 @@ class TrackingServerMiddleware(ServerMiddleware):
         try:
             yield
         except TaskFailure as exc:
-            submit(job_update(job, FAILED, run * 4 + OUTCOME_PHASE, last_error=describe(exc)))
+            submit(outcome(job, FAILED, run * 4 + OUTCOME_PHASE, last_error=describe(exc)))
             return  # handled: a business outcome, not an error
         except Shutdown:  # requeued; it runs again as the same run
             submit(job_update(job, ENQUEUED, run * 4 + WORKING_PHASE))
             raise
         except BaseException as exc:  # a retry is pending unless the death hook says otherwise
-            submit(job_update(job, ENQUEUED, run * 4 + OUTCOME_PHASE, last_error=describe(exc)))
+            submit(outcome(job, ENQUEUED, run * 4 + OUTCOME_PHASE, last_error=describe(exc)))
             raise
-        submit(job_update(job, FINISHED, run * 4 + OUTCOME_PHASE))
+        submit(outcome(job, FINISHED, run * 4 + OUTCOME_PHASE))
+
+
+def outcome(job: dict[str, Any], status: str, version: int, **fields: Any) -> Update:
+    """A status the job's acknowledgement waits for (when a worker runs it): the writer releases it once written."""
+    update = job_update(job, status, version, **fields)
+    release = hold_acknowledgement()
+    if release is not None:
+        update.callbacks.append(release)
+    return update
 
 
 def death_update(job: dict[str, Any], exc: BaseException | None) -> Update | None:
@@ -129,4 +143,4 @@ def death_update(job: dict[str, Any], exc: BaseException | None) -> Update | Non
     count = job.get("retry_count")
     run = count + 1 if isinstance(count, int) else 1
     error = describe(exc) if exc is not None else str(job.get("error_message") or "died")
-    return job_update(job, ERROR, run * 4 + DEATH_PHASE, last_error=error[:MAX_ERROR])
+    return outcome(job, ERROR, run * 4 + DEATH_PHASE, last_error=error[:MAX_ERROR])

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import kiq
+from kiq.plugins.tracking import TaskFailure
 
 DONE = "reliable-test:done"  # SET of jids that completed at least once
 RUNS = "reliable-test:runs"  # counter of completions (minus the SET's size = duplicates)
@@ -65,3 +66,25 @@ class DeathRecorder:
 @kiq.configure_server
 def register_death_recorder(config: kiq.Config) -> None:
     config.plugins.register(DeathRecorder())
+
+
+class TrackedWork(kiq.Job):
+    """A job of a tracked task whose outcome its index decides: index % 10 == 3 is a business failure
+    (``failed``), == 7 raises and dies at once (``error``), anything else finishes; each takes ``ms``."""
+
+    kiq_name = "ReliableTrackedWork"
+    kiq_options = {"retry": 0}
+
+    def perform(self, index: int, ms: int) -> None:
+        time.sleep(ms / 1000)
+        if self.job.get("interrupted_count"):
+            kiq.default_config().redis.sadd(INTERRUPTED, self.jid)
+        if index % 10 == 3:
+            raise TaskFailure(f"business failure {index}")
+        if index % 10 == 7:
+            raise RuntimeError(f"system error {index}")
+        kiq.default_config().redis.sadd(DONE, self.jid)
+
+
+def expected_status(index: int) -> str:
+    return {3: "failed", 7: "error"}.get(index % 10, "finished")
