@@ -1,4 +1,4 @@
-"""The Client: normalize a job, run the client middleware, check its arguments, push it with Sidekiq 7's keys.
+"""The Client: normalize a job, run the client middleware, check and encode it, push it with Sidekiq 7's keys.
 
 Immediate jobs: ``SADD queues <q>`` + ``LPUSH queue:<q> <json>``; scheduled jobs: ``ZADD schedule <at> <json>``;
 both in one pipelined round trip, retried once when a failover made the server read-only.
@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import redis as redis_py
 
+from .errors import InvalidJobError
 from .job import DEFAULT_OPTIONS, Job
-from .payload import check_args, dumps, new_jid, new_jids
+from .payload import check_args, check_job, encode_checked, finite_seconds, new_jid, new_jids
 from .plugin_manager import entered
 
 if TYPE_CHECKING:
@@ -43,109 +44,144 @@ class Client:
         Returns the jid, or None when a client middleware halted the push.
         """
         job_class, job = self._normalize(item)
-        pushed = self._through_chain(job_class, job)
-        if pushed is None:
+        encoded = self._encode_through_chain(job_class, job)
+        if encoded is None:
             return None
-        self._write([pushed])
-        return str(pushed["jid"])
+        self._write([encoded])
+        return encoded[1]
 
     def push_bulk(self, item: dict[str, Any], batch_size: int = 1000) -> list[str | None]:
         """Push one job per entry of ``item["args"]`` (a list of argument lists), ``batch_size`` per round trip.
 
         ``item["at"]`` may be one timestamp or a list with one per job. Every job goes through the client
-        middleware and the argument check before anything is written, so a bad argument anywhere writes
+        middleware, the check and the encoding before anything is written, so a bad value anywhere writes
         nothing. Returns the jids in order, None where a middleware dropped the job.
         """
         all_args = item.get("args")
         if not isinstance(all_args, list) or not all(isinstance(a, list) for a in all_args):
-            raise TypeError("push_bulk takes 'args' as a list of argument lists, e.g. [[1], [2]]")
+            raise InvalidJobError("push_bulk takes 'args' as a list of argument lists, e.g. [[1], [2]]")
         if "jid" in item:
-            raise ValueError("push_bulk makes a jid per job; do not pass 'jid'")
+            raise InvalidJobError("push_bulk makes a jid per job; do not pass 'jid'")
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         at = item.get("at")
         if isinstance(at, list) and len(at) != len(all_args):
-            raise ValueError(f"push_bulk: {len(at)} 'at' values for {len(all_args)} jobs")
+            raise InvalidJobError(f"push_bulk: {len(at)} 'at' values for {len(all_args)} jobs")
+        times = None if at is None else _bulk_times(at, len(all_args))
         base = {key: value for key, value in item.items() if key not in ("args", "at")}
         job_class, template = self._normalize({**base, "args": []})
+        no_middleware = not self.config.client_middleware.entries
+        if no_middleware:  # else a middleware may change any field of any job: each is checked in full
+            check_job(template)  # the fields every job shares, once; then only each job's own arguments
+        now = time.time()  # one enqueued_at for the jobs written without middleware, as Sidekiq's per batch
         hook = self.config.plugins.hook
         with entered(hook.kiq_push_bulk(config=self.config, queue=template["queue"], count=len(all_args))):
-            payloads: list[dict[str, Any]] = []
+            encoded_jobs: list[EncodedJob] = []
             jids: list[str | None] = []
             for index, (job_args, jid) in enumerate(zip(all_args, new_jids(len(all_args)), strict=True)):
                 job = {**template, "args": job_args, "jid": jid}
-                if at is not None:
-                    job["at"] = float(at[index] if isinstance(at, list) else at)
-                pushed = self._through_chain(job_class, job)
-                jids.append(None if pushed is None else str(pushed["jid"]))
-                if pushed is not None:
-                    payloads.append(pushed)
-            for start in range(0, len(payloads), batch_size):
-                self._write(payloads[start : start + batch_size])
+                if times is not None:
+                    job["at"] = times[index]
+                if no_middleware:
+                    check_args(job_args, template["class"])
+                    encoded: EncodedJob | None = _encode(job, now)
+                else:
+                    encoded = self._encode_through_chain(job_class, job)
+                jids.append(None if encoded is None else encoded[1])
+                if encoded is not None:
+                    encoded_jobs.append(encoded)
+            for start in range(0, len(encoded_jobs), batch_size):
+                self._write(encoded_jobs[start : start + batch_size])
         return jids
 
     # -- internals ----------------------------------------------------------------------------------
     def _normalize(self, item: dict[str, Any]) -> tuple[type[Job] | str, dict[str, Any]]:
         """Sidekiq's normalize_item: validate the shape, merge the class's options, stringify class and queue."""
         if not isinstance(item, dict):
-            raise TypeError(f"a job item must be a dict, got {type(item).__name__}")
+            raise InvalidJobError(f"a job item must be a dict, got {type(item).__name__}")
         job_class = item.get("class")
         if isinstance(job_class, type) and issubclass(job_class, Job):
             job = {**job_class.get_options(), **item, "class": job_class.kiq_name}
         elif isinstance(job_class, str) and job_class:
             job = {**DEFAULT_OPTIONS, **item}
         else:
-            raise TypeError(f"a job item needs 'class': a Job subclass or a wire name, got {job_class!r}")
+            raise InvalidJobError(f"a job item needs 'class': a Job subclass or a wire name, got {job_class!r:.80}")
         if not isinstance(job.get("args"), list):
-            raise TypeError(f"job 'args' must be a list, got {job.get('args')!r}")
-        if "at" in job and (isinstance(job["at"], bool) or not isinstance(job["at"], int | float)):
-            raise TypeError(f"job 'at' must be epoch seconds (a number), got {job['at']!r}")
+            raise InvalidJobError(f"job 'args' must be a list, got {job.get('args')!r:.80}")
+        if "at" in job:
+            job["at"] = finite_seconds(job["at"], "job 'at'")
         if "jid" in job and not isinstance(job["jid"], str):
-            raise TypeError(f"job 'jid' must be a string, got {job['jid']!r}")
+            raise InvalidJobError(f"job 'jid' must be a string, got {job['jid']!r:.80}")
         if not isinstance(job.get("queue"), str) or not job["queue"]:
-            raise TypeError(f"job 'queue' must be a non-empty string, got {job.get('queue')!r}")
+            raise InvalidJobError(f"job 'queue' must be a non-empty string, got {job.get('queue')!r:.80}")
         if "retry_for" in job:
-            job["retry_for"] = int(job["retry_for"])
+            job["retry_for"] = int(finite_seconds(job["retry_for"], "job 'retry_for'"))
         job.setdefault("jid", new_jid())
         job.setdefault("created_at", time.time())
         return job_class, job
 
-    def _through_chain(self, job_class: type[Job] | str, job: dict[str, Any]) -> dict[str, Any] | None:
+    def _encode_through_chain(self, job_class: type[Job] | str, job: dict[str, Any]) -> EncodedJob | None:
+        """The job through the client middleware, then checked and encoded as the innermost layer: a refusal is
+        raised at each middleware's ``yield``, and what is written is what was checked (a change a middleware makes
+        after its ``yield`` is not). None when a middleware dropped the job."""
         chain = self.config.client_middleware
         if not chain.entries:
-            check_args(job["args"], job["class"])
+            check_job(job)
+            return _encode(job, time.time())
+        encoded: list[EncodedJob] = []
+
+        def encode() -> dict[str, Any]:
+            check_job(job)
+            encoded.append(_encode(job, time.time()))
             return job
 
-        def checked() -> dict[str, Any]:  # after the middleware, which may have changed the args
-            check_args(job["args"], str(job["class"]))
-            return job
+        if chain.invoke((job_class, job, job["queue"], self.redis), encode) is None:
+            return None
+        return encoded[0]
 
-        return chain.invoke((job_class, job, job["queue"], self.redis), checked)
-
-    def _write(self, payloads: list[dict[str, Any]]) -> None:
+    def _write(self, jobs: list[EncodedJob]) -> None:
         """One pipelined round trip for the batch (immediate jobs by queue, scheduled ones into ``schedule``)."""
         scheduled: dict[str, float] = {}
         queued: dict[str, list[str]] = {}
-        now = time.time()
-        for payload in payloads:
-            if "at" in payload:
-                at = payload.pop("at")
-                payload.pop("enqueued_at", None)  # not enqueued yet; the poller stamps it
-                scheduled[dumps(payload)] = float(at)
+        for queue, _, at, data in jobs:
+            if at is None:
+                queued.setdefault(queue, []).append(data)
             else:
-                payload["enqueued_at"] = now
-                queued.setdefault(payload["queue"], []).append(dumps(payload))
+                scheduled[data] = at
 
         def send(connection: redis.Redis) -> None:
             pipe = connection.pipeline(transaction=False)
             if scheduled:
                 pipe.zadd("schedule", scheduled)
-            for queue, jobs in queued.items():
+            for queue, payloads in queued.items():
                 pipe.sadd("queues", queue)
-                pipe.lpush(f"queue:{queue}", *jobs)
+                pipe.lpush(f"queue:{queue}", *payloads)
             pipe.execute()
 
         _retry_on_failover(send, self.redis)
+
+
+# A job ready to write: (queue, jid, ``at`` or None, its JSON). A plain tuple: a NamedTuple costs 8x as much to
+# build, on the path of every push.
+EncodedJob = tuple[str, str, float | None, str]
+
+
+def _bulk_times(at: Any, count: int) -> list[float]:
+    """push_bulk's ``at``: one time for every job, or a list of one per job; all checked before any job is pushed."""
+    if isinstance(at, list):
+        return [finite_seconds(value, f"push_bulk 'at'[{index}]") for index, value in enumerate(at)]
+    return [finite_seconds(at, "push_bulk 'at'")] * count
+
+
+def _encode(job: dict[str, Any], now: float) -> EncodedJob:
+    """Stamp and encode a checked job as it goes to Redis: ``enqueued_at`` for the queue, or the schedule's score
+    without ``at`` and ``enqueued_at`` (the poller stamps it when the job is due), as Sidekiq writes them."""
+    if "at" in job:
+        at = finite_seconds(job["at"], "job 'at'")  # again: a middleware may have changed it
+        wire = {key: value for key, value in job.items() if key != "at" and key != "enqueued_at"}
+        return job["queue"], str(job["jid"]), at, encode_checked(wire)
+    job["enqueued_at"] = now  # a finite float: the check before needs no second look
+    return job["queue"], str(job["jid"]), None, encode_checked(job)
 
 
 def _retry_on_failover(operation: Callable[[Any], None], connection: redis.Redis) -> None:

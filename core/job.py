@@ -7,6 +7,8 @@ because a module it was told to import (``-r``) defined it. Data in Redis cannot
 from __future__ import annotations
 
 import functools
+import inspect
+import math
 import sys
 import threading
 import time
@@ -14,6 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, TypeVar
 
 from .errors import ConfigError, RegistryError, UnknownJobError
+from .payload import check_options, finite_seconds
 
 if TYPE_CHECKING:
     from .client import Client
@@ -25,21 +28,41 @@ R = TypeVar("R")
 DEFAULT_OPTIONS: dict[str, Any] = {"retry": True, "queue": "default"}
 
 
+# Sidekiq's option types; other options pass through to the payload for middleware to read
+_OPTION_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "queue": (lambda v: isinstance(v, str) and bool(v), "a non-empty string"),
+    "retry": (lambda v: isinstance(v, bool) or (isinstance(v, int) and v >= 0), "true, false or a count"),
+    "retry_queue": (lambda v: isinstance(v, str) and bool(v), "a non-empty string"),
+    "retry_for": (
+        lambda v: (type(v) is int and 0 < v < 2**53) or (type(v) is float and math.isfinite(v) and v > 0),
+        "seconds > 0",
+    ),
+    "backtrace": (lambda v: isinstance(v, bool) or (isinstance(v, int) and v > 0), "true, false or a count"),
+    "dead": (lambda v: isinstance(v, bool), "true or false"),
+    "tags": (lambda v: isinstance(v, list) and all(isinstance(t, str) for t in v), "a list of strings"),
+}
+
+
 def _check_options(options: dict[str, Any], owner: str) -> None:
-    """Refuse options whose types Sidekiq would refuse; unknown options pass through to the payload."""
-    checks: dict[str, tuple[Callable[[Any], bool], str]] = {
-        "queue": (lambda v: isinstance(v, str) and bool(v), "a non-empty string"),
-        "retry": (lambda v: isinstance(v, bool) or (isinstance(v, int) and v >= 0), "true, false or a count"),
-        "retry_queue": (lambda v: isinstance(v, str) and bool(v), "a non-empty string"),
-        "retry_for": (lambda v: isinstance(v, int | float) and not isinstance(v, bool) and v > 0, "seconds > 0"),
-        "backtrace": (lambda v: isinstance(v, bool) or (isinstance(v, int) and v > 0), "true, false or a count"),
-        "dead": (lambda v: isinstance(v, bool), "true or false"),
-        "tags": (lambda v: isinstance(v, list) and all(isinstance(t, str) for t in v), "a list of strings"),
-    }
+    """Refuse options of a type Sidekiq would refuse (ConfigError), then any value that is not native JSON
+    (JobArgumentError): options travel in every payload, and the mistake should show where they are written."""
+    if not options:  # every perform_async comes here with none
+        return
     for key, value in options.items():
-        check = checks.get(key)
+        check = _OPTION_CHECKS.get(key)
         if check is not None and not check[0](value):
-            raise ConfigError(f"{owner}: option {key!r} must be {check[1]}, got {value!r}")
+            raise ConfigError(f"{owner}: option {key!r} must be {check[1]}, got {value!r:.80}")
+    check_options(options, owner)
+
+
+def _refuse_async(function: Any, what: str) -> None:
+    """Jobs run in worker threads that call ``perform`` and do not await what it returns: an ``async def`` job
+    would be acknowledged as done without having run. Refused where it is defined, until kiq runs coroutines."""
+    if inspect.iscoroutinefunction(function) or inspect.isasyncgenfunction(function):
+        raise ConfigError(
+            f"{what} is an async function; kiq does not run async jobs yet (the coroutine would never be awaited "
+            "and the work would be lost). Use a plain def and run the coroutine inside it: asyncio.run(work(...))"
+        )
 
 
 def wire_name(module: str, qualname: str) -> str:
@@ -118,6 +141,7 @@ class Job:
         if not isinstance(own, dict):
             raise ConfigError(f"{cls.__qualname__}.kiq_options must be a dict, got {own!r}")
         _check_options(own, cls.__qualname__)
+        _refuse_async(cls.perform, f"{cls.__qualname__}.perform")
         cls._kiq_merged_options = {**cls._kiq_merged_options, **own}  # inherited, as sidekiq_options are
         if "kiq_name" not in cls.__dict__:
             cls.kiq_name = wire_name(cls.__module__, cls.__qualname__)
@@ -150,7 +174,7 @@ class Job:
     @classmethod
     def perform_at(cls, timestamp: float, *args: Any) -> str | None:
         """Run at epoch ``timestamp`` (seconds)."""
-        return JobSetter(cls, {}).perform_in(timestamp, *args)
+        return JobSetter(cls, {}).perform_at(timestamp, *args)
 
     @classmethod
     def perform_bulk(cls, args: Iterable[list[Any]], batch_size: int = 1000) -> list[str | None]:
@@ -178,19 +202,24 @@ class JobSetter:
         return self._client().push(self._item(list(args)))
 
     def perform_in(self, interval: float, *args: Any) -> str | None:
-        item = self._item(list(args))
-        now = time.time()
-        at = float(interval) if interval >= 1_000_000_000 else now + float(interval)
-        if at > now:  # due already: push straight to the queue, as Sidekiq does
-            item["at"] = at
-        return self._client().push(item)
+        return self._scheduled(finite_seconds(interval, "perform_in's interval"), list(args))
 
-    perform_at = perform_in
+    def perform_at(self, timestamp: float, *args: Any) -> str | None:
+        return self._scheduled(finite_seconds(timestamp, "perform_at's timestamp"), list(args))
 
     def perform_bulk(self, args: Iterable[list[Any]], batch_size: int = 1000) -> list[str | None]:
         item = self._item([])
         item["args"] = [list(job_args) for job_args in args]
         return self._client().push_bulk(item, batch_size=batch_size)
+
+    def _scheduled(self, when: float, args: list[Any]) -> str | None:
+        """Sidekiq's rule for both: ``when`` < 1e9 is seconds from now, else an epoch timestamp."""
+        item = self._item(args)
+        now = time.time()
+        at = when if when >= 1_000_000_000 else now + when
+        if at > now:  # due already: push straight to the queue, as Sidekiq does
+            item["at"] = at
+        return self._client().push(item)
 
     def _item(self, args: list[Any]) -> dict[str, Any]:
         cls = self.job_class
@@ -250,6 +279,7 @@ def job(function: Callable[P, R] | None = None, /, *, name: str | None = None, *
     """Turn a function into a job: ``@kiq.job`` or ``@kiq.job(queue="mail", retry=3, name="Mailer")``."""
 
     def wrap(fn: Callable[P, R]) -> JobFunction[P, R]:
+        _refuse_async(fn, f"@kiq.job {fn.__qualname__}")
         attrs: dict[str, Any] = {
             "kiq_options": options,
             "function": staticmethod(fn),

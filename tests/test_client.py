@@ -138,10 +138,13 @@ def test_push_by_wire_name_without_a_class(r: redis.Redis) -> None:
         {"class": HardJob, "args": [], "at": "soon"},
         {"class": HardJob, "args": [], "jid": 5},
         {"class": HardJob, "args": [], "queue": ""},
+        {"class": HardJob, "args": [], "retry_for": float("inf")},
+        {"class": "Ruby::Mailer", "args": [], "retry_for": "a day"},
     ],
 )
 def test_malformed_items_are_refused(r: redis.Redis, item: dict[str, Any]) -> None:
-    with pytest.raises(TypeError):
+    # InvalidJobError (a TypeError and ValueError): the poller moves such a job to the dead set, not back in a loop
+    with pytest.raises(kiq.errors.InvalidJobError):
         kiq.Client().push(item)
     assert r.dbsize() == 0
 

@@ -76,3 +76,59 @@ def test_setter_chains_options(config: kiq.Config) -> None:
     assert setter.options == {"queue": "a", "retry": 2}
     jid = setter.perform_async()
     assert jid is not None and config.redis.llen("queue:a") == 1
+
+
+@pytest.mark.parametrize(
+    ("options", "where"),
+    [
+        ({"foo": float("nan")}, "options['foo'] = nan is not a finite number"),
+        ({"foo": object()}, "options['foo'] = <object object"),
+        ({"meta": {"ids": (1, 2)}}, "options['meta']['ids'] = (1, 2) is a tuple"),
+        ({"who": "x\udc80"}, "options['who'] = 'x\\udc80' is not UTF-8 text"),
+    ],
+)
+def test_options_that_are_not_native_json_fail_where_they_are_written(options: dict[str, Any], where: str) -> None:
+    with pytest.raises(kiq.JobArgumentError) as at_definition:
+        type("Bad", (kiq.Job,), {"kiq_options": options, "__module__": __name__})
+    with pytest.raises(kiq.JobArgumentError) as at_set:
+        Child.set(**options)
+    with pytest.raises(kiq.JobArgumentError) as at_decoration:
+        kiq.job(**options)(lambda: None)
+    for raised in (at_definition, at_set, at_decoration):
+        assert where in str(raised.value)
+    assert "tests.test_job.Bad" not in kiq.registry
+
+
+@pytest.mark.parametrize("seconds", [float("inf"), float("nan")])
+def test_retry_for_must_be_finite(seconds: float) -> None:
+    with pytest.raises(kiq.ConfigError, match="option 'retry_for' must be seconds > 0"):
+        Child.set(retry_for=seconds)
+
+
+def test_an_async_perform_is_refused_when_the_class_is_defined() -> None:
+    with pytest.raises(kiq.ConfigError, match=r"AsyncJob\.perform is an async function.*asyncio\.run"):
+
+        class AsyncJob(kiq.Job):
+            async def perform(self, x: int) -> None: ...
+
+    with pytest.raises(kiq.ConfigError, match=r"StreamJob\.perform is an async function"):
+
+        class StreamJob(kiq.Job):
+            async def perform(self) -> Any:
+                yield 1
+
+    assert not [name for name in kiq.registry.names() if name.endswith(("AsyncJob", "StreamJob"))]
+
+
+def test_an_async_function_cannot_be_a_job() -> None:
+    async def fetch_feed(url: str) -> None: ...
+
+    async def stream_feed(url: str) -> Any:
+        yield url
+
+    for function in (fetch_feed, stream_feed):
+        with pytest.raises(kiq.ConfigError, match=rf"@kiq\.job .*{function.__name__} is an async function"):
+            kiq.job(queue="feeds")(function)
+        with pytest.raises(kiq.ConfigError, match="async function"):
+            kiq.job(function)
+    assert not [name for name in kiq.registry.names() if name.endswith(("fetch_feed", "stream_feed"))]
