@@ -225,3 +225,27 @@ def test_outage_is_logged_once_until_recovered(config: kiq.Config, caplog: pytes
     assert sum("unreachable" in m for m in messages) == 1
     assert sum("works again (fetch)" in m for m in messages) == 1
     assert not any("works again (heartbeat)" in m for m in messages)
+
+
+async def _never_awaited() -> None:  # pragma: no cover - the point is that it must not run unawaited
+    seen.append(("ran", None, ""))
+
+
+class ReturnsCoroutine(kiq.Job):
+    kiq_name = "tests.ReturnsCoroutine"
+
+    def perform(self) -> Any:
+        return _never_awaited()  # a plain def that hands back a coroutine: nothing awaits it
+
+
+def test_a_coroutine_returned_by_perform_fails_the_job_through_the_retry_rules(
+    config: kiq.Config, r: redis.Redis, recwarn: pytest.WarningsRecorder
+) -> None:
+    unit = Unit(payload("tests.ReturnsCoroutine"))
+    make_processor(config).process(unit)
+    [entry] = r.zrange("retry", 0, -1)
+    retried = json.loads(entry)
+    assert retried["error_class"] == "TypeError" and "returned a coroutine" in retried["error_message"]
+    assert unit.acked == 1  # acknowledged because its failure was recorded, not as done
+    assert seen == []
+    assert not [w for w in recwarn if "never awaited" in str(w.message)]
