@@ -4,12 +4,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test lint view typecheck imports pytest bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[all,test]'
+	$(PY) -m pip install --quiet -e '.[all,test]' --group dev
 	touch $@
 
 demo: $(STAMP)
@@ -25,15 +25,23 @@ SOURCES := $(wildcard core plugins contrib tests bench examples)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(SOURCES)
 	$(VENV)/bin/ruff format --check $(SOURCES)
-	$(MAKE) --no-print-directory typecheck
+	$(MAKE) --no-print-directory typecheck imports
 
-# mypy needs the package as `kiq`, but the sources live in core/, plugins/, contrib/: check a linked view.
-typecheck: $(STAMP)
-	rm -rf build/typecheck && mkdir -p build/typecheck/kiq
-	ln -s $(CURDIR)/core/* build/typecheck/kiq/
-	ln -s $(CURDIR)/plugins build/typecheck/kiq/plugins
-	ln -s $(CURDIR)/contrib build/typecheck/kiq/contrib
-	cd build/typecheck && $(CURDIR)/$(VENV)/bin/mypy --config-file $(CURDIR)/pyproject.toml -p kiq
+# mypy and import-linter need the package as `kiq`, but the sources live in core/, plugins/, contrib/: they
+# check a linked view of the three as one package.
+VIEW := build/view
+view: $(STAMP)
+	rm -rf $(VIEW) && mkdir -p $(VIEW)/kiq
+	ln -s $(CURDIR)/core/* $(VIEW)/kiq/
+	ln -s $(CURDIR)/plugins $(VIEW)/kiq/plugins
+	ln -s $(CURDIR)/contrib $(VIEW)/kiq/contrib
+
+typecheck: view
+	cd $(VIEW) && $(CURDIR)/$(VENV)/bin/mypy --config-file $(CURDIR)/pyproject.toml -p kiq
+
+# the layers of core/, no import cycles, plugins and contrib on the public API (contracts in pyproject.toml)
+imports: view
+	PYTHONPATH=$(VIEW) $(VENV)/bin/lint-imports --no-cache
 
 # The peers live in their own venv (their redis-py pins conflict with each other and would change what kiq runs
 # with); the harness starts its own redis-server, and needs Ruby Sidekiq and PostgreSQL (see the README).

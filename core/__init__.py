@@ -1,39 +1,76 @@
-"""kiq: Redis-backed background jobs for Python, wire-compatible with Sidekiq 7."""
+"""kiq: Redis-backed background jobs for Python, wire-compatible with Sidekiq 7.
+
+Everything an application or a plugin uses is here; the modules below are organised in layers (see the README's
+"Architecture"): the base, the extension surface, the client and the server, then the API (``kiq.api``) and CLI.
+"""
 
 from __future__ import annotations
 
-from .acknowledgement import hold_acknowledgement
 from .client import Client
-from .config import Config, Setting, configure_client, configure_server, default_config
-from .errors import ConfigError, JobArgumentError, KiqError, RegistryError, UnknownJobError
+from .config import Config, configure_client, configure_server, default_config
+from .errors import (
+    ConfigError,
+    InvalidJobError,
+    InvalidPayload,
+    JobArgumentError,
+    KiqError,
+    RegistryError,
+    Shutdown,
+    UnknownJobError,
+    error_class,
+)
+from .fetcher import Capsule, Fetcher, QueueOrder, UnitOfWork, pop_script
+from .handoff import BatchFetch, Fetched
 from .hookspecs import hookimpl, hookspec
-from .job import Job, JobFunction, JobSetter, job, registry
-from .middleware import Chain, ClientMiddleware, ServerMiddleware
-
-__version__ = "0.1.0"
+from .job import Job, JobFunction, JobSetter, job
+from .job_registry import registry
+from .keys import queue_key, queue_name
+from .middleware import Chain, ClientMiddleware, ServerMiddleware, Wrapper
+from .payload import dumps, loads, new_jid, parse_payload
+from .server.acknowledgement import hold_acknowledgement
+from .settings import Setting
+from .version import __version__
 
 __all__ = [
+    "BatchFetch",
+    "Capsule",
     "Chain",
     "Client",
     "ClientMiddleware",
     "Config",
     "ConfigError",
+    "Fetched",
+    "Fetcher",
+    "InvalidJobError",
+    "InvalidPayload",
     "Job",
     "JobArgumentError",
     "JobFunction",
     "JobSetter",
     "KiqError",
+    "QueueOrder",
     "RegistryError",
     "ServerMiddleware",
     "Setting",
+    "Shutdown",
+    "UnitOfWork",
     "UnknownJobError",
+    "Wrapper",
     "__version__",
     "configure_client",
     "configure_server",
     "default_config",
+    "dumps",
+    "error_class",
     "hold_acknowledgement",
     "hookimpl",
     "hookspec",
     "job",
+    "loads",
+    "new_jid",
+    "parse_payload",
+    "pop_script",
+    "queue_key",
+    "queue_name",
     "registry",
 ]

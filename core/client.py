@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import redis as redis_py
 
+from .config import config_or_default
 from .errors import InvalidJobError
-from .job import DEFAULT_OPTIONS, Job
-from .payload import check_args, check_job, encode_checked, finite_seconds, new_jid, new_jids
-from .plugin_manager import entered
+from .keys import QUEUES, SCHEDULE, queue_key
+from .payload import DEFAULT_OPTIONS, check_args, check_job, encode_checked, finite_seconds, new_jid, new_jids
 
 if TYPE_CHECKING:
     import redis
@@ -23,15 +23,15 @@ if TYPE_CHECKING:
     from .config import Config
 
 
+JobClass = type[Any]  # a kiq.Job subclass (the client reads its kiq_name and get_options(); it does not import it)
+
+
 class Client:
-    """Pushes jobs to Redis; ``Job.perform_async`` and friends use the config's client."""
+    """Pushes jobs to Redis; ``Job.perform_async`` and friends use one on the default config (or theirs).
+    ``redis`` sends the pushes to another Redis than the config's (Sidekiq's ``Client.via``)."""
 
     def __init__(self, config: Config | None = None, redis: redis.Redis | None = None) -> None:
-        if config is None:
-            from .config import default_config
-
-            config = default_config()
-        self.config = config
+        self.config = config_or_default(config)
         self._redis = redis
 
     @property
@@ -75,7 +75,9 @@ class Client:
             check_job(template)  # the fields every job shares, once; then only each job's own arguments
         now = time.time()  # one enqueued_at for the jobs written without middleware, as Sidekiq's per batch
         hook = self.config.plugins.hook
-        with entered(hook.kiq_push_bulk(config=self.config, queue=template["queue"], count=len(all_args))):
+        with self.config.plugins.enter(
+            hook.kiq_push_bulk(config=self.config, queue=template["queue"], count=len(all_args))
+        ):
             encoded_jobs: list[EncodedJob] = []
             jids: list[str | None] = []
             for index, (job_args, jid) in enumerate(zip(all_args, new_jids(len(all_args)), strict=True)):
@@ -95,13 +97,14 @@ class Client:
         return jids
 
     # -- internals ----------------------------------------------------------------------------------
-    def _normalize(self, item: dict[str, Any]) -> tuple[type[Job] | str, dict[str, Any]]:
+    def _normalize(self, item: dict[str, Any]) -> tuple[JobClass | str, dict[str, Any]]:
         """Sidekiq's normalize_item: validate the shape, merge the class's options, stringify class and queue."""
         if not isinstance(item, dict):
             raise InvalidJobError(f"a job item must be a dict, got {type(item).__name__}")
         job_class = item.get("class")
-        if isinstance(job_class, type) and issubclass(job_class, Job):
-            job = {**job_class.get_options(), **item, "class": job_class.kiq_name}
+        if isinstance(job_class, type) and isinstance(getattr(job_class, "kiq_name", None), str):
+            options: dict[str, Any] = job_class.get_options()  # type: ignore[attr-defined]
+            job = {**options, **item, "class": job_class.kiq_name}  # type: ignore[attr-defined]
         elif isinstance(job_class, str) and job_class:
             job = {**DEFAULT_OPTIONS, **item}
         else:
@@ -120,7 +123,7 @@ class Client:
         job.setdefault("created_at", time.time())
         return job_class, job
 
-    def _encode_through_chain(self, job_class: type[Job] | str, job: dict[str, Any]) -> EncodedJob | None:
+    def _encode_through_chain(self, job_class: JobClass | str, job: dict[str, Any]) -> EncodedJob | None:
         """The job through the client middleware, then checked and encoded as the innermost layer: a refusal is
         raised at each middleware's ``yield``, and what is written is what was checked (a change a middleware makes
         after its ``yield`` is not). None when a middleware dropped the job."""
@@ -152,10 +155,10 @@ class Client:
         def send(connection: redis.Redis) -> None:
             pipe = connection.pipeline(transaction=False)
             if scheduled:
-                pipe.zadd("schedule", scheduled)
+                pipe.zadd(SCHEDULE, scheduled)
             for queue, payloads in queued.items():
-                pipe.sadd("queues", queue)
-                pipe.lpush(f"queue:{queue}", *payloads)
+                pipe.sadd(QUEUES, queue)
+                pipe.lpush(queue_key(queue), *payloads)
             pipe.execute()
 
         _retry_on_failover(send, self.redis)

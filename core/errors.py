@@ -15,6 +15,11 @@ class InvalidJobError(KiqError, TypeError, ValueError):
     """A job that can never be pushed or run as it is (a bad shape, argument or option); trying again cannot help."""
 
 
+class InvalidPayload(InvalidJobError):
+    """A raw job that no worker could ever run (not UTF-8, not JSON, or not a job's shape); it belongs in the dead
+    set, never back in a queue."""
+
+
 class JobArgumentError(InvalidJobError):
     """A job argument is not native JSON, so it would not survive the trip through Redis."""
 
@@ -32,3 +37,10 @@ class Shutdown(BaseException):
 
     A BaseException, so ``except Exception`` in job code does not swallow it.
     """
+
+
+def error_class(exc: BaseException) -> str:
+    """The name to record for an error (Sidekiq's ``error_class``, OpenTelemetry's ``error.type``): bare for
+    builtins (``ValueError``), else ``module.QualName``."""
+    cls = type(exc)
+    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"

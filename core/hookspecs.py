@@ -1,7 +1,19 @@
 """Every extension point of kiq, as pluggy hook specifications.
 
-A plugin is any object (often a module) with functions marked ``@kiq.hookimpl`` and named like these.
-Plugins are registered with ``config.plugins.register(obj)`` or named in the ``plugins`` setting.
+A plugin is an object (an instance of a class, or a module) with methods marked ``@kiq.hookimpl`` and named like
+these; implement only the hooks you need, with only the arguments you need. Plugins come in through
+``config.add_plugin(...)`` (or the ``plugins`` setting, which calls it); a class is made once per config, so a
+plugin keeps its state on ``self``.
+
+Two kinds of hooks, two failure rules:
+
+- **Contributions** (``kiq_settings``, ``kiq_client_middleware``, ``kiq_server_middleware``, ``kiq_fetcher``,
+  ``kiq_cli``) shape the process when a plugin is registered or the worker starts; a failure stops the start
+  with an error naming the plugin. The first three are pluggy *historic* hooks: a plugin registered at any time
+  gets them called once.
+- **Notifications** (everything else) report what happens while kiq runs. Each implementation runs on its own:
+  one that raises is logged and reported to the ``kiq_error`` hooks, and the others still run (a raising
+  ``kiq_error`` implementation is only logged). A context manager it returns is entered the same way.
 """
 
 from __future__ import annotations
@@ -11,33 +23,55 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    import argparse
     from contextlib import AbstractContextManager
 
-    from .config import Config, Setting
-    from .fetch import Fetcher
-    from .manager import Capsule
-    from .middleware import Chain
+    from .config import Config
+    from .fetcher import Capsule, Fetcher
+    from .middleware import Chain, ClientMiddleware, ServerMiddleware
+    from .settings import Setting
 
 hookspec = pluggy.HookspecMarker("kiq")
 hookimpl = pluggy.HookimplMarker("kiq")
 
+# the hooks whose implementations are isolated from each other (see the module's doc)
+NOTIFICATIONS = frozenset(
+    {"kiq_error", "kiq_death", "kiq_startup", "kiq_quiet", "kiq_shutdown", "kiq_heartbeat", "kiq_operation",
+     "kiq_push_bulk"}
+)  # fmt: skip
 
-@hookspec
+
+# -- contributions ---------------------------------------------------------------------------------------------
+@hookspec(historic=True)
 def kiq_settings() -> list[Setting]:
     """Declare extra settings this plugin reads (so they are accepted, parsed and validated like core ones)."""
     raise NotImplementedError
 
 
-@hookspec
-def kiq_client_middleware(chain: Chain[Any], config: Config) -> None:
+@hookspec(historic=True)
+def kiq_client_middleware(chain: Chain[ClientMiddleware], config: Config) -> None:
     """Add entries to the client chain (``chain.add(MyMiddleware)``); called once, when the plugin is registered."""
 
 
-@hookspec
-def kiq_server_middleware(chain: Chain[Any], config: Config) -> None:
+@hookspec(historic=True)
+def kiq_server_middleware(chain: Chain[ServerMiddleware], config: Config) -> None:
     """Add entries to the server chain; called once, when the plugin is registered."""
 
 
+@hookspec(firstresult=True)
+def kiq_fetcher(name: str, config: Config, capsule: Capsule) -> Fetcher | None:
+    """Return a fetcher for the ``fetch`` setting ``name`` if this plugin provides it, else None. Name the plugin
+    in the ``kiq.fetchers`` entry point group too, so that ``fetch = "<name>"`` loads it."""
+    raise NotImplementedError
+
+
+@hookspec
+def kiq_cli(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add subcommands to the ``kiq`` command line (``commands.add_parser(...)``, with ``set_defaults(run=f)``
+    where ``f(args) -> int``). Asked of every installed plugin (the ``kiq.plugins`` entry points)."""
+
+
+# -- notifications ---------------------------------------------------------------------------------------------
 @hookspec
 def kiq_push_bulk(config: Config, queue: str, count: int) -> AbstractContextManager[None] | None:
     """Return a context manager to run around a whole ``push_bulk`` (every job's client middleware and the
@@ -48,12 +82,6 @@ def kiq_push_bulk(config: Config, queue: str, count: int) -> AbstractContextMana
 def kiq_operation(name: str, config: Config) -> AbstractContextManager[None] | None:
     """Return a context manager to run around one of a worker's internal operations, or None: ``"poll"`` (one
     pass of the scheduled/retry poller) or ``"heartbeat"`` (one heartbeat); e.g. a tracing span."""
-
-
-@hookspec(firstresult=True)
-def kiq_fetcher(name: str, config: Config, capsule: Capsule) -> Fetcher | None:
-    """Return a fetcher for the ``fetch`` setting ``name`` if this plugin provides it, else None."""
-    raise NotImplementedError
 
 
 @hookspec
@@ -78,7 +106,8 @@ def kiq_quiet(config: Config) -> None:
 
 @hookspec
 def kiq_shutdown(config: Config) -> None:
-    """The worker is shutting down; running jobs are finished or requeued."""
+    """The worker's jobs are finished or requeued; its fetchers close after this (a plugin may still release
+    acknowledgements it holds, see ``kiq.hold_acknowledgement``)."""
 
 
 @hookspec

@@ -1,32 +1,25 @@
-"""Jobs: the ``Job`` base class, the ``@kiq.job`` decorator for functions, and the registry of wire names.
-
-A payload's ``class`` is only ever looked up in the registry, never imported: a job exists for a worker
-because a module it was told to import (``-r``) defined it. Data in Redis cannot name code to run.
-"""
+"""Jobs: the ``Job`` base class and the ``@kiq.job`` decorator for functions; each registers under its wire name
+(kiq.job_registry)."""
 
 from __future__ import annotations
 
 import functools
 import inspect
 import math
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, TypeVar
 
-from .errors import ConfigError, RegistryError, UnknownJobError
-from .payload import check_options, finite_seconds
+from .client import Client
+from .errors import ConfigError
+from .job_registry import registry, wire_name
+from .payload import DEFAULT_OPTIONS, check_options, finite_seconds
 
 if TYPE_CHECKING:
-    from .client import Client
     from .config import Config
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-DEFAULT_OPTIONS: dict[str, Any] = {"retry": True, "queue": "default"}
-
 
 # Sidekiq's option types; other options pass through to the payload for middleware to read
 _OPTION_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
@@ -63,62 +56,6 @@ def _refuse_async(function: Any, what: str) -> None:
             f"{what} is an async function; kiq does not run async jobs yet (the coroutine would never be awaited "
             "and the work would be lost). Use a plain def and run the coroutine inside it: asyncio.run(work(...))"
         )
-
-
-def wire_name(module: str, qualname: str) -> str:
-    """The default wire name: ``module.QualName``, with ``__main__`` replaced by the module's real name when run
-    with ``python -m`` (so a script and its worker agree)."""
-    if module == "__main__":
-        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-        if spec is not None and spec.name:
-            module = spec.name
-    return f"{module}.{qualname}"
-
-
-class JobRegistry:
-    """Wire name -> job class. Redefining the same class (same module and name) replaces it; two different
-    classes claiming one wire name is an error."""
-
-    def __init__(self) -> None:
-        self._jobs: dict[str, type[Job]] = {}
-        self._lock = threading.Lock()
-
-    def register(self, job_class: type[Job]) -> None:
-        name = job_class.kiq_name
-        with self._lock:
-            existing = self._jobs.get(name)
-            if (
-                existing is not None
-                and existing is not job_class
-                and ((existing.__module__, existing.__qualname__) != (job_class.__module__, job_class.__qualname__))
-            ):
-                raise RegistryError(
-                    f"two jobs claim the wire name {name!r}: {existing.__module__}.{existing.__qualname__} "
-                    f"and {job_class.__module__}.{job_class.__qualname__}; give one of them another kiq_name"
-                )
-            self._jobs[name] = job_class
-
-    def unregister(self, name: str) -> None:
-        with self._lock:
-            self._jobs.pop(name, None)
-
-    def get(self, name: str) -> type[Job]:
-        try:
-            return self._jobs[name]
-        except KeyError:
-            raise UnknownJobError(
-                f"no job is registered as {name!r} in this process; import the module that defines it "
-                "with -r / the require setting"
-            ) from None
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._jobs
-
-    def names(self) -> list[str]:
-        return sorted(self._jobs)
-
-
-registry = JobRegistry()
 
 
 class Job:
@@ -226,9 +163,7 @@ class JobSetter:
         return {**cls._kiq_merged_options, **self.options, "class": cls, "args": args}
 
     def _client(self) -> Client:
-        from .config import default_config
-
-        return (self._config or default_config()).client
+        return Client(self._config)
 
 
 class FunctionJob(Job, abstract=True):

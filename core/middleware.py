@@ -16,7 +16,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 if TYPE_CHECKING:
     import redis
@@ -24,7 +24,9 @@ if TYPE_CHECKING:
     from .config import Config
     from .job import Job
 
-T = TypeVar("T")
+M = TypeVar("M", bound="ClientMiddleware | ServerMiddleware")  # the kind of middleware a chain holds
+R = TypeVar("R")
+P = ParamSpec("P")
 Wrapper = Generator[None, Any, None]
 
 
@@ -47,41 +49,41 @@ class ServerMiddleware:
 
 
 @dataclass
-class Entry:
-    klass: type
+class Entry(Generic[M]):
+    klass: Callable[..., M]
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
 
-    def make(self) -> Any:
+    def make(self) -> M:
         return self.klass(*self.args, **self.kwargs)
 
 
-class ChainHalted(Exception):
-    """Internal signal: a middleware returned without yielding."""
+class Chain(Generic[M]):
+    """An ordered list of middleware classes; ``entries[0]`` is the outermost layer.
 
-
-class Chain(Generic[T]):
-    """An ordered list of middleware classes; ``entries[0]`` is the outermost layer."""
+    Typed: ``config.client_middleware`` is a ``Chain[ClientMiddleware]``, so a type checker refuses a server
+    middleware there, and checks the arguments given to ``add`` against the class's constructor.
+    """
 
     def __init__(self, config: Config | None = None) -> None:
         self.config = config
-        self.entries: list[Entry] = []
-        self._instances: list[Any] | None = None
+        self.entries: list[Entry[M]] = []
+        self._instances: list[M] | None = None
 
     # -- Sidekiq's chain API ------------------------------------------------------------------------
-    def add(self, klass: type, *args: Any, **kwargs: Any) -> None:
+    def add(self, klass: Callable[P, M], /, *args: P.args, **kwargs: P.kwargs) -> None:
         """Append ``klass`` (innermost so far); adding it again moves it to the end with the new arguments."""
         self._drop(klass)
         self.entries.append(self._entry(klass, args, kwargs))
         self._changed()
 
-    def prepend(self, klass: type, *args: Any, **kwargs: Any) -> None:
+    def prepend(self, klass: Callable[P, M], /, *args: P.args, **kwargs: P.kwargs) -> None:
         """Insert ``klass`` as the outermost layer (moving it if present)."""
         self._drop(klass)
         self.entries.insert(0, self._entry(klass, args, kwargs))
         self._changed()
 
-    def insert_before(self, old: type, klass: type, *args: Any, **kwargs: Any) -> None:
+    def insert_before(self, old: type, klass: Callable[P, M], /, *args: P.args, **kwargs: P.kwargs) -> None:
         """Put ``klass`` just outside ``old`` (or first when ``old`` is absent); an existing entry keeps its
         arguments, as in Sidekiq."""
         entry = self._take(klass) or self._entry(klass, args, kwargs)
@@ -89,18 +91,18 @@ class Chain(Generic[T]):
         self.entries.insert(0 if index is None else index, entry)
         self._changed()
 
-    def insert_after(self, old: type, klass: type, *args: Any, **kwargs: Any) -> None:
+    def insert_after(self, old: type, klass: Callable[P, M], /, *args: P.args, **kwargs: P.kwargs) -> None:
         """Put ``klass`` just inside ``old`` (or last when ``old`` is absent)."""
         entry = self._take(klass) or self._entry(klass, args, kwargs)
         index = self._index(old)
         self.entries.insert(len(self.entries) if index is None else index + 1, entry)
         self._changed()
 
-    def remove(self, klass: type) -> None:
+    def remove(self, klass: Callable[..., M]) -> None:
         self._drop(klass)
         self._changed()
 
-    def exists(self, klass: type) -> bool:
+    def exists(self, klass: Callable[..., M]) -> bool:
         return self._index(klass) is not None
 
     __contains__ = exists
@@ -112,14 +114,14 @@ class Chain(Generic[T]):
     def __len__(self) -> int:
         return len(self.entries)
 
-    def __iter__(self) -> Iterator[type]:
+    def __iter__(self) -> Iterator[Callable[..., M]]:
         return (entry.klass for entry in self.entries)
 
     def __repr__(self) -> str:
-        return f"Chain({[entry.klass.__name__ for entry in self.entries]})"
+        return f"Chain({[getattr(entry.klass, '__name__', entry.klass) for entry in self.entries]})"
 
     # -- running ------------------------------------------------------------------------------------
-    def retrieve(self) -> list[Any]:
+    def retrieve(self) -> list[M]:
         """The middleware instances in order, built once per change of the chain."""
         instances = self._instances
         if instances is None:
@@ -132,13 +134,13 @@ class Chain(Generic[T]):
             self._instances = instances
         return instances
 
-    def invoke(self, args: tuple[Any, ...], final: Callable[[], T]) -> T | None:
+    def invoke(self, args: tuple[Any, ...], final: Callable[[], R]) -> R | None:
         """Run ``final`` inside every layer; return its result, or None when a layer halted the chain."""
         layers = self.retrieve()
         if not layers:
             return final()
         entered: list[Wrapper] = []
-        result: T | None = None
+        result: R | None = None
         error: BaseException | None = None
         try:
             for layer in layers:
@@ -174,25 +176,25 @@ class Chain(Generic[T]):
         return None if halted else result
 
     # -- helpers ------------------------------------------------------------------------------------
-    def _entry(self, klass: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Entry:
+    def _entry(self, klass: Callable[..., M], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Entry[M]:
         if not inspect.isgeneratorfunction(getattr(klass, "call", None)):
             raise TypeError(
-                f"middleware {klass.__qualname__} needs a generator method call(...) that yields once "
-                "around the inner layers"
+                f"middleware {getattr(klass, '__qualname__', klass)} needs a generator method call(...) that yields "
+                "once around the inner layers"
             )
         return Entry(klass, args, kwargs)
 
-    def _index(self, klass: type) -> int | None:
+    def _index(self, klass: Callable[..., M]) -> int | None:
         for index, entry in enumerate(self.entries):
             if entry.klass is klass:
                 return index
         return None
 
-    def _take(self, klass: type) -> Entry | None:
+    def _take(self, klass: Callable[..., M]) -> Entry[M] | None:
         index = self._index(klass)
         return None if index is None else self.entries.pop(index)
 
-    def _drop(self, klass: type) -> None:
+    def _drop(self, klass: Callable[..., M]) -> None:
         self._take(klass)
 
     def _changed(self) -> None:

@@ -1,4 +1,5 @@
-"""Job payloads: the JSON that travels through Redis, and the strict check that keeps it native JSON.
+"""Job payloads: the JSON that travels through Redis, the strict check that keeps it native JSON, and the check
+that a payload read from Redis is a job at all.
 
 Sidekiq's rule is that a job must survive a JSON round trip unchanged; a value that would come back different
 (a tuple as a list, a datetime as a string, an int key as a str key, NaN as null) or that cannot be written as
@@ -14,7 +15,7 @@ import secrets
 from collections.abc import Iterable
 from typing import Any
 
-from .errors import InvalidJobError, JobArgumentError
+from .errors import InvalidJobError, InvalidPayload, JobArgumentError
 
 try:  # the ``fast`` extra: ~5x faster JSON; the stdlib does what orjson refuses or would change
     import orjson
@@ -49,7 +50,7 @@ def dumps(payload: dict[str, Any]) -> str:
         except TypeError:  # an integer beyond 64 bits, a non-str key, a lone surrogate: the stdlib encodes or refuses
             pass
     text = _std_dumps(payload)
-    if text.isascii() or _is_utf8(text):
+    if text.isascii() or is_utf8(text):
         return text
     return _std_dumps_ascii(payload)
 
@@ -89,6 +90,75 @@ def finite_seconds(value: object, what: str) -> float:
     if not math.isfinite(seconds):
         raise InvalidJobError(f"{what} must be a finite number of seconds, got {_shown(value)}")
     return seconds
+
+
+# Sidekiq's defaults for a job's options (a payload that lacks them gets these)
+DEFAULT_OPTIONS: dict[str, Any] = {"retry": True, "queue": "default"}
+
+# an epoch in milliseconds is larger than any epoch in seconds this side of the year 5000
+_MILLIS_THRESHOLD = 100_000_000_000
+
+
+def epoch(value: Any) -> float | None:
+    """A payload timestamp as float epoch seconds (None when missing or not a number). Sidekiq 8 writes
+    ``created_at``/``enqueued_at`` as integer milliseconds; those are converted."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number / 1000.0 if number > _MILLIS_THRESHOLD else number
+
+
+# -- reading a payload from Redis ---------------------------------------------------------------------------
+def payload_problem(job: Any) -> str | None:
+    """What makes a decoded payload unrunnable, or None: Sidekiq's shape, checked the same way by the processor,
+    the poller and reliable-fetch recovery."""
+    if type(job) is not dict:
+        return "a job must be a JSON object"
+    name = job.get("class")
+    if type(name) is not str or not name:
+        return f"'class' must be a non-empty string, got {name!r:.80}"
+    if type(job.get("args")) is not list:
+        return f"'args' must be a list, got {job.get('args')!r:.80}"
+    queue = job.get("queue", "default")
+    if type(queue) is not str or not queue:
+        return f"'queue' must be a non-empty string, got {queue!r:.80}"
+    jid = job.get("jid", "")
+    if type(jid) is not str:
+        return f"'jid' must be a string, got {jid!r:.80}"
+    return None
+
+
+def parse_payload(value: str) -> dict[str, Any]:
+    """The job of a raw payload; InvalidPayload says why there is none."""
+    if not is_utf8(value):
+        raise InvalidPayload("the payload is not valid UTF-8")
+    try:
+        job = loads(value)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidPayload(f"the payload is not valid JSON: {exc}") from None
+    problem = payload_problem(job)
+    if problem is not None:
+        raise InvalidPayload(problem)
+    return job  # type: ignore[no-any-return]
+
+
+def parse_job(value: str) -> dict[str, Any] | None:
+    """The payload dict of a raw value, or None when it is not a JSON object (or not UTF-8)."""
+    if not is_utf8(value):
+        return None
+    try:
+        item = loads(value)
+    except (ValueError, RecursionError):
+        return None
+    return item if isinstance(item, dict) else None
+
+
+def printable(value: str) -> str:
+    """A raw value fit to print or show: bytes that are not UTF-8 as ``\\xff`` escapes."""
+    return value if is_utf8(value) else value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 # -- the strict check ---------------------------------------------------------------------------------------
@@ -141,7 +211,7 @@ def encode_checked(job: dict[str, Any]) -> str:
         except TypeError:  # an integer beyond 64 bits (the stdlib writes it exactly) or a lone surrogate
             pass
     text = _std_dumps(job)
-    if text.isascii() or _is_utf8(text):
+    if text.isascii() or is_utf8(text):
         return text
     surrogate = _lone_surrogate(job, ())
     assert surrogate is not None, "the walk finds what UTF-8 refused"
@@ -209,7 +279,7 @@ def _lone_surrogate(value: Any, path: Path) -> _NotNative | None:
     """The first string (or dict key) in ``value`` that UTF-8 cannot encode, or None; the slow path only."""
     kind = type(value)
     if kind is str:
-        return None if _is_utf8(value) else _NotNative(value, _why_not_utf8(value), path=path)
+        return None if is_utf8(value) else _NotNative(value, _why_not_utf8(value), path=path)
     if kind is list:
         items: Iterable[tuple[int | str, Any]] = enumerate(value)
     elif kind is dict:
@@ -217,7 +287,7 @@ def _lone_surrogate(value: Any, path: Path) -> _NotNative | None:
     else:
         return None  # numbers, booleans, None
     for step, item in items:
-        if type(step) is str and not _is_utf8(step):
+        if type(step) is str and not is_utf8(step):
             return _NotNative(step, _why_not_utf8(step), key=True, path=path)
         found = _lone_surrogate(item, (*path, step))
         if found is not None:
@@ -225,8 +295,10 @@ def _lone_surrogate(value: Any, path: Path) -> _NotNative | None:
     return None
 
 
-def _is_utf8(text: str) -> bool:
-    if text.isascii():  # O(1) in CPython
+def is_utf8(text: str) -> bool:
+    """False when ``text`` holds a lone surrogate: from bytes that were not UTF-8 (replies are read with
+    surrogateescape, see kiq.redis), or from a ``\\ud800`` escape without its pair."""
+    if text.isascii():  # O(1) in CPython: most payloads stop here
         return True
     try:
         text.encode("utf-8")

@@ -1,60 +1,143 @@
-"""The pluggy plugin manager of a Config, and how plugins named in the settings are found."""
+"""The pluggy plugin manager of a Config: how plugins are found, registered once, and kept from hurting each other.
+
+See kiq.hookspecs for the hooks and their two failure rules; this module applies them.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.metadata
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import pluggy
 
 from . import hookspecs
 from .errors import ConfigError
+from .settings import did_you_mean
 
 if TYPE_CHECKING:
-    from .config import Config, Setting
+    from .config import Config
+
+log = logging.getLogger("kiq")
 
 ENTRY_POINT_GROUP = "kiq.plugins"
+P = TypeVar("P")
 
 
 class PluginManager(pluggy.PluginManager):
-    """pluggy's manager for the ``kiq`` project; registering a plugin lets it add to the config's chains."""
+    """pluggy's manager for the ``kiq`` project, bound to a config (None for the CLI's look at installed plugins)."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config | None) -> None:
         super().__init__("kiq")
         self.add_hookspecs(hookspecs)
         self.config = config
+        if config is not None:  # historic: every plugin, registered now or later, is asked once
+            self.hook.kiq_settings.call_historic(result_callback=config.declare_settings, kwargs={})
+            middleware = {"chain": config.client_middleware, "config": config}
+            self.hook.kiq_client_middleware.call_historic(kwargs=middleware)
+            self.hook.kiq_server_middleware.call_historic(kwargs={**middleware, "chain": config.server_middleware})
+
+    @overload
+    def add(self, plugin: type[P], name: str | None = None) -> P: ...
+
+    @overload
+    def add(self, plugin: object, name: str | None = None) -> object: ...
+
+    def add(self, plugin: object, name: str | None = None) -> object:
+        """Register ``plugin`` unless it (or, for a class, an instance of it) is registered already: an object, a
+        class (made with no arguments, so each config gets its own), or a name (see ``resolve``)."""
+        if isinstance(plugin, str):
+            name = name or plugin
+            plugin = resolve(plugin)
+        if isinstance(plugin, type):
+            existing = self.find(plugin)
+            if existing is not None:
+                return existing
+            try:
+                instance = plugin()
+            except TypeError as exc:
+                raise ConfigError(f"plugin class {plugin.__qualname__} must take no arguments: {exc}") from exc
+            plugin = instance
+        elif self.is_registered(plugin):
+            return plugin
+        self.register(plugin, name)
+        return plugin
+
+    def find(self, cls: type[P]) -> P | None:
+        """The registered plugin that is an instance of ``cls``, if any."""
+        return next((plugin for plugin in self.get_plugins() if isinstance(plugin, cls)), None)
 
     def register(self, plugin: object, name: str | None = None) -> str | None:
-        """Register ``plugin``; its settings become known, then it adds its middleware to the chains."""
-        registered = super().register(plugin, name)
+        """Register ``plugin``; the historic hooks run for it now (its settings, its middleware). A failure there
+        leaves it unregistered and stops with an error naming it."""
+        try:
+            registered = super().register(plugin, name)
+        except ValueError as exc:  # pluggy: a name taken, or an implementation that matches no hook
+            raise ConfigError(f"plugin {name or plugin!r} cannot be registered: {exc}") from exc
+        except Exception as exc:
+            if self.is_registered(plugin):
+                self.unregister(plugin)
+            raise ConfigError(f"plugin {name or plugin!r} failed to set up: {type(exc).__name__}: {exc}") from exc
         if registered is not None:
-            config = self.config
-            settings: list[Setting] = [s for batch in self._call_own(plugin, "kiq_settings") for s in batch or []]
-            config.declare_settings(settings, owner=registered)
-            self._call_own(plugin, "kiq_client_middleware", chain=config.client_middleware, config=config)
-            self._call_own(plugin, "kiq_server_middleware", chain=config.server_middleware, config=config)
+            self._isolate(plugin)
         return registered
 
-    def _call_own(self, plugin: object, hook_name: str, **kwargs: Any) -> list[Any]:
-        """Call the implementations of one hook that ``plugin`` provides, and no one else's."""
-        caller = getattr(self.hook, hook_name)
-        return [
-            impl.function(*(kwargs[arg] for arg in impl.argnames))
-            for impl in caller.get_hookimpls()
-            if impl.plugin is plugin
-        ]
+    def _isolate(self, plugin: object) -> None:
+        for caller in self.get_hookcallers(plugin) or ():
+            if caller.name in hookspecs.NOTIFICATIONS:
+                for impl in caller.get_hookimpls():
+                    if impl.plugin is plugin:
+                        # pluggy has no per-implementation failure policy; wrapping the function it calls keeps
+                        # pluggy's own call loop (order, argument selection) as it is
+                        impl.function = self._isolated(caller.name, describe(plugin, impl.plugin_name), impl.function)  # type: ignore[misc]
+
+    def _isolated(self, hook: str, plugin: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(function)
+        def isolated(*args: Any) -> Any:
+            try:
+                return function(*args)
+            except Exception as exc:
+                self.report(exc, f"plugin {plugin!r} failed in {hook}", hook == "kiq_error")
+                return None
+
+        return isolated
+
+    def report(self, exc: Exception, context: str, log_only: bool = False) -> None:
+        """Log a plugin's failure and tell the ``kiq_error`` hooks (not when it came from one of them)."""
+        if log_only or self.config is None:
+            log.error("%s: %s", context, exc, exc_info=exc)
+        else:
+            self.config.handle_exception(exc, {"context": context})
+
+    @contextlib.contextmanager
+    def enter(self, scopes: Iterable[contextlib.AbstractContextManager[Any] | None]) -> Iterator[None]:
+        """Run the block inside every context manager a notification hook returned (``kiq_operation``,
+        ``kiq_push_bulk``); one that fails to enter is reported and left out."""
+        with contextlib.ExitStack() as stack:
+            for scope in scopes:
+                if scope is None:
+                    continue
+                try:
+                    stack.enter_context(scope)
+                except Exception as exc:
+                    self.report(exc, f"a plugin's context manager failed to enter: {scope!r}")
+            yield
 
 
-@contextlib.contextmanager
-def entered(scopes: Iterable[contextlib.AbstractContextManager[Any]]) -> Iterator[None]:
-    """Run the block inside every context manager that a hook's implementations returned (e.g. ``kiq_operation``)."""
-    with contextlib.ExitStack() as stack:
-        for scope in scopes:
-            stack.enter_context(scope)
-        yield
+def describe(plugin: object, name: str) -> str:
+    """A plugin's name for messages: its registered name, or its class's when pluggy named it by its id."""
+    if not name.isdigit():
+        return name
+    return getattr(plugin, "__name__", None) or type(plugin).__name__
+
+
+def installed_plugins() -> dict[str, importlib.metadata.EntryPoint]:
+    """The plugins installed in this environment (the ``kiq.plugins`` entry point group), by name."""
+    return {entry_point.name: entry_point for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 
 def resolve(name: str) -> object:
@@ -62,15 +145,16 @@ def resolve(name: str) -> object:
 
     Settings are written by the operator, so importing what they name is fine (unlike names in payloads).
     """
-    for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        if entry_point.name == name:
-            return entry_point.load()
+    installed = installed_plugins()
+    if name in installed:
+        return installed[name].load()
     module_name, _, attr = name.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
+        hint = did_you_mean(name, installed)
         raise ConfigError(
-            f"plugin {name!r} is neither an installed kiq plugin (entry point group {ENTRY_POINT_GROUP!r}) "
+            f"plugin {name!r} is neither an installed kiq plugin{hint} (installed: {', '.join(sorted(installed))}) "
             f"nor an importable module: {exc}"
         ) from exc
     if not attr:

@@ -16,11 +16,11 @@ import redis
 
 import kiq
 from kiq.errors import Shutdown
-from kiq.manager import Capsule
+from kiq.fetcher import Capsule
 from kiq.middleware import ServerMiddleware, Wrapper
 from kiq.payload import dumps
 from kiq.plugins.reliable_fetch import ReliableFetch
-from kiq.processor import Processor, RedisOutage
+from kiq.server.processor import Processor, RedisOutage
 
 IDENTITY = "host:1:aaaaaaaaaaaa"
 WORKING = f"kiq:working:{IDENTITY}:default"
@@ -50,11 +50,12 @@ class Interrupted(kiq.Job):
 def setup(config: kiq.Config, r: redis.Redis) -> Iterator[tuple[ReliableFetch, Processor]]:
     releases.clear()
     config.server_middleware.add(Holding)
+    config.add_plugin("reliable_fetch")
     fetch = ReliableFetch(Capsule("default", [("default", 0)], 1, config, IDENTITY))
     fetch.quiet()  # acknowledgements go out at once instead of with the next fetch
     processor = Processor(config, fetch, threading.Event(), RedisOutage(config), "test")
     yield fetch, processor
-    fetch.bulk_requeue([])
+    fetch.close()
     Holding.holds = 1
 
 

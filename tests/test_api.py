@@ -104,7 +104,7 @@ def test_a_failing_death_hook_is_reported_not_raised(config: kiq.Config, recorde
     config.plugins.register(Broken())
     DeadSet(config).kill(job_json("a"))
     assert DeadSet(config).size == 1
-    assert [context["context"] for context in recorder.errors] == ["Error calling death handler"]
+    assert [context["context"] for context in recorder.errors] == ["plugin 'Broken' failed in kiq_death"]
     assert len(recorder.deaths) == 1  # the other hooks still ran
 
 

@@ -14,7 +14,8 @@ import pytest
 import redis
 
 import kiq
-from kiq.cli import _module_name, build_parser, worker_overrides
+from kiq.cli import build_parser
+from kiq.cli.worker import _module_name, worker_overrides
 from kiq.config import Config
 from kiq.errors import ConfigError
 from tests.jobs.basic import Record

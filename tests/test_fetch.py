@@ -14,8 +14,8 @@ import redis
 
 import kiq
 from kiq.errors import ConfigError
-from kiq.fetch import BasicFetch, BasicUnitOfWork, fetcher_for
-from kiq.manager import Capsule
+from kiq.fetcher import Capsule, QueueOrder
+from kiq.server.fetch import BasicFetch, BasicUnitOfWork, fetcher_for
 
 
 def capsule(config: kiq.Config, *queues: tuple[str, int]) -> Capsule:
@@ -23,28 +23,28 @@ def capsule(config: kiq.Config, *queues: tuple[str, int]) -> Capsule:
 
 
 def first_keys(fetch: BasicFetch, times: int = 4000) -> Counter[str]:
-    return Counter(fetch.queue_keys()[0] for _ in range(times))
+    return Counter(fetch.order.keys()[0] for _ in range(times))
 
 
 def test_strict_order_fetches_from_the_first_queue_first(config: kiq.Config, r: redis.Redis) -> None:
     r.lpush("queue:low", "low-1")
     r.lpush("queue:high", "high-1", "high-2")
     fetch = BasicFetch(capsule(config, ("high", 0), ("low", 0)))
-    assert fetch.queue_keys() == ["queue:high", "queue:low"]
+    assert fetch.order.keys() == ["queue:high", "queue:low"]
     fetched = [fetch.retrieve_work() for _ in range(3)]
     assert [(u.queue_name, u.job) for u in fetched if u] == [("high", "high-1"), ("high", "high-2"), ("low", "low-1")]
 
 
 def test_strict_order_lists_a_repeated_queue_once(config: kiq.Config) -> None:
     fetch = BasicFetch(capsule(config, ("a", 0), ("b", 0), ("a", 0)))
-    assert fetch.queue_keys() == ["queue:a", "queue:b"]
+    assert fetch.order.keys() == ["queue:a", "queue:b"]
 
 
 def test_weighted_order_puts_a_queue_first_in_proportion_to_its_weight(config: kiq.Config) -> None:
     fetch = BasicFetch(capsule(config, ("high", 3), ("low", 1)))
     counts = first_keys(fetch)
     assert 0.70 < counts["queue:high"] / 4000 < 0.80  # 3 of 4 expected; ~0.7% standard deviation
-    assert sorted(fetch.queue_keys()) == ["queue:high", "queue:low"]  # every queue, each once
+    assert sorted(fetch.order.keys()) == ["queue:high", "queue:low"]  # every queue, each once
 
 
 def test_weighted_mode_counts_a_queue_without_weight_once(config: kiq.Config) -> None:
@@ -136,10 +136,10 @@ def test_a_failing_fetch_reaches_the_caller_and_the_next_fetch_works(config: kiq
     r.lpush("queue:default", "job")
     fetch = BasicFetch(capsule(config, ("default", 0)))
     r.set("queue:broken", "not a list")
-    fetch._keys = ["queue:broken"]
+    fetch.order = QueueOrder([("broken", 0)], "strict")
     with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
         fetch.retrieve_work()
-    fetch._keys = ["queue:default"]
+    fetch.order = QueueOrder([("default", 0)], "strict")
     unit = fetch.retrieve_work()  # the lead was given up: this thread fetches again
     assert unit is not None and unit.job == "job"
 
@@ -179,6 +179,15 @@ class ListFetch:
     def bulk_requeue(self, units: list[Any]) -> None:
         pass
 
+    def heartbeat(self) -> None:
+        pass
+
+    def quiet(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
 
 class FetchPlugin:
     @kiq.hookimpl
@@ -191,10 +200,9 @@ def test_fetcher_for_basic(config: kiq.Config) -> None:
 
 
 def test_fetcher_for_module_and_class(config: kiq.Config) -> None:
-    for path in ("tests.test_fetch:ListFetch", "tests.test_fetch.ListFetch"):
-        config.fetch = path
-        fetcher = fetcher_for(capsule(config, ("default", 0)))
-        assert type(fetcher).__name__ == "ListFetch"
+    config.fetch = "tests.test_fetch:ListFetch"
+    fetcher = fetcher_for(capsule(config, ("default", 0)))
+    assert type(fetcher).__name__ == "ListFetch"
 
 
 def test_fetcher_for_asks_the_plugins(config: kiq.Config) -> None:
@@ -205,13 +213,14 @@ def test_fetcher_for_asks_the_plugins(config: kiq.Config) -> None:
     assert isinstance(fetcher, ListFetch) and fetcher.capsule is cap
 
 
-def test_fetcher_for_reliable_registers_the_shipped_plugin(config: kiq.Config) -> None:
-    from kiq.plugins import reliable_fetch
+def test_fetch_reliable_brings_the_plugin_that_provides_it(config: kiq.Config) -> None:
+    from kiq.plugins.reliable_fetch import ReliableFetch, ReliableFetchPlugin
 
-    config.fetch = "reliable"
+    config.fetch = "reliable"  # found through the kiq.fetchers entry points: core names no plugin
+    assert config.plugins.find(ReliableFetchPlugin) is not None
     fetcher = fetcher_for(capsule(config, ("default", 0)))
-    assert config.plugins.is_registered(reliable_fetch)
-    assert not isinstance(fetcher, BasicFetch)
+    assert isinstance(fetcher, ReliableFetch)
+    fetcher.close()
 
 
 def test_fetcher_for_unknown_names(config: kiq.Config) -> None:

@@ -27,7 +27,7 @@ import kiq
 from kiq.api import DeadSet, ProcessSet, RetrySet, ScheduledSet, SortedEntry, Workers
 from kiq.payload import loads, new_jid
 from kiq.redis import connect
-from kiq.scheduled import Poller
+from kiq.server.scheduled import Poller
 
 from .jobs.interop import (
     KIQ_QUEUE,

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 import kiq
-from kiq.job import JobRegistry
+from kiq.job_registry import JobRegistry
 
 
 class Base(kiq.Job, abstract=True):

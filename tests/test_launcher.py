@@ -12,8 +12,7 @@ import pytest
 import redis
 
 import kiq
-from kiq.launcher import STATS_TTL, Launcher
-from kiq.manager import add_capsule
+from kiq.server.launcher import STATS_TTL, Launcher
 from tests.support import wait_until
 
 
@@ -55,7 +54,7 @@ def launch(config: kiq.Config) -> Iterator[Callable[[], Launcher]]:
 
 
 def test_heartbeat_writes_the_process_registry(launch: Callable[[], Launcher], r: redis.Redis) -> None:
-    add_capsule(kiq.default_config(), "serial", ["imports,1"], concurrency=1)
+    kiq.default_config().add_capsule("serial", ["imports,1"], concurrency=1)
     Hold.perform_async()
     (raw,) = r.lrange("queue:default", 0, -1)
     launcher = launch()

@@ -11,7 +11,8 @@ import redis
 
 import kiq
 from kiq.errors import ConfigError
-from kiq.manager import Capsule, Manager, add_capsule, capsules_for
+from kiq.fetcher import Capsule
+from kiq.server.manager import Manager, capsules_for
 from tests.support import wait_until
 
 
@@ -66,7 +67,7 @@ def test_capsule_mode(weights: tuple[int, int], mode: str) -> None:
 
 def test_capsules_for_the_config_and_added_capsules() -> None:
     config = kiq.Config(queues=["critical,2", "default"], concurrency=4)
-    add_capsule(config, "serial", ["imports"], concurrency=1)
+    config.add_capsule("serial", ["imports"], concurrency=1)
     default, serial = capsules_for(config, "host:1:abc")
     assert (default.name, default.queues, default.concurrency) == ("default", [("critical", 2), ("default", 0)], 4)
     assert (serial.name, serial.queues, serial.concurrency, serial.identity) == (
@@ -76,9 +77,9 @@ def test_capsules_for_the_config_and_added_capsules() -> None:
         "host:1:abc",
     )
     with pytest.raises(ConfigError, match="default capsule"):
-        add_capsule(config, "default", ["x"])
+        config.add_capsule("default", ["x"])
     with pytest.raises(ConfigError, match="capsule 'bad'"):
-        add_capsule(config, "bad", ["x"], concurrency=0)
+        config.add_capsule("bad", ["x"], concurrency=0)
 
 
 def test_manager_runs_jobs_and_stops_gracefully(start_manager: Callable[[int], Manager], r: redis.Redis) -> None:

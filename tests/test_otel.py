@@ -22,9 +22,9 @@ from opentelemetry.trace import SpanKind, StatusCode
 import kiq
 import kiq.plugins.otel as otel
 from kiq.errors import Shutdown
-from kiq.launcher import Launcher
 from kiq.payload import loads
-from kiq.scheduled import Poller
+from kiq.server.launcher import Launcher
+from kiq.server.scheduled import Poller
 
 
 class Greet(kiq.Job):
@@ -114,7 +114,7 @@ def test_the_plugin_is_enabled_each_documented_way(redis_url: str, how: str) -> 
         config = kiq.Config(redis_url=redis_url, plugins=["otel"], otel_link_mode="child")
     else:
         config = kiq.Config(redis_url=redis_url)
-        config.plugins.register(otel) if how == "register" else otel.instrument(config)
+        config.add_plugin("otel") if how == "register" else otel.instrument(config)
         config.otel_link_mode = "child"  # the plugin's setting is declared either way
     assert otel.ClientTracing in config.client_middleware
     assert otel.ServerTracing in config.server_middleware
@@ -159,7 +159,7 @@ def test_a_payload_with_its_own_context_keeps_it_and_the_span_links_to_it(
     with telemetry.tracer.start_as_current_span("elsewhere") as elsewhere:
         pass
     own = traceparent_of(elsewhere)  # type: ignore[arg-type]
-    config.client.push({"class": Greet, "args": ["ada"], "traceparent": own})
+    kiq.Client(config).push({"class": Greet, "args": ["ada"], "traceparent": own})
     (payload,) = queued(r)
     assert payload["traceparent"] == own
     assert linked(telemetry.one("send default")) == [ids(elsewhere.get_span_context())]
@@ -433,7 +433,7 @@ def test_without_a_tracing_provider_no_context_is_injected_but_metrics_are_kept(
 
 
 def test_a_worker_without_any_sdk_provider_leaves_the_plugin_out_of_its_job_chain(config: kiq.Config) -> None:
-    config.plugins.register(otel)
+    config.add_plugin("otel")
     assert otel.ServerTracing in config.server_middleware
     config.plugins.hook.kiq_startup(config=config)  # no provider given, none set globally: nothing to record
     assert otel.ServerTracing not in config.server_middleware

@@ -57,7 +57,7 @@ def hex_ids(span: ReadableSpan) -> tuple[str, str]:
 def test_the_process_span_in_the_worker_links_to_the_producer_by_default(
     e2e_config: kiq.Config, sent_spans: InMemorySpanExporter, start_worker: Callable[..., WorkerProcess]
 ) -> None:
-    jid = e2e_config.client.push({"class": f"{JOBS}.TracedJob", "args": ["a"]})
+    jid = kiq.Client(e2e_config).push({"class": f"{JOBS}.TracedJob", "args": ["a"]})
     (send,) = sent_spans.get_finished_spans()
     trace_id, span_id = hex_ids(send)
     worker = start_worker("-r", JOBS, "-c", "2")
@@ -80,7 +80,7 @@ def test_the_process_span_in_the_worker_links_to_the_producer_by_default(
 def test_in_child_mode_a_retried_jobs_attempts_are_spans_in_the_producers_trace(
     e2e_config: kiq.Config, sent_spans: InMemorySpanExporter, start_worker: Callable[..., WorkerProcess]
 ) -> None:
-    e2e_config.client.push({"class": f"{JOBS}.FlakyJob", "args": []})
+    kiq.Client(e2e_config).push({"class": f"{JOBS}.FlakyJob", "args": []})
     (send,) = sent_spans.get_finished_spans()
     trace_id, span_id = hex_ids(send)
     worker = start_worker(

@@ -18,7 +18,7 @@ from kiq.errors import Shutdown
 from kiq.logging import JsonFormatter, PlainFormatter, setup_logging
 from kiq.middleware import ServerMiddleware, Wrapper
 from kiq.payload import dumps, new_jid
-from kiq.processor import Processor, RedisOutage
+from kiq.server.processor import Processor, RedisOutage
 
 seen: list[tuple[str, Any, str]] = []
 

@@ -13,7 +13,7 @@ import redis
 
 import kiq
 from kiq.middleware import ClientMiddleware, Wrapper
-from kiq.scheduled import Poller
+from kiq.server.scheduled import Poller
 
 
 class Refusable(kiq.Job):

@@ -13,11 +13,10 @@ import pytest
 import redis
 
 import kiq
-from kiq.fetch import fetcher_for
-from kiq.manager import Capsule
+from kiq.fetcher import Capsule
 from kiq.payload import dumps
-from kiq.plugins import reliable_fetch
 from kiq.plugins.reliable_fetch import ReliableFetch, ReliableUnit
+from kiq.server.fetch import fetcher_for
 from tests.jobs.reliable import DONE, HOLD, Hold
 from tests.support import WorkerProcess, wait_until
 
@@ -32,17 +31,19 @@ MakeFetch = Callable[..., ReliableFetch]
 def make_fetch(config: kiq.Config) -> Iterator[MakeFetch]:
     """``make_fetch(queues=[("default", 0)], name="default", identity=IDENTITY)``; stopped at teardown."""
     made: list[ReliableFetch] = []
+    config.fetch = "reliable"
 
     def make(
         queues: list[tuple[str, int]] | None = None, name: str = "default", identity: str = IDENTITY
     ) -> ReliableFetch:
-        fetch = ReliableFetch(Capsule(name, queues or [("default", 0)], 5, config, identity))
+        fetch = fetcher_for(Capsule(name, queues or [("default", 0)], 5, config, identity))  # as the worker does
+        assert isinstance(fetch, ReliableFetch)
         made.append(fetch)
         return fetch
 
     yield make
     for fetch in made:
-        fetch.bulk_requeue([])
+        fetch.close()
 
 
 def push(r: redis.Redis, queue: str, count: int) -> list[str]:
@@ -97,7 +98,7 @@ def test_heartbeat_sends_pending_acks_and_refreshes_liveness(
     fetch = make_fetch()
     take(fetch).acknowledge()
     r.pexpire(ALIVE, 50)
-    reliable_fetch.kiq_heartbeat(config=config)
+    fetch.heartbeat()
     assert not r.exists(WORKING)
     assert r.pttl(ALIVE) > 1000
 
@@ -201,7 +202,7 @@ def test_bulk_requeue_returns_in_flight_jobs_and_leaves_nothing_behind(make_fetc
     assert r.lrange("queue:default", 0, -1) == [jobs[2], jobs[1], jobs[0]]  # the first fetched runs first again
     assert not r.exists(WORKING)
     assert r.exists(ALIVE)
-    fetch.bulk_requeue([])  # the stop's end
+    fetch.close()  # the stop's end
     assert not r.exists(ALIVE)
     assert fetch.retrieve_work() is None  # stopped
 
@@ -211,7 +212,7 @@ def test_bulk_requeue_returns_jobs_no_thread_reported(make_fetch: MakeFetch, r: 
     stray = dumps({"class": "Noop", "args": [], "jid": "stray", "queue": "other"})
     fetch = make_fetch()
     r.lpush(WORKING, stray)
-    fetch.bulk_requeue([])
+    fetch.close()
     assert r.lrange("queue:other", 0, -1) == [stray]
     assert not r.exists(WORKING)
 
@@ -228,9 +229,9 @@ def test_a_stop_without_redis_leaves_the_jobs_for_recovery(make_fetch: MakeFetch
 
 def test_liveness_key_stays_while_another_capsule_of_the_process_runs(make_fetch: MakeFetch, r: redis.Redis) -> None:
     default, serial = make_fetch(name="default"), make_fetch(name="serial")
-    default.bulk_requeue([])
+    default.close()
     assert r.exists(ALIVE)
-    serial.bulk_requeue([])
+    serial.close()
     assert not r.exists(ALIVE)
 
 
@@ -248,7 +249,7 @@ def test_fetch_setting_reliable_builds_the_reliable_fetcher(config: kiq.Config) 
         assert isinstance(fetch, ReliableFetch)
         assert config.get("reliable_max_interrupts") == 3
     finally:
-        fetch.bulk_requeue([])
+        fetch.close()
 
 
 def test_fetch_setting_from_env_and_config_file(tmp_path: Path, redis_url: str) -> None:
@@ -261,12 +262,12 @@ def test_fetch_setting_from_env_and_config_file(tmp_path: Path, redis_url: str) 
         try:
             assert isinstance(fetch, ReliableFetch)
         finally:
-            fetch.bulk_requeue([])
+            fetch.close()
             config.redis.close()
 
 
 def test_plugin_settings_are_validated(config: kiq.Config) -> None:
-    config.add_plugin(reliable_fetch, "reliable_fetch")
+    config.add_plugin("reliable_fetch")
     with pytest.raises(kiq.ConfigError, match="reliable_max_interrupts"):
         config.reliable_max_interrupts = 0
     config.reliable_batch_size = "4"

@@ -4,18 +4,15 @@ to the dead set with the death hooks, one process recovers at a time, and keys a
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
 
 import kiq
-from kiq.manager import Capsule
+from kiq.fetcher import Capsule
 from kiq.payload import dumps, loads
-from kiq.plugins import reliable_fetch
 from kiq.plugins.reliable_fetch import InterruptedJobError, ReliableFetch, recover_orphans
-from kiq.plugins.reliable_fetch.fetch import open_fetchers
 from tests.support import raw_redis
 
 ME = "me:1:aaaaaaaaaaaa"
@@ -26,7 +23,7 @@ ORPHANED = f"kiq:working:{DEAD}:default"
 @pytest.fixture
 def recovering(config: kiq.Config, r: redis.Redis) -> kiq.Config:
     """``config`` with the plugin registered and this test's process (ME) alive."""
-    config.add_plugin(reliable_fetch, "reliable_fetch")
+    config.add_plugin("reliable_fetch")
     r.set(f"kiq:alive:{ME}", "1", px=10_000)
     return config
 
@@ -152,7 +149,7 @@ def test_recovery_finds_lists_with_scan_never_keys(recovering: kiq.Config, r: re
     r.acl_setuser(user, enabled=True, passwords=[f"+{password}"], keys=["*"], commands=["+@all", "-keys"])
     try:
         restricted = kiq.Config(redis_url=redis_url)
-        restricted.add_plugin(reliable_fetch, "reliable_fetch")
+        restricted.add_plugin("reliable_fetch")
         pool = recovering.redis.connection_pool
         restricted._redis = redis.Redis(
             connection_pool=redis.ConnectionPool(
@@ -180,7 +177,7 @@ def test_a_killed_fetchers_jobs_come_back_for_another_process(recovering: kiq.Co
     fetch = ReliableFetch(Capsule("default", [("default", 0)], 2, recovering, DEAD))
     unit = fetch.retrieve_work()
     assert unit is not None
-    reliable_fetch.fetch._open.discard(fetch)  # the process is gone: no stop, no more heartbeats
+    # the process is gone: no stop, no more heartbeats
     r.delete(f"kiq:alive:{DEAD}")
     report = recover_orphans(recovering, ME)
     assert report is not None and report.requeued == 1
@@ -188,29 +185,20 @@ def test_a_killed_fetchers_jobs_come_back_for_another_process(recovering: kiq.Co
     assert loads(r.lindex("queue:default", 0))["interrupted_count"] == 1
 
 
-def test_startup_and_heartbeat_hooks_recover_in_a_process_with_a_reliable_fetcher(
-    recovering: kiq.Config, r: redis.Redis
-) -> None:
+def test_a_fetchers_heartbeat_recovers_orphans(recovering: kiq.Config, r: redis.Redis) -> None:
     orphan(r, job("x"))
-    reliable_fetch.kiq_startup(config=recovering)  # no fetcher in this process: it proves nothing alive
-    assert r.llen(ORPHANED) == 1
     fetch = ReliableFetch(Capsule("default", [("default", 0)], 2, recovering, ME))
     try:
-        assert open_fetchers(recovering) == [fetch]
-        reliable_fetch.kiq_startup(config=recovering)
+        fetch.heartbeat()
         assert not r.exists(ORPHANED)
         orphan(r, job("y"))
+        fetch.heartbeat()  # within the lease's interval: another process's turn (here: nobody's)
+        assert r.exists(ORPHANED)
         r.delete("kiq:reliable:recovery-lease")
-        reliable_fetch.kiq_heartbeat(config=recovering)
+        fetch.heartbeat()
         assert not r.exists(ORPHANED)
     finally:
-        fetch.bulk_requeue([])
-
-
-@pytest.fixture(autouse=True)
-def _no_fetchers_left(config: kiq.Config) -> Iterator[None]:
-    yield
-    assert open_fetchers(config) == []
+        fetch.close()
 
 
 def test_a_payload_that_is_not_utf8_goes_to_dead_as_stored_and_other_orphans_are_still_recovered(

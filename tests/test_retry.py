@@ -14,7 +14,7 @@ import redis
 import kiq
 from kiq.errors import Shutdown, UnknownJobError
 from kiq.payload import dumps, new_jid
-from kiq.retry import Handled, JobRetry
+from kiq.server.retry import Handled, JobRetry
 
 
 class Boom(Exception):
@@ -386,7 +386,7 @@ def test_failing_death_handler_does_not_stop_the_others(
     fail(config, payload(retry=retry), Boom("x"))
     assert len(hooks.deaths) == 1 and r.zcard("dead") == in_dead
     [(exc, context)] = hooks.errors
-    assert str(exc) == "death handler bug" and context["context"] == "Error calling death handler"
+    assert str(exc) == "death handler bug" and context["context"] == "plugin 'BrokenDeathHandler' failed in kiq_death"
 
 
 def test_unknown_job_class_is_a_failure_of_that_job(config: kiq.Config, r: redis.Redis) -> None:

@@ -115,7 +115,7 @@ def test_dead_false_keeps_it_out_of_dead(e2e_config: kiq.Config, start_worker: S
 def test_unknown_job_class_goes_to_retry_with_error_fields(e2e_config: kiq.Config, start_worker: StartWorker) -> None:
     r = e2e_config.redis
     worker = start(start_worker)
-    jid = e2e_config.client.push({"class": "NoSuchJob", "args": [1]})
+    jid = kiq.Client(e2e_config).push({"class": "NoSuchJob", "args": [1]})
     [job] = wait_until(lambda: set_entries(r, "retry"), 30, message=f"a retry entry\n{worker.output()}")
     assert job["jid"] == jid and job["class"] == "NoSuchJob" and job["retry_count"] == 0
     assert job["error_class"] == "kiq.errors.UnknownJobError" and "'NoSuchJob'" in job["error_message"]

@@ -14,7 +14,7 @@ import redis
 import kiq
 from kiq.middleware import ClientMiddleware, Wrapper
 from kiq.payload import dumps
-from kiq.scheduled import Poller
+from kiq.server.scheduled import Poller
 
 from .jobs.api import RUNS_KEY, RecordRun
 from .support import WorkerProcess, raw_redis, wait_until

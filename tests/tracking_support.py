@@ -21,14 +21,13 @@ import pytest
 from sqlalchemy import create_engine, delete, make_url
 
 import kiq
-from kiq.fetch import BasicFetch
-from kiq.manager import Capsule
-from kiq.plugins import tracking
+from kiq.fetcher import Capsule
 from kiq.plugins.tracking import Tracker, tracker_for
 from kiq.plugins.tracking.models import Event, Task
 from kiq.plugins.tracking.store import Store
-from kiq.processor import Processor, RedisOutage
-from kiq.scheduled import Poller
+from kiq.server.fetch import BasicFetch
+from kiq.server.processor import Processor, RedisOutage
+from kiq.server.scheduled import Poller
 
 from .support import missing_service
 
@@ -66,7 +65,7 @@ def tracking_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def track(config: kiq.Config, database_url: str) -> Tracker:
-    config.add_plugin(tracking, "tracking")
+    config.add_plugin("tracking")
     config.tracking_database_url = database_url
     config.tracking_flush_interval = 0.02
     return tracker_for(config)

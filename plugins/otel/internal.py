@@ -22,7 +22,7 @@ from .telemetry import CLIENT_ID, MESSAGING_SYSTEM, SYSTEM, Attributes, Telemetr
 def internal_span(telemetry: Telemetry, operation: str, config: kiq.Config) -> Iterator[None]:
     """A ``kiq <operation>`` INTERNAL root span, current while the operation runs."""
     attributes: Attributes = {MESSAGING_SYSTEM: SYSTEM}
-    identity = config.__dict__.get("identity")  # the worker's process identity, set by the launcher
+    identity = config.identity  # the worker's process identity, set by the launcher
     if isinstance(identity, str):
         attributes[CLIENT_ID] = identity
     span = telemetry.tracer.start_span(

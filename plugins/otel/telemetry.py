@@ -8,7 +8,6 @@ costs each job a few dictionary lookups and two no-op measurements.
 
 from __future__ import annotations
 
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import metrics, propagate, trace
@@ -102,7 +101,7 @@ class Telemetry:
     ) -> tuple[Attributes, Attributes]:
         """The span attributes every job of this queue shares, and the metrics' subset of them."""
         pool = connection.connection_pool
-        identity = config.__dict__.get("identity")  # a worker's process identity, set by the launcher
+        identity = config.identity  # a worker's process identity, set by the launcher
         key = (operation, queue, pool, identity)
         cached = self._attributes.get(key)
         if cached is None:
@@ -129,26 +128,9 @@ def _shared_attributes(operation: str, queue: str, server: dict[str, Any]) -> At
     return attributes
 
 
-_by_config: weakref.WeakKeyDictionary[kiq.Config, Telemetry] = weakref.WeakKeyDictionary()
-
-
-def telemetry_for(config: kiq.Config) -> Telemetry:
-    """The config's Telemetry, made with the global providers on first use."""
-    telemetry = _by_config.get(config)
-    if telemetry is None:
-        telemetry = _by_config[config] = Telemetry()
-    return telemetry
-
-
-def error_type(exc: BaseException) -> str:
-    """The exception's class name, qualified by its module unless it is a builtin (semconv ``error.type``)."""
-    kind = type(exc)
-    return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
-
-
 def mark_failed(span: trace.Span | None, exc: Exception) -> str:
     """Record ``exc`` on the span the semconv way; return its ``error.type``."""
-    kind = error_type(exc)
+    kind = kiq.error_class(exc)
     if span is not None and span.is_recording():
         span.record_exception(exc)
         span.set_attribute(ERROR_TYPE, kind)

@@ -1,73 +1,48 @@
 """Reliable fetch: no job is lost when a worker process is killed (``fetch = "reliable"``).
 
-The hooks here wire the fetcher into the worker's life: they declare the settings, build the fetcher, keep
-this process's liveness key fresh, and run orphan recovery at start-up and on the heartbeat (the lease lets
-one process of the fleet do it per ``reliable_recovery_interval``). See the README, "Reliable fetch".
+The plugin declares the settings and builds a fetcher per capsule; the fetcher itself keeps the process's
+liveness key fresh and recovers the jobs of dead processes on every heartbeat (the lease lets one process of the
+fleet do it per ``reliable_recovery_interval``). See the README, "Reliable fetch".
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import kiq
 
-from kiq import Setting, hookimpl
-from kiq.config import as_float, as_int
-
-from .fetch import Capsule, ReliableFetch, ReliableUnit, open_fetchers
+from .fetch import Liveness, ReliableFetch, ReliableUnit
 from .recovery import InterruptedJobError, Recovery, recover_orphans
 
-if TYPE_CHECKING:
-    from kiq.config import Config
-
-__all__ = ["InterruptedJobError", "Recovery", "ReliableFetch", "ReliableUnit", "recover_orphans"]
+__all__ = ["InterruptedJobError", "Recovery", "ReliableFetch", "ReliableFetchPlugin", "ReliableUnit", "recover_orphans"]
 
 SETTINGS = [
-    Setting(
+    kiq.Setting.integer(
         "reliable_max_interrupts",
         3,
-        as_int(1),
-        "a job whose worker dies this many times while running it goes to dead (per job: max_interrupts)",
+        minimum=1,
+        help="a job whose worker dies this many times while running it goes to dead (per job: max_interrupts)",
     ),
-    Setting("reliable_batch_size", 10, as_int(1), "most jobs one reliable fetch moves per round trip"),
-    Setting("reliable_recovery_interval", 30.0, as_float(0.5), "seconds between orphan recoveries across the fleet"),
+    kiq.Setting.integer("reliable_batch_size", 10, minimum=1, help="most jobs one reliable fetch moves per round trip"),
+    kiq.Setting.number(
+        "reliable_recovery_interval", 30.0, minimum=0.5, help="seconds between orphan recoveries across the fleet"
+    ),
 ]
 
 
-@hookimpl
-def kiq_settings() -> list[Setting]:
-    return SETTINGS
+class ReliableFetchPlugin:
+    """Provides the ``reliable`` fetcher (one per config; it owns the process's liveness key)."""
 
+    def __init__(self) -> None:
+        self._liveness: dict[str, Liveness] = {}  # by process identity: the capsules' fetchers share it
 
-@hookimpl
-def kiq_fetcher(name: str, config: Config, capsule: Capsule) -> ReliableFetch | None:
-    return ReliableFetch(capsule) if name == "reliable" else None
+    @kiq.hookimpl
+    def kiq_settings(self) -> list[kiq.Setting]:
+        return SETTINGS
 
-
-@hookimpl
-def kiq_startup(config: Config) -> None:
-    _recover(config)
-
-
-@hookimpl
-def kiq_heartbeat(config: Config) -> None:
-    for fetcher in open_fetchers(config):
-        try:
-            fetcher.heartbeat()
-        except Exception as exc:
-            config.handle_exception(exc, {"context": "reliable fetch heartbeat"})
-    _recover(config)
-
-
-@hookimpl
-def kiq_quiet(config: Config) -> None:
-    for fetcher in open_fetchers(config):
-        fetcher.quiet()
-
-
-def _recover(config: Config) -> None:
-    fetchers = open_fetchers(config)
-    if not fetchers:
-        return  # only a process that keeps a liveness key (one with a reliable fetcher) recovers
-    try:
-        recover_orphans(config, fetchers[0].identity)
-    except Exception as exc:
-        config.handle_exception(exc, {"context": "reliable fetch orphan recovery"})
+    @kiq.hookimpl
+    def kiq_fetcher(self, name: str, config: kiq.Config, capsule: kiq.Capsule) -> ReliableFetch | None:
+        if name != "reliable":
+            return None
+        liveness = self._liveness.get(capsule.identity)
+        if liveness is None:
+            liveness = self._liveness[capsule.identity] = Liveness(config, capsule.identity)
+        return ReliableFetch(capsule, liveness)

@@ -3,7 +3,7 @@ when acknowledged, requeued, or recovered after the process died.
 
 Speed without giving up the guarantee:
 - one Lua call, on the fetching thread's own connection, moves one job for each idle thread (at most
-  ``reliable_batch_size``), handed out by ``kiq.fetch.BatchFetch``: a process never holds more jobs than it has
+  ``reliable_batch_size``), handed out by ``kiq.BatchFetch``: a process never holds more jobs than it has
   idle threads, so it does not sit on jobs that idle processes could run;
 - acknowledgements (``LREM``) ride along with the next fetch, which comes as soon as the jobs fetched for idle
   threads are taken (about a round trip later under load), so only a kill in that instant can run a finished job
@@ -13,24 +13,18 @@ Speed without giving up the guarantee:
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
 
 from redis import exceptions as redis_errors
 
-from kiq.errors import ConfigError
-from kiq.fetch import MIN_BLOCK, BatchFetch, Fetched
+import kiq
 
 from . import scripts
 from .keys import alive_key, liveness_ttl_ms, working_key
-from .recovery import QUEUE_PREFIX, put_back
-
-if TYPE_CHECKING:
-    from kiq.config import Config
+from .recovery import put_back, recover_orphans
 
 log = logging.getLogger("kiq.reliable_fetch")
 
@@ -38,16 +32,30 @@ BLOCK_SECONDS = 1.0  # the longest retrieve_work waits for a job, so that a stop
 IDLE_PAUSE = (0.05, 0.5)  # with several queues all empty: sleep, doubling from the first to the second value
 
 
-class Capsule(Protocol):
-    """What the fetcher reads of ``kiq.manager.Capsule``."""
+class Liveness:
+    """A process's liveness key (``kiq:alive:<identity>``), shared by the fetchers of its capsules: refreshed by
+    each, deleted when the last one closes. The plugin keeps one per process."""
 
-    name: str
-    queues: list[tuple[str, int]]
-    config: Config
-    identity: str
+    def __init__(self, config: kiq.Config, identity: str) -> None:
+        self.key = alive_key(identity)
+        self.ttl_ms = liveness_ttl_ms(config)
+        self._script = config.redis.register_script(scripts.ALIVE)
+        self._users = 0
+        self._lock = threading.Lock()
 
-    @property
-    def mode(self) -> str: ...
+    def join(self) -> None:
+        with self._lock:
+            self._users += 1
+        self.refresh()  # before the first job enters a working list
+
+    def refresh(self) -> None:
+        self._script(keys=[self.key], args=[self.ttl_ms])
+
+    def leave(self) -> bool:
+        """True when the caller was the last user (and should delete the key)."""
+        with self._lock:
+            self._users -= 1
+            return self._users == 0
 
 
 @dataclass(eq=False)
@@ -65,39 +73,29 @@ class ReliableUnit:
         self.fetcher.requeue(self)
 
 
-class ReliableFetch(BatchFetch):
+class ReliableFetch(kiq.BatchFetch):
     """The fetcher of one capsule in one process (``fetch = "reliable"``)."""
 
     block_seconds = BLOCK_SECONDS
 
-    def __init__(self, capsule: Capsule) -> None:
+    def __init__(self, capsule: kiq.Capsule, liveness: Liveness | None = None) -> None:
         if not capsule.queues:
-            raise ConfigError(f"capsule {capsule.name!r} has no queues to fetch from")
+            raise kiq.ConfigError(f"capsule {capsule.name!r} has no queues to fetch from")
         config = capsule.config
-        from kiq.plugins import reliable_fetch  # the package's hooks: its settings, liveness and recovery
-
-        config.add_plugin(reliable_fetch, "reliable_fetch")  # no-op when registered already
         super().__init__(config.redis)
         self.config = config
         self.redis = config.redis
         self.identity = capsule.identity
         self.working_key = working_key(capsule.identity, capsule.name)
-        self.alive_key = alive_key(capsule.identity)
-        self._strict = capsule.mode == "strict"
-        self._queue_keys = list(dict.fromkeys(QUEUE_PREFIX + name for name, _ in capsule.queues))
-        # Sidekiq's weighted/random order: each queue weight times (at least once), shuffled per fetch
-        self._weighted_keys = [QUEUE_PREFIX + name for name, weight in capsule.queues for _ in range(max(weight, 1))]
-        self._batch_size: int = config.get("reliable_batch_size")
-        self._ttl_ms = liveness_ttl_ms(config)
+        self.order = kiq.QueueOrder(capsule.queues, capsule.mode)
+        self._batch_size: int = config.get("reliable_batch_size")  # a ConfigError without the plugin
+        self.liveness = liveness or Liveness(config, capsule.identity)
         self._requeue_script = self.redis.register_script(scripts.REQUEUE)
-        self._alive_script = self.redis.register_script(scripts.ALIVE)
         self._acks: list[str] = []  # finished jobs whose LREM has not been sent yet
         self._quiet = False
         self._idle_pause = IDLE_PAUSE[0]
         self._out_of_memory = False  # Redis refused BLMOVE at maxmemory: poll instead of blocking
-        self.refresh_liveness()  # before the first job enters the working list
-        with _registry_lock:
-            _open.add(self)
+        self.liveness.join()
 
     # -- the fetcher seam ------------------------------------------------------------------------------
     def retrieve_work(self) -> ReliableUnit | None:
@@ -114,23 +112,25 @@ class ReliableFetch(BatchFetch):
 
     def requeue(self, unit: ReliableUnit) -> None:
         """Back to the fetch end of its queue (it runs next), if it is still ours."""
-        self._requeue_script(keys=[self.working_key, QUEUE_PREFIX + unit.queue_name], args=[unit.job, "front"])
+        self._requeue_script(keys=[self.working_key, kiq.queue_key(unit.queue_name)], args=[unit.job, "front"])
 
-    def bulk_requeue(self, units: Sequence[ReliableUnit]) -> None:
-        """Give the in-flight ``units`` back to the fetch end of their queues (a stop ran out of time); with none,
-        stop for good: pending acknowledgements are sent, any job still listed goes back to its queue, and the
-        working list and liveness key are gone afterwards."""
-        if units:
-            pipe = self.redis.pipeline(transaction=False)
-            for unit in reversed(units):  # the last pushed runs first: the in-flight ones newest first
-                keys = [self.working_key, QUEUE_PREFIX + unit.queue_name]
-                self._requeue_script(keys=keys, args=[unit.job, "front"], client=pipe)
-            try:
-                pipe.execute()
-            except redis_errors.RedisError as exc:
-                log.error(
-                    "could not requeue %d in-flight jobs (%s); they stay in %s", len(units), exc, self.working_key
-                )
+    def bulk_requeue(self, units: Sequence[kiq.UnitOfWork]) -> None:
+        """Give the in-flight ``units`` back to the fetch end of their queues (a stop ran out of time)."""
+        if not units:
+            return
+        pipe = self.redis.pipeline(transaction=False)
+        for unit in reversed(units):  # the last pushed runs first: the in-flight ones newest first
+            keys = [self.working_key, kiq.queue_key(unit.queue_name)]
+            self._requeue_script(keys=keys, args=[unit.job, "front"], client=pipe)
+        try:
+            pipe.execute()
+        except redis_errors.RedisError as exc:
+            log.error("could not requeue %d running jobs (%s); they stay in %s", len(units), exc, self.working_key)
+
+    def close(self) -> None:
+        """Stop for good: pending acknowledgements are sent, any job still listed goes back to its queue, and the
+        working list (and, with the last capsule's fetcher, the liveness key) are gone afterwards."""
+        if self._closed:
             return
         # waiting threads return None now; a fetch under way is let finish (bounded: a thread killed mid-fetch
         # leaves its jobs in the working list, which the put_back below returns)
@@ -139,16 +139,13 @@ class ReliableFetch(BatchFetch):
             acks = self._take_acks()
             if not self._fetching:
                 self.connection.release()
-        with _registry_lock:
-            _open.discard(self)
+        last = self.liveness.leave()
         try:
             self._send_acks(acks)
             # anything still listed was handed to a thread and not finished: better twice than never
             put_back(self.config, self.working_key, count_interruption=False)
-            with _registry_lock:
-                shared = any(other.alive_key == self.alive_key for other in _open)
-            if not shared:
-                self.redis.delete(self.alive_key)
+            if last:
+                self.redis.delete(self.liveness.key)
         except redis_errors.RedisError as exc:
             log.error(
                 "could not give back the jobs of %s (%s); they stay in Redis and another process recovers "
@@ -157,15 +154,15 @@ class ReliableFetch(BatchFetch):
                 exc,
             )
 
-    # -- lifecycle, driven by the plugin's hooks -------------------------------------------------------
-    def refresh_liveness(self) -> None:
-        self._alive_script(keys=[self.alive_key], args=[self._ttl_ms])
-
+    # -- the rest of its life, driven by the worker ----------------------------------------------------
     def heartbeat(self) -> None:
-        """Keep this process alive in Redis, and bound how long an acknowledgement can wait."""
-        if not self._closed:
-            self.refresh_liveness()
-            self.flush_acks()
+        """Keep this process alive in Redis, bound how long an acknowledgement can wait, and recover the jobs of
+        dead processes (one process of the fleet per ``reliable_recovery_interval``, under a lease)."""
+        if self._closed:
+            return
+        self.liveness.refresh()
+        self.flush_acks()
+        recover_orphans(self.config, self.identity)
 
     def quiet(self) -> None:
         """No more fetches will come to carry acknowledgements: send them at once from now on."""
@@ -179,13 +176,6 @@ class ReliableFetch(BatchFetch):
         self._send_acks(acks)
 
     # -- internals -------------------------------------------------------------------------------------
-    def _queue_order(self) -> list[str]:
-        if self._strict:
-            return self._queue_keys
-        keys = self._weighted_keys.copy()
-        random.shuffle(keys)
-        return list(dict.fromkeys(keys))
-
     def _take_acks(self) -> list[str]:
         acks, self._acks = self._acks, []
         return acks
@@ -206,13 +196,13 @@ class ReliableFetch(BatchFetch):
         with self._lock:
             self._acks[:0] = acks  # try again with the next call; LREM of a job already gone is a no-op
 
-    def _fetch(self, wanted: int, block: float) -> list[Fetched]:
+    def _fetch(self, wanted: int, block: float) -> list[kiq.Fetched]:
         with self._lock:  # taken after the waiting threads were, so it carries every one of their acks
             acks = self._take_acks()
-        keys = [self.working_key, self.alive_key, *self._queue_order()]
+        keys = [self.working_key, self.liveness.key, *self.order.keys()]
         try:
             reply: list[str] = self.connection.script(
-                scripts.FETCH, keys, [min(wanted, self._batch_size), self._ttl_ms, *acks]
+                scripts.FETCH, keys, [min(wanted, self._batch_size), self.liveness.ttl_ms, *acks]
             )
         except BaseException:
             self._restore_acks(acks)
@@ -220,33 +210,25 @@ class ReliableFetch(BatchFetch):
         if reply:
             self._idle_pause = IDLE_PAUSE[0]
             self._out_of_memory = False  # try blocking again the next time the queue is empty
-            return [(reply[i][len(QUEUE_PREFIX) :], reply[i + 1]) for i in range(0, len(reply), 2)]
-        if block < MIN_BLOCK:
+            return [(kiq.queue_name(reply[i]), reply[i + 1]) for i in range(0, len(reply), 2)]
+        if block < self.min_block:
             return []
-        if len(self._queue_keys) == 1 and not self._out_of_memory:
+        queues = self.order.distinct
+        if len(queues) == 1 and not self._out_of_memory:
             # a single queue: block inside Redis (there is no other queue this could starve)
             timeout = round(min(block, BLOCK_SECONDS), 3)
             try:
                 job: str | None = self.connection.command(
-                    "BLMOVE", self._queue_keys[0], self.working_key, "RIGHT", "LEFT", timeout
+                    "BLMOVE", queues[0], self.working_key, "RIGHT", "LEFT", timeout
                 )
             except redis_errors.OutOfMemoryError:
                 # at maxmemory Redis refuses BLMOVE up front even on an empty queue; the script still works
                 log.warning("Redis is out of memory (maxmemory): polling the queue instead of blocking on it")
                 self._out_of_memory = True
                 return []
-            return [(self._queue_keys[0][len(QUEUE_PREFIX) :], job)] if job is not None else []
+            return [(kiq.queue_name(queues[0]), job)] if job is not None else []
         # several queues (or Redis out of memory): no Redis 6.2 command blocks on all of them and moves, so back
         # off briefly
         time.sleep(min(self._idle_pause, block))
         self._idle_pause = min(2 * self._idle_pause, IDLE_PAUSE[1])
         return []
-
-
-_open: set[ReliableFetch] = set()  # this process's fetchers that have not stopped, for the hooks
-_registry_lock = threading.Lock()
-
-
-def open_fetchers(config: Config) -> list[ReliableFetch]:
-    with _registry_lock:
-        return [fetcher for fetcher in _open if fetcher.config is config]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kiq.config import Config
+    from kiq import Config
 
 WORKING_PREFIX = "kiq:working:"
 RECOVERING_PREFIX = "kiq:recovering:"

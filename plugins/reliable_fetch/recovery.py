@@ -18,22 +18,20 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from kiq.errors import KiqError
-from kiq.job_record import InvalidPayload, parse_payload
-from kiq.payload import dumps
+import kiq
+from kiq.api import DeadSet
 
 from . import scripts
 from .keys import LEASE_KEY, RECOVERING_PREFIX, WORKING_PREFIX, alive_key, liveness_ttl_ms, owner_of, recovering_key
 
 if TYPE_CHECKING:
-    from kiq.config import Config
+    from kiq import Config
 
-QUEUE_PREFIX = "queue:"
 SCAN_COUNT = 500
 log = logging.getLogger("kiq.reliable_fetch")
 
 
-class InterruptedJobError(KiqError):
+class InterruptedJobError(kiq.KiqError):
     """A job's worker process died while running it, as many times as allowed (likely a poison pill)."""
 
 
@@ -87,8 +85,6 @@ def put_back(config: Config, list_key: str, count_interruption: bool) -> tuple[i
     """Move the jobs of ``list_key`` to the queues named in their payloads: a dead process's (``count_interruption``)
     to the back, counting the interruption; this process's own, at its stop, to the fetch end, the oldest
     (rightmost) last so it runs first. Returns (requeued, dead)."""
-    from kiq.api import DeadSet  # the API pulls in much of kiq; only recovery needs it
-
     redis = config.redis
     requeue = redis.register_script(scripts.REQUEUE)
     jobs = cast(list[str], redis.lrange(list_key, 0, -1))  # newest first
@@ -98,20 +94,20 @@ def put_back(config: Config, list_key: str, count_interruption: bool) -> tuple[i
     dead = 0
     for job in jobs:
         try:
-            payload = parse_payload(job)
-        except InvalidPayload as exc:
+            payload = kiq.parse_payload(job)
+        except kiq.InvalidPayload as exc:
             log.error("reliable fetch: an unrunnable job goes to the dead set (%s): %.200s", exc, job)
             DeadSet(config).kill(job, notify_failure=False)
         else:
-            queue = QUEUE_PREFIX + payload.get("queue", "default")
+            queue = kiq.queue_key(payload.get("queue", "default"))
             if not count_interruption:
                 requeue(keys=[list_key, queue], args=[job, "front"], client=pipe)
                 continue
             error = _interrupt(config, payload)
             if error is None:
-                requeue(keys=[list_key, queue], args=[job, "back", dumps(payload)], client=pipe)
+                requeue(keys=[list_key, queue], args=[job, "back", kiq.dumps(payload)], client=pipe)
                 continue
-            DeadSet(config).kill(dumps(payload), notify_failure=True, exc=error)
+            DeadSet(config).kill(kiq.dumps(payload), notify_failure=True, exc=error)
         redis.lrem(list_key, -1, job)  # after it is safely dead: a crash in between can only kill it twice
         dead += 1
     moved = sum(pipe.execute())
@@ -133,7 +129,7 @@ def _interrupt(config: Config, payload: dict[str, Any]) -> InterruptedJobError |
         f"the worker process running this job died {count} times (killed, crashed or out of memory); "
         f"reliable fetch stops at max_interrupts={cap}, so this job may be what kills its workers"
     )
-    payload["error_class"] = f"{InterruptedJobError.__module__}.{InterruptedJobError.__qualname__}"
+    payload["error_class"] = kiq.error_class(error)
     payload["error_message"] = str(error)
     payload.setdefault("failed_at", time.time())
     return error

@@ -11,32 +11,22 @@ worker can drain the queues, which is how an operator gets out of that state.
 
 from __future__ import annotations
 
+import kiq
+
 # KEYS: working list, liveness key, queue keys in fetch order.
 # ARGV: max jobs, liveness TTL (ms), then finished jobs to acknowledge first (one round trip for both).
-# Returns a flat list of queue key, job pairs, oldest first.
-FETCH = """
+# Returns a flat list of queue key, job pairs, oldest first (the pop is BasicFetch's, plus the move).
+FETCH = kiq.pop_script(
+    first_queue_key=3,
+    into=1,
+    before="""
 if redis.call('PEXPIRE', KEYS[2], ARGV[2]) == 0 then
   redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
 end
 for i = 3, #ARGV do
   redis.call('LREM', KEYS[1], -1, ARGV[i])
-end
-local wanted = tonumber(ARGV[1])
-local fetched = {}
-for i = 3, #KEYS do
-  local jobs = redis.call('RPOP', KEYS[i], wanted)
-  if jobs then
-    redis.call('LPUSH', KEYS[1], unpack(jobs))
-    for _, job in ipairs(jobs) do
-      fetched[#fetched + 1] = KEYS[i]
-      fetched[#fetched + 1] = job
-    end
-    wanted = wanted - #jobs
-    if wanted == 0 then break end
-  end
-end
-return fetched
-"""
+end""",
+)
 
 # KEYS: liveness key. ARGV: its TTL in ms. Creates or refreshes it.
 ALIVE = """

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from kiq.config import Config
+from kiq import Config
 
 if TYPE_CHECKING:
     from .store import Store
@@ -33,9 +33,7 @@ def _store(args: argparse.Namespace) -> Store:
 
     if args.database_url:
         return Store(args.database_url)
-    from . import tracker_for
-
-    return tracker_for(Config.load(args.config, plugins=["tracking"])).store
+    return Store(Config.load(args.config, plugins=["tracking"]).get("tracking_database_url"))
 
 
 def run_init_db(args: argparse.Namespace) -> int:

@@ -19,9 +19,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kiq.acknowledgement import hold_acknowledgement
-from kiq.errors import Shutdown
-from kiq.middleware import ClientMiddleware, ServerMiddleware, Wrapper
+from kiq import ClientMiddleware, ServerMiddleware, Shutdown, Wrapper, hold_acknowledgement
 
 from .statuses import ENQUEUED, ERROR, FAILED, FINISHED, WORKING
 from .writer import Update
@@ -29,7 +27,9 @@ from .writer import Update
 if TYPE_CHECKING:
     import redis
 
-    from kiq.job import Job
+    from kiq import Job
+
+    from .plugin import TrackingPlugin
 
 log = logging.getLogger("kiq.tracking")
 
@@ -86,20 +86,24 @@ class TrackingClientMiddleware(ClientMiddleware):
     """Gives the jobs of a task being created the jids their events were written under (it is the outermost
     client middleware, so it sees every job), and records ``enqueued`` for jobs tracked on their own."""
 
+    def __init__(self, plugin: TrackingPlugin) -> None:
+        self.plugin = plugin
+
     def call(self, job_class: type[Job] | str, job: dict[str, Any], queue: str, redis: redis.Redis) -> Wrapper:
         reserved = reservation.get()
         if reserved is not None and job.get("task_id") == reserved.task_id:
             job["jid"] = reserved.jids.get(id(job["args"]), job["jid"])
         elif job.get("track") is True and "task_id" not in job:
-            from .api import tracker_for
-
-            tracker_for(self.config).writer.submit(job_update(job, ENQUEUED, 0))
+            self.plugin.tracker(self.config).writer.submit(job_update(job, ENQUEUED, 0))
         yield
 
 
 class TrackingServerMiddleware(ServerMiddleware):
     """Records working → finished / failed / enqueued-again-after-an-error; stops ``TaskFailure`` here so the
     retrier never sees it."""
+
+    def __init__(self, plugin: TrackingPlugin) -> None:
+        self.plugin = plugin
 
     def call(self, job_instance: Job, job: dict[str, Any], queue: str) -> Wrapper:
         if not is_tracked(job):
@@ -108,9 +112,7 @@ class TrackingServerMiddleware(ServerMiddleware):
             except TaskFailure as exc:
                 log.info("%s %s failed: %s (TaskFailure: not retried)", job.get("class"), job.get("jid"), exc)
             return
-        from .api import tracker_for
-
-        submit = tracker_for(self.config).writer.submit
+        submit = self.plugin.tracker(self.config).writer.submit
         run = run_number(job)
         submit(job_update(job, WORKING, run * 4 + WORKING_PHASE, attempts=run))
         try:

@@ -15,10 +15,10 @@ from typing import Any
 
 import redis
 
-from .api import DeadSet, JobSet, ProcessSet, Queue, RetrySet, ScheduledSet, SortedEntry, Stats
-from .config import Config
-from .errors import KiqError
-from .job_record import printable
+from ..api import DeadSet, JobSet, ProcessSet, Queue, RetrySet, ScheduledSet, SortedEntry, Stats
+from ..config import Config
+from ..errors import KiqError
+from ..payload import printable
 
 SETS: dict[str, tuple[type[JobSet], str]] = {
     "retries": (RetrySet, "the retry set"),

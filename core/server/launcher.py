@@ -20,20 +20,18 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import __version__
-from .manager import Capsule, Manager, capsules_for
-from .payload import dumps, new_jid
-from .plugin_manager import entered
+from ..fetcher import Capsule
+from ..keys import PROCESS_TTL, PROCESSES, STATS_TTL, signals_key, stat_key, work_key
+from ..payload import dumps, new_jid
+from ..version import __version__
+from .manager import Manager, capsules_for
 from .processor import RedisOutage
+from .scheduled import Poller
 
 if TYPE_CHECKING:
-    from .config import Config
-    from .scheduled import Poller
+    from ..config import Config
 
 log = logging.getLogger("kiq")
-
-STATS_TTL = 5 * 365 * 24 * 60 * 60  # the daily counters live five years, as in Sidekiq
-PROCESS_TTL = 60  # seconds the process hash outlives its last heartbeat
 
 
 def make_identity() -> str:
@@ -77,8 +75,6 @@ class Launcher:
     # -- lifecycle ------------------------------------------------------------------------------------
     def run(self) -> None:
         """Fire ``kiq_startup``, then start the heartbeat, the poller and the processors; returns at once."""
-        from .scheduled import Poller  # the poller pulls in the API modules; only a running worker needs them
-
         self.config.plugins.hook.kiq_startup(config=self.config)
         self._heartbeat = threading.Thread(target=self._beat_loop, name="kiq-heartbeat", daemon=True)
         self._heartbeat.start()
@@ -97,7 +93,7 @@ class Launcher:
             manager.quiet()
         if self._poller is not None:
             self._poller.terminate()
-        self._fire("kiq_quiet")
+        self.config.plugins.hook.kiq_quiet(config=self.config)
 
     def stop(self) -> None:
         """Quiet, wait up to ``timeout`` s for running jobs, requeue and interrupt the rest, then deregister."""
@@ -114,7 +110,7 @@ class Launcher:
             stopper.start()
         for stopper in stoppers:
             stopper.join()
-        self._fire("kiq_shutdown")
+        self.config.plugins.hook.kiq_shutdown(config=self.config)
         for manager in self.managers:  # after the hooks: a plugin may still release held acknowledgements
             manager.close()
         self._beating.set()
@@ -139,10 +135,11 @@ class Launcher:
     def heartbeat(self) -> None:
         """One beat: flush the counters, write ``<identity>:work`` and the process hash, run a remote signal;
         inside the ``kiq_operation`` hook's context managers (name ``"heartbeat"``)."""
+        plugins = self.config.plugins
         try:
-            with entered(self.config.plugins.hook.kiq_operation(name="heartbeat", config=self.config)):
+            with plugins.enter(plugins.hook.kiq_operation(name="heartbeat", config=self.config)):
                 self._beat()
-        except Exception as exc:  # a failing plugin must not end the heartbeat thread
+        except Exception as exc:  # nothing may end the heartbeat thread
             self.config.handle_exception(exc, {"context": "heartbeat"})
 
     def _beat(self) -> None:
@@ -158,16 +155,16 @@ class Launcher:
                 if (entry := processor.work) is not None
             }
             pipe = redis.pipeline(transaction=True)
-            pipe.unlink(f"{key}:work")
+            pipe.unlink(work_key(key))
             if work:
-                pipe.hset(f"{key}:work", mapping=work)
-                pipe.expire(f"{key}:work", PROCESS_TTL)
+                pipe.hset(work_key(key), mapping=work)
+                pipe.expire(work_key(key), PROCESS_TTL)
             pipe.execute()
             started = time.perf_counter()
             redis.ping()
             rtt_us = int((time.perf_counter() - started) * 1_000_000)
             pipe = redis.pipeline(transaction=True)
-            pipe.sadd("processes", key)
+            pipe.sadd(PROCESSES, key)
             pipe.exists(key)
             fields: dict[Any, Any] = {
                 "info": self.info_json(),
@@ -179,7 +176,7 @@ class Launcher:
             }
             pipe.hset(key, mapping=fields)
             pipe.expire(key, PROCESS_TTL)
-            pipe.rpop(f"{key}-signals")
+            pipe.rpop(signals_key(key))
             signal_name = pipe.execute()[-1]
         except Exception as exc:
             self.outage.failed(exc, "heartbeat")
@@ -189,7 +186,12 @@ class Launcher:
                 self.outage.recovered("heartbeat")
         # also when the registry write failed (e.g. Redis at maxmemory refuses HSET): the reliable fetcher's
         # liveness key must not expire under a live process
-        self._fire("kiq_heartbeat")
+        for manager in self.managers:
+            try:
+                manager.fetcher.heartbeat()
+            except Exception as exc:
+                self.config.handle_exception(exc, {"context": f"fetcher heartbeat of capsule {manager.capsule.name}"})
+        self.config.plugins.hook.kiq_heartbeat(config=self.config)
         if signal_name:
             log.info("received remote signal %s", signal_name)
             self.signal_sink(signal_name)
@@ -206,9 +208,9 @@ class Launcher:
         day = time.strftime("%Y-%m-%d", time.gmtime())
         pipe = self.config.redis.pipeline(transaction=False)
         for name, count in (("processed", done), ("failed", fails)):
-            pipe.incrby(f"stat:{name}", count)
-            pipe.incrby(f"stat:{name}:{day}", count)
-            pipe.expire(f"stat:{name}:{day}", STATS_TTL)
+            pipe.incrby(stat_key(name), count)
+            pipe.incrby(stat_key(name, day), count)
+            pipe.expire(stat_key(name, day), STATS_TTL)
         pipe.execute()
         self._flushed = (processed, failed)
 
@@ -217,8 +219,8 @@ class Launcher:
         try:
             self._flush_stats(*self._totals())
             pipe = self.config.redis.pipeline(transaction=False)
-            pipe.srem("processes", self.identity)
-            pipe.unlink(self.identity, f"{self.identity}:work")
+            pipe.srem(PROCESSES, self.identity)
+            pipe.unlink(self.identity, work_key(self.identity))
             pipe.execute()
         except Exception as exc:
             log.warning("could not remove this process from Redis: %s", exc)
@@ -267,13 +269,6 @@ class Launcher:
             frame = frames.get(thread.ident) if thread.ident is not None else None
             stack = "".join(traceback.format_stack(frame)) if frame is not None else "  (no frame)\n"
             log.warning("thread %s (%s)\n%s", thread.name, thread.ident, stack.rstrip())
-
-    def _fire(self, hook: str) -> None:
-        """Run a lifecycle hook; a failing plugin is reported, the worker goes on."""
-        try:
-            getattr(self.config.plugins.hook, hook)(config=self.config)
-        except Exception as exc:
-            self.config.handle_exception(exc, {"context": f"{hook} hook"})
 
 
 def _rss_kb() -> int:

@@ -2,7 +2,7 @@
 their queues.
 
 Each due job is popped with a Lua script (the ZRANGEBYSCORE and the ZREM are one atomic step, so two workers
-polling at once never both enqueue it) and pushed through ``config.client``, so client middleware runs again
+polling at once never both enqueue it) and pushed through the client, so client middleware runs again
 and the job gets its ``enqueued_at`` then.
 
 Timing follows Sidekiq: every worker polls, at random intervals whose average is ``poll_interval`` times the
@@ -22,18 +22,18 @@ from typing import TYPE_CHECKING
 
 import redis as redis_py
 
-from .errors import InvalidJobError
-from .job_record import parse_payload
-from .job_sets import DeadSet
-from .plugin_manager import entered
-from .process_set import cleanup_processes
+from ..client import Client
+from ..errors import InvalidJobError
+from ..keys import PROCESS_CLEANUP, PROCESSES, RETRY, SCHEDULE
+from ..payload import parse_payload
+from . import dead
 
 if TYPE_CHECKING:
-    from .config import Config
+    from ..config import Config
 
 log = logging.getLogger("kiq")
 
-SETS = ("retry", "schedule")
+SETS = (RETRY, SCHEDULE)
 
 # returns the first member due at ARGV[1] and removes it, or nil
 ZPOPBYSCORE = """
@@ -61,6 +61,7 @@ class Poller:
         self.config = config
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
+        self._client = Client(config)
         self._zpopbyscore = config.redis.register_script(ZPOPBYSCORE)
         self._put_back_script = config.redis.register_script(PUT_BACK)
 
@@ -82,7 +83,7 @@ class Poller:
 
         Returns how many jobs were enqueued. Raises on a Redis error (the job being moved is put back).
         """
-        with entered(self.config.plugins.hook.kiq_operation(name="poll", config=self.config)):
+        with self.config.plugins.enter(self.config.plugins.hook.kiq_operation(name="poll", config=self.config)):
             return self._enqueue_due(now)
 
     # -- internals ----------------------------------------------------------------------------------
@@ -102,7 +103,7 @@ class Poller:
         try:
             job = parse_payload(raw)
             job.pop("at", None)  # a leftover "at" would send it straight back to the schedule
-            config.client.push(job)
+            self._client.push(job)
         except redis_py.RedisError:
             self._put_back(set_name, raw, due)
             raise
@@ -110,7 +111,7 @@ class Poller:
             # no later pass could enqueue it either: once to the dead set, logged once
             log.warning("poller: a job in %r can never be enqueued (%s); moved to the dead set: %.200s",
                         set_name, exc, raw)  # fmt: skip
-            DeadSet(config).kill(raw, notify_failure=False)
+            dead.bury(config, raw)
             return 0
         except Exception as exc:
             # e.g. a client middleware failed: keep the job and try again next poll, not in a hot loop
@@ -152,7 +153,7 @@ class Poller:
         return self.config.poll_interval * (2 + random.random())
 
     def process_count(self) -> int:
-        return max(1, int(self.config.redis.scard("processes")))
+        return max(1, int(self.config.redis.scard(PROCESSES)))
 
     def random_poll_interval(self) -> float:
         """Seconds until the next poll, at random around ``poll_interval`` times the number of processes N:
@@ -162,3 +163,21 @@ class Poller:
         if count < 10:
             return interval * random.random() + interval / 2
         return interval * random.random()
+
+
+def cleanup_processes(connection: redis_py.Redis) -> int:
+    """Drop identities from ``processes`` whose heartbeat hash expired (the process died without saying so).
+
+    At most once a minute across all callers (the ``process_cleanup`` NX lock); returns how many were removed.
+    """
+    if not connection.set(PROCESS_CLEANUP, "1", nx=True, ex=60):
+        return 0
+    identities = sorted(connection.sscan_iter(PROCESSES))
+    if not identities:
+        return 0
+    pipe = connection.pipeline(transaction=False)
+    for identity in identities:
+        pipe.hget(identity, "info")
+    infos = pipe.execute()
+    gone = [identity for identity, info in zip(identities, infos, strict=True) if info is None]
+    return int(connection.srem(PROCESSES, *gone)) if gone else 0

@@ -11,34 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .errors import KiqError
-from .job_record import epoch, parse_job, resolve_config
+from ..config import config_or_default
+from ..errors import KiqError
+from ..keys import PROCESSES, SIGNALS_TTL, signals_key, work_key
+from ..payload import epoch, parse_job
+from ..server.scheduled import cleanup_processes
 
 if TYPE_CHECKING:
-    import redis
-
-    from .config import Config
-
-CLEANUP_LOCK = "process_cleanup"
-SIGNALS_TTL = 60
-
-
-def cleanup_processes(connection: redis.Redis) -> int:
-    """Drop identities from ``processes`` whose heartbeat hash expired (the process died without saying so).
-
-    At most once a minute across all callers (the ``process_cleanup`` NX lock); returns how many were removed.
-    """
-    if not connection.set(CLEANUP_LOCK, "1", nx=True, ex=60):
-        return 0
-    identities = sorted(connection.sscan_iter("processes"))
-    if not identities:
-        return 0
-    pipe = connection.pipeline(transaction=False)
-    for identity in identities:
-        pipe.hget(identity, "info")
-    infos = pipe.execute()
-    dead = [identity for identity, info in zip(identities, infos, strict=True) if info is None]
-    return int(connection.srem("processes", *dead)) if dead else 0
+    from ..config import Config
 
 
 class Process:
@@ -82,7 +62,7 @@ class Process:
 
     def signal(self, name: str) -> None:
         """Queue a signal (TSTP, TERM, TTIN) for the process; its heartbeat runs it within a few seconds."""
-        key = f"{self.identity}-signals"
+        key = signals_key(self.identity)
         pipe = self.config.redis.pipeline(transaction=True)
         pipe.lpush(key, name)
         pipe.expire(key, SIGNALS_TTL)
@@ -108,7 +88,7 @@ class ProcessSet:
     """The live processes, sorted by identity. Builds with a cleanup of dead entries (at most once a minute)."""
 
     def __init__(self, config: Config | None = None, clean: bool = True) -> None:
-        self.config = resolve_config(config)
+        self.config = config_or_default(config)
         if clean:
             self.cleanup()
 
@@ -118,14 +98,14 @@ class ProcessSet:
     @property
     def size(self) -> int:
         """How many identities are registered (may include a dead one until the next cleanup)."""
-        return int(self.config.redis.scard("processes"))
+        return int(self.config.redis.scard(PROCESSES))
 
     def __len__(self) -> int:
         return self.size
 
     def __iter__(self) -> Iterator[Process]:
         redis = self.config.redis
-        identities = sorted(redis.sscan_iter("processes"))
+        identities = sorted(redis.sscan_iter(PROCESSES))
         pipe = redis.pipeline(transaction=False)
         for identity in identities:
             pipe.hmget(identity, "info", "busy", "beat", "quiet", "rss", "rtt_us")
@@ -197,14 +177,14 @@ class Workers:
     """The jobs running right now in every live process, oldest first (Sidekiq's ``Workers``)."""
 
     def __init__(self, config: Config | None = None) -> None:
-        self.config = resolve_config(config)
+        self.config = config_or_default(config)
 
     def __iter__(self) -> Iterator[Work]:
         redis = self.config.redis
-        identities = sorted(redis.sscan_iter("processes"))
+        identities = sorted(redis.sscan_iter(PROCESSES))
         pipe = redis.pipeline(transaction=False)
         for identity in identities:
-            pipe.hgetall(f"{identity}:work")
+            pipe.hgetall(work_key(identity))
             pipe.hgetall(f"{identity}:workers")  # Sidekiq < 6.5 (e.g. Debian's 6.4.1) uses this key
         replies = pipe.execute()
         works: list[Work] = []
@@ -226,7 +206,7 @@ class Workers:
     def size(self) -> int:
         """How many jobs are running (the sum of every process's ``busy``)."""
         redis = self.config.redis
-        identities = list(redis.sscan_iter("processes"))
+        identities = list(redis.sscan_iter(PROCESSES))
         pipe = redis.pipeline(transaction=False)
         for identity in identities:
             pipe.hget(identity, "busy")

@@ -1,15 +1,15 @@
-"""Capsules and their managers: a capsule is a named group of processor threads with its own queues.
+"""A Manager runs the processors of one capsule (kiq.fetcher.Capsule) and drives its fetcher's life.
 
 The config's ``queues`` and ``concurrency`` form the ``default`` capsule. More capsules (e.g. one thread for a
 queue whose jobs must not run in parallel) are declared in a ``configure_server`` callback::
 
     @kiq.configure_server
     def setup(config):
-        kiq.manager.add_capsule(config, "serial", queues=["imports"], concurrency=1)
+        config.add_capsule("serial", queues=["imports"], concurrency=1)
 
-A Manager runs one capsule's processors: ``quiet()`` stops fetching; ``stop(deadline)`` waits for the jobs in
-flight until the deadline, then requeues what is still running and interrupts those threads (Sidekiq's
-``hard_shutdown``): a job is never lost by a stop, though it may run twice (at-least-once).
+``quiet()`` stops fetching; ``stop(deadline)`` waits for the jobs in flight until the deadline, then requeues what
+is still running and interrupts those threads (Sidekiq's ``hard_shutdown``): a job is never lost by a stop,
+though it may run twice (at-least-once); ``close()`` closes the fetcher, after the shutdown hooks.
 """
 
 from __future__ import annotations
@@ -17,61 +17,25 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING
 
-from .config import as_int, as_queues
-from .errors import ConfigError
+from ..config import DEFAULT_CAPSULE
+from ..fetcher import Capsule
 from .fetch import fetcher_for
 from .processor import Processor, RedisOutage
 
 if TYPE_CHECKING:
-    from .config import Config
+    from ..config import Config
 
 log = logging.getLogger("kiq")
 
-DEFAULT_CAPSULE = "default"
 KILL_GRACE = 2.0  # seconds interrupted threads get to unwind before the process exits anyway
 STOP_POLL = 0.1  # seconds between checks for a second TERM while waiting for running jobs
 
 
-@dataclass
-class Capsule:
-    name: str
-    queues: list[tuple[str, int]]  # (name, weight); weight 0 = none given
-    concurrency: int
-    config: Config
-    identity: str = ""
-
-    @property
-    def mode(self) -> Literal["strict", "random", "weighted"]:
-        """Sidekiq's rule: no weights → strict order; all weights 1 → random; anything else → weighted."""
-        weights = [weight for _, weight in self.queues]
-        if all(weight == 0 for weight in weights):
-            return "strict"
-        if all(weight == 1 for weight in weights):
-            return "random"
-        return "weighted"
-
-    @property
-    def weights(self) -> dict[str, int]:
-        """Queue name → weight, as Sidekiq reports a capsule's weights in the process info."""
-        return dict(self.queues)
-
-
-def add_capsule(config: Config, name: str, queues: Any, concurrency: int = 1) -> None:
-    """Declare a capsule: ``queues`` as in the ``queues`` setting (``["critical,2", "low"]``)."""
-    if name == DEFAULT_CAPSULE:
-        raise ConfigError("the default capsule is configured by the queues and concurrency settings")
-    try:
-        parsed = (as_queues(queues), as_int(1)(concurrency))
-    except ValueError as exc:
-        raise ConfigError(f"capsule {name!r}: {exc}") from exc
-    config.capsules[name] = parsed
-
-
 def capsules_for(config: Config, identity: str = "") -> list[Capsule]:
-    """The default capsule and every capsule added with ``add_capsule``."""
+    """The default capsule (the ``queues`` and ``concurrency`` settings) and every capsule ``config.add_capsule``
+    declared."""
     capsules = [Capsule(DEFAULT_CAPSULE, list(config.queues), config.concurrency, config, identity)]
     capsules += [Capsule(name, queues, n, config, identity) for name, (queues, n) in config.capsules.items()]
     return capsules
@@ -98,7 +62,9 @@ class Manager:
 
     def quiet(self) -> None:
         """Stop fetching; running jobs go on."""
-        self.stopping.set()
+        if not self.stopping.is_set():
+            self.stopping.set()
+            self.fetcher.quiet()
 
     def wait(self, deadline: float, cut_short: threading.Event | None = None) -> bool:
         """Wait (monotonic ``deadline``, or until ``cut_short`` is set) for the processor threads to end; True
@@ -119,7 +85,7 @@ class Manager:
 
     def close(self) -> None:
         """The fetcher stops for good (e.g. the reliable one's working list is emptied)."""
-        self.fetcher.bulk_requeue([])
+        self.fetcher.close()
 
     def hard_shutdown(self) -> None:
         """The deadline passed: requeue the jobs still running, then interrupt their threads. Requeue first,

@@ -7,19 +7,19 @@ callers acting on the same entry (two admins, or an admin and the poller) never 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .errors import KiqError
-from .job_record import JobRecord, parse_job, resolve_config
-from .payload import dumps
-from .retry import run_death_hooks
+from ..client import Client
+from ..config import config_or_default
+from ..errors import KiqError
+from ..keys import DEAD, RETRY, SCHEDULE
+from ..payload import dumps
+from ..server import dead
+from .records import PAGE_SIZE, JobRecord
 
 if TYPE_CHECKING:
-    from .config import Config
-
-PAGE_SIZE = 50
+    from ..config import Config
 
 
 def _scored(result: Any) -> list[tuple[str, float]]:
@@ -76,7 +76,7 @@ class SortedEntry(JobRecord):
         """Move the job to the dead set (the death hooks run, as for Sidekiq's "Kill")."""
         if not self.parent.delete_by_value(self.value):
             return False
-        DeadSet(self.config).kill(self.value)
+        dead.kill(self.config, self.value)
         return True
 
     def _push(self, item: dict[str, Any]) -> bool:
@@ -86,7 +86,7 @@ class SortedEntry(JobRecord):
             return False
         item.pop("at", None)  # a leftover "at" would send it straight back to the schedule
         try:
-            self.config.client.push(item)
+            Client(self.config).push(item)
         except BaseException:
             self.config.redis.zadd(self.parent.name, {self.value: self.score})  # not lost: put it back
             raise
@@ -99,7 +99,7 @@ class JobSet:
     name: ClassVar[str]
 
     def __init__(self, config: Config | None = None) -> None:
-        self.config = resolve_config(config)
+        self.config = config_or_default(config)
 
     @property
     def size(self) -> int:
@@ -193,13 +193,13 @@ class JobSet:
 class ScheduledSet(JobSet):
     """Jobs pushed with ``perform_in``/``perform_at``, scored by when they are due."""
 
-    name = "schedule"
+    name = SCHEDULE
 
 
 class RetrySet(JobSet):
     """Failed jobs waiting for their next attempt, scored by when it is due."""
 
-    name = "retry"
+    name = RETRY
 
     def retry_all(self) -> int:
         """Enqueue every job in the set now; returns how many were enqueued."""
@@ -213,7 +213,7 @@ class RetrySet(JobSet):
 class DeadSet(JobSet):
     """Jobs that failed for good, scored by when they died; trimmed by ``dead_timeout`` and ``dead_max_jobs``."""
 
-    name = "dead"
+    name = DEAD
 
     def retry_all(self) -> int:
         """Enqueue every dead job now; returns how many were enqueued."""
@@ -221,20 +221,7 @@ class DeadSet(JobSet):
 
     def kill(self, jobstr: str, notify_failure: bool = True, exc: BaseException | None = None) -> None:
         """Add a job (raw JSON) to the dead set and trim it; with ``notify_failure`` the death hooks run."""
-        config = self.config
-        now = time.time()
-        pipe = config.redis.pipeline(transaction=True)
-        pipe.zadd(self.name, {jobstr: now})
-        pipe.zremrangebyscore(self.name, "-inf", now - config.dead_timeout)
-        # keep the newest dead_max_jobs (Sidekiq's "0, -max" keeps one fewer than the setting says)
-        pipe.zremrangebyrank(self.name, 0, -(config.dead_max_jobs + 1))
-        pipe.execute()
-        if not notify_failure:
-            return
-        job = parse_job(jobstr)
-        if job is None:
-            config.handle_exception(
-                KiqError(f"a job that is not valid JSON was killed: {jobstr[:200]!r}"), {"context": "dead set"}
-            )
-            return
-        run_death_hooks(config, job, exc)
+        if notify_failure:
+            dead.kill(self.config, jobstr, exc)
+        else:
+            dead.bury(self.config, jobstr)

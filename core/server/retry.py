@@ -36,12 +36,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import redis
 
-from .errors import Shutdown
-from .job_record import epoch
-from .payload import dumps, loads
+from ..errors import Shutdown, error_class
+from ..keys import RETRY
+from ..payload import dumps, epoch, loads
+from . import dead
 
 if TYPE_CHECKING:
-    from .config import Config
+    from ..config import Config
 
 logger = logging.getLogger("kiq.retry")
 
@@ -84,8 +85,8 @@ class JobRetry:
         if _ruby_truthy(job.setdefault("retry", True)):
             self._record(None, job, jobstr, queue, exc)
         else:  # retry: false: no retry and no dead set, but it died, so the death hooks hear of it
-            run_death_hooks(self.config, job, exc)
-        raise Handled(f"{_error_class(exc)} recorded by JobRetry") from exc
+            dead.notify_death(self.config, job, exc)
+        raise Handled(f"{error_class(exc)} recorded by JobRetry") from exc
 
     def _local_failure(self, exc: BaseException, job_instance: Any, jobstr: str, queue: str) -> None:
         """Record the failure and raise ``Handled`` (Sidekiq leaves a job that is not retryable to its global
@@ -98,8 +99,8 @@ class JobRetry:
         if _ruby_truthy(job["retry"]):
             self._record(job_instance, job, jobstr, queue, exc)
         else:  # retry: false: no retry and no dead set, but it died, so the death hooks hear of it
-            run_death_hooks(self.config, job, exc)
-        raise Handled(f"{_error_class(exc)} recorded by JobRetry") from exc
+            dead.notify_death(self.config, job, exc)
+        raise Handled(f"{error_class(exc)} recorded by JobRetry") from exc
 
     def _load(self, jobstr: str, exc: BaseException) -> dict[str, Any]:
         """The payload to record the failure in; one that is not a JSON object goes to dead as stored."""
@@ -109,7 +110,7 @@ class JobRetry:
             job = None
         if not isinstance(job, dict):
             self._bury(jobstr, exc, "the payload is not a JSON object")
-            raise Handled(f"{_error_class(exc)} recorded by JobRetry") from exc
+            raise Handled(f"{error_class(exc)} recorded by JobRetry") from exc
         return job
 
     def _record(self, instance: Any, job: dict[str, Any], jobstr: str, queue: str, exc: BaseException) -> None:
@@ -123,10 +124,8 @@ class JobRetry:
 
     def _bury(self, jobstr: str, exc: BaseException, why: str) -> None:
         """The last resort: the job as it was stored goes to the dead set, with the death hooks."""
-        from .api import DeadSet
-
         logger.error("A failed job goes to the dead set as stored (%s): %.200s", why, jobstr)
-        DeadSet(self.config).kill(jobstr, notify_failure=True, exc=exc)
+        dead.kill(self.config, jobstr, exc)
 
     # -- Sidekiq's process_retry -----------------------------------------------------------------------
     def _process_retry(self, instance: Any, job: dict[str, Any], queue: str, exc: BaseException) -> None:
@@ -136,7 +135,7 @@ class JobRetry:
         max_attempts = retry if type(retry) is int else self.config.max_retries
         job["queue"] = fields.text("retry_queue") or queue
         job["error_message"] = _error_message(exc)
-        job["error_class"] = _error_class(exc)
+        job["error_class"] = error_class(exc)
         now = time.time()
         previous = fields.count("retry_count")
         if previous is not None:
@@ -164,7 +163,7 @@ class JobRetry:
             return self._retries_exhausted(instance, job, exc)
         jitter = random.randrange(10) * (count + 1)
         # no logging here: a failing log device must not stop the retry from being recorded (Sidekiq #3979)
-        self.config.redis.zadd("retry", {dumps(job): time.time() + delay + jitter})
+        self.config.redis.zadd(RETRY, {dumps(job): time.time() + delay + jitter})
         return None
 
     def _delay_for(
@@ -200,12 +199,10 @@ class JobRetry:
         if answer == "discard":
             return
         if job.get("dead") is not False:
-            from .api import DeadSet  # the API pulls in much more; only a dying job needs it
-
             logger.info("Adding dead %s job %s", job.get("class"), job.get("jid"))
             # the hooks run below, each on its own, as Sidekiq's retries_exhausted runs its death handlers
-            DeadSet(self.config).kill(dumps(job), notify_failure=False)
-        run_death_hooks(self.config, job, exc)
+            dead.bury(self.config, dumps(job))
+        dead.notify_death(self.config, job, exc)
 
 
 # The guards are a small class rather than @contextmanager generators: they are entered twice per job, and a
@@ -226,17 +223,6 @@ class _Guard:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
         if exc is not None and isinstance(exc, _FAILURES) and not isinstance(exc, Handled | Shutdown):
             self.on_failure(exc, self.instance, self.jobstr, self.queue)  # raises Handled, or returns: not retryable
-
-
-def run_death_hooks(config: Config, job: dict[str, Any], exc: BaseException | None) -> None:
-    """Call every ``kiq_death`` hook; one that fails is reported and does not stop the others (Sidekiq's
-    death_handlers loop), so a broken handler cannot lose the job or the other handlers' notice."""
-    kwargs = {"job": job, "exc": exc, "config": config}
-    for impl in reversed(config.plugins.hook.kiq_death.get_hookimpls()):  # pluggy's call order
-        try:
-            impl.function(*(kwargs[name] for name in impl.argnames))
-        except Exception as error:
-            config.handle_exception(error, {"context": "Error calling death handler", "job": job})
 
 
 # -- helpers -------------------------------------------------------------------------------------------
@@ -320,16 +306,10 @@ def _raise_if_caused_by_shutdown(exc: BaseException) -> None:
         cause = cause.__cause__ if cause.__cause__ is not None else cause.__context__
 
 
-def _error_class(exc: BaseException) -> str:
-    """The exception class's name: bare for builtins (``ValueError``), else ``module.QualName``."""
-    cls = type(exc)
-    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
-
-
 def _error_message(exc: BaseException) -> str:
     """``str(exc)`` cut to 10,000 characters and made valid UTF-8; Ruby-like, the class name when empty."""
     try:
-        message = str(exc) or _error_class(exc)
+        message = str(exc) or error_class(exc)
     except Exception:
         return "!!! ERROR MESSAGE THREW AN ERROR !!!"
     return _LONE_SURROGATE.sub("\ufffd", message[:MAX_ERROR_MESSAGE])

@@ -22,16 +22,16 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from . import acknowledgement
-from .errors import Shutdown
-from .job import registry
-from .job_record import InvalidPayload, parse_payload
-from .logging import JobLogger, thread_id
+from ..errors import InvalidPayload, Shutdown
+from ..job_registry import registry
+from ..logging import JobLogger, thread_id
+from ..payload import parse_payload
+from . import acknowledgement, dead
 from .retry import Handled, JobRetry
 
 if TYPE_CHECKING:
-    from .config import Config
-    from .fetch import Fetcher, UnitOfWork
+    from ..config import Config
+    from ..fetcher import Fetcher, UnitOfWork
 
 log = logging.getLogger("kiq")
 
@@ -200,10 +200,8 @@ class Processor:
 
     def _bury(self, unit: UnitOfWork, exc: InvalidPayload) -> None:
         """An unrunnable payload: straight to ``dead`` as it was stored (bytes included), and acknowledged."""
-        from .api import DeadSet
-
         try:
-            DeadSet(self.config).kill(unit.job, notify_failure=False)
+            dead.bury(self.config, unit.job)
         except Exception as error:
             self.config.handle_exception(error, {"context": "Internal exception!", "jobstr": unit.job})
             return

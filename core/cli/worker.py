@@ -1,48 +1,30 @@
-"""The ``kiq`` command line: ``kiq worker`` runs jobs; ``kiq redis`` manages the embedded server; the
-inspection commands come from cli_inspect."""
+"""``kiq worker``: load the settings, import the jobs, run a Launcher, and turn signals into its actions.
+
+Signal handlers do no work: the C-level handler writes the signal number into a pipe (``signal.set_wakeup_fd``)
+and the main thread reads it and acts (Launcher.handle_signal); remote signals from the heartbeat are written into
+the same pipe.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import io
 import logging
 import os
 import select
 import signal
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import __version__, cli_inspect
-from .config import Config, enter_server_mode
-from .errors import ConfigError, KiqError
-from .job import registry
-from .launcher import WORKER_SIGNALS
-from .redis import EmbeddedRedis
+from ..config import Config, enter_server_mode
+from ..errors import ConfigError
+from ..job_registry import registry
+from ..logging import setup_logging
+from ..server.launcher import WORKER_SIGNALS, Launcher
+from ..version import __version__
 
 log = logging.getLogger("kiq")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kiq", description="Redis-backed background jobs, Sidekiq-compatible.")
-    parser.add_argument("--version", action="version", version=f"kiq {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    add_worker_command(commands)
-
-    embedded = commands.add_parser("redis", help="show (starting if needed) or stop the embedded Redis server")
-    embedded.add_argument("-C", "--config", help="config file (default: kiq.toml or [tool.kiq] in pyproject.toml)")
-    embedded.add_argument("--stop", action="store_true", help="stop the embedded server")
-    embedded.set_defaults(run=run_redis)
-    cli_inspect.add_commands(commands)
-    try:  # `kiq tracking ...` needs the [tracking] extra (SQLAlchemy)
-        from .plugins.tracking import cli as tracking_cli
-    except ImportError:
-        pass
-    else:
-        tracking_cli.add_commands(commands)
-    return parser
 
 
 def add_worker_command(commands: argparse._SubParsersAction[Any]) -> None:
@@ -92,9 +74,6 @@ def worker_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_worker(args: argparse.Namespace) -> int:
-    from .launcher import Launcher
-    from .logging import setup_logging
-
     config = Config.load(args.config, **worker_overrides(args))
     setup_logging(config.log_level, config.log_format)
     enter_server_mode(config)  # before the imports, so their configure_server callbacks run on this config
@@ -219,37 +198,3 @@ class SignalPipe:
 
 def _ignore(signum: int, frame: object) -> None:
     """The Python-level handler: nothing to do, the wakeup fd already carries the signal to the main loop."""
-
-
-def run_redis(args: argparse.Namespace) -> int:
-    config = Config.load(args.config)
-    if config.redis_url is not None:
-        print(f"redis_url is set ({config.redis_url}); the embedded server is not used")
-        return 0
-    server = EmbeddedRedis(config.embedded_dir)
-    if args.stop:
-        print("stopped" if server.stop() else "not running")
-    else:
-        print(server.ensure_running())
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    for stream in (sys.stdout, sys.stderr):  # a payload that is not UTF-8 prints as \\xff escapes, not a crash
-        if isinstance(stream, io.TextIOWrapper):
-            stream.reconfigure(errors="backslashreplace")
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not hasattr(args, "run"):
-        parser.print_help()
-        return 2
-    try:
-        code: int = args.run(args)
-    except KiqError as exc:
-        print(f"kiq: error: {exc}", file=sys.stderr)
-        return 2
-    return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,75 +1,19 @@
-"""The fetcher seam, the batching hand-off that fetchers share, and BasicFetch.
+"""The hand-off engine fetchers share: one Redis round trip serves every idle processor thread of a capsule.
 
-BasicFetch is Sidekiq's basic fetch made cheaper per job: one round trip takes as many jobs as the capsule has
-idle processor threads (``RPOP key count``, or a Lua script over several queues in Sidekiq's strict, random or
-weighted order), and only when every queue is empty does a thread block in ``BRPOP`` (at most 2 s, so a quiet or
-stop is noticed within 2 s). A job is out of Redis once fetched, so a crash loses the jobs in hand, never more
-than one per thread (as Sidekiq's BRPOP per thread); a stop pushes them back with ``RPUSH`` (the end fetches take
-from, so they run next). The ``reliable`` plugin keeps fetched jobs in Redis until they are acknowledged.
+``BatchFetch`` is the base of both shipped fetchers (basic and reliable) and a building block for a fetch
+plugin: subclass it, implement ``_fetch(wanted, block)``, and call ``_next_job()`` from ``retrieve_work``.
 """
 
 from __future__ import annotations
 
-import importlib
-import logging
-import random
 import threading
 import time
 from collections import deque
 from queue import Empty, SimpleQueue
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
-from .errors import ConfigError
+from .fetcher import MIN_BLOCK, TIMEOUT
 from .redis import DedicatedConnection
-
-if TYPE_CHECKING:
-    from .manager import Capsule
-
-log = logging.getLogger("kiq")
-
-TIMEOUT = 2  # seconds a fetch blocks; bounds how long a processor takes to notice a quiet or stop
-MIN_BLOCK = 0.01  # Redis's blocking commands have millisecond resolution; shorter waits are not worth a call
-QUEUE_PREFIX = "queue:"
-
-# KEYS: queue keys in fetch order. ARGV: most jobs. Returns a flat list of queue key, job pairs, oldest first.
-POP_SCRIPT = """
-local wanted = tonumber(ARGV[1])
-local fetched = {}
-for i = 1, #KEYS do
-  local jobs = redis.call('RPOP', KEYS[i], wanted)
-  if jobs then
-    for _, job in ipairs(jobs) do
-      fetched[#fetched + 1] = KEYS[i]
-      fetched[#fetched + 1] = job
-    end
-    wanted = wanted - #jobs
-    if wanted == 0 then break end
-  end
-end
-return fetched
-"""
-
-
-class UnitOfWork(Protocol):
-    """One fetched job: its queue name (without ``queue:``) and the raw JSON as fetched."""
-
-    queue_name: str
-    job: str
-
-    def acknowledge(self) -> None: ...
-
-    def requeue(self) -> None: ...
-
-
-class Fetcher(Protocol):
-    def retrieve_work(self) -> UnitOfWork | None:
-        """The next job, or None after blocking at most ~2 s."""
-        ...
-
-    def bulk_requeue(self, units: list[UnitOfWork]) -> None:
-        """Give jobs that will not finish here back to their queues (at a stop; ``[]`` at every stop)."""
-        ...
-
 
 Fetched = tuple[str, str]  # (queue name without the prefix, raw job)
 _WAKE: Any = object()  # put in a sleeping thread's mailbox: take a ready job (or, if none is left, fetch or sleep)
@@ -94,7 +38,8 @@ class BatchFetch:
     thread at a time talks to Redis to fetch, on its own connection. Subclasses implement ``_fetch``.
     """
 
-    block_seconds: float = TIMEOUT
+    block_seconds: float = TIMEOUT  # the longest a thread waits for work before retrieve_work returns None
+    min_block: float = MIN_BLOCK  # a shorter wait is not worth a blocking Redis call
 
     def __init__(self, redis: Any) -> None:
         self._lock = threading.Condition(threading.Lock())
@@ -211,114 +156,3 @@ class BatchFetch:
                 self._wake(sleeper)
             self._sleepers.clear()
             self._lock.wait_for(lambda: not self._fetching, timeout=timeout)
-
-
-class BasicUnitOfWork:
-    __slots__ = ("fetch", "job", "queue_name")
-
-    def __init__(self, queue_name: str, job: str, fetch: BasicFetch) -> None:
-        self.queue_name = queue_name
-        self.job = job
-        self.fetch = fetch
-
-    def acknowledge(self) -> None:
-        """Nothing to do: the fetch already removed the job from Redis."""
-
-    def requeue(self) -> None:
-        self.fetch.capsule.config.redis.rpush(QUEUE_PREFIX + self.queue_name, self.job)
-
-    def __repr__(self) -> str:
-        return f"BasicUnitOfWork({self.queue_name!r}, {self.job!r})"
-
-
-class BasicFetch(BatchFetch):
-    """Sidekiq's queue modes: strict (in the given order), random, or weighted (a queue of weight ``w`` is first
-    in ``w`` out of ``sum(weights)`` fetches, on average); one order per round trip."""
-
-    def __init__(self, capsule: Capsule) -> None:
-        if not capsule.queues:
-            raise ConfigError(f"capsule {capsule.name!r} has no queues to fetch from")
-        super().__init__(capsule.config.redis)
-        self.capsule = capsule
-        self.strict = capsule.mode == "strict"
-        # as Sidekiq: each queue listed max(weight, 1) times; a shuffle + dedupe per fetch gives the weighting
-        self._keys = [QUEUE_PREFIX + name for name, weight in capsule.queues for _ in range(max(weight, 1))]
-        if self.strict:
-            self._keys = list(dict.fromkeys(self._keys))
-
-    def queue_keys(self) -> list[str]:
-        """The keys for the next fetch, in priority order."""
-        if self.strict:
-            return self._keys
-        return list(dict.fromkeys(random.sample(self._keys, len(self._keys))))
-
-    def retrieve_work(self) -> BasicUnitOfWork | None:
-        fetched = self._next_job()
-        return BasicUnitOfWork(fetched[0], fetched[1], self) if fetched is not None else None
-
-    def _fetch(self, wanted: int, block: float) -> list[Fetched]:
-        keys = self.queue_keys()
-        prefix = len(QUEUE_PREFIX)
-        if len(keys) == 1:
-            jobs: list[str] | None = self.connection.command("RPOP", keys[0], wanted)
-            if jobs:
-                name = keys[0][prefix:]
-                return [(name, job) for job in jobs]
-        else:
-            reply: list[str] = self.connection.script(POP_SCRIPT, keys, [wanted])
-            if reply:
-                return [(reply[i][prefix:], reply[i + 1]) for i in range(0, len(reply), 2)]
-        if block < MIN_BLOCK:
-            return []
-        popped: list[str] | None = self.connection.command("BRPOP", *keys, round(min(block, TIMEOUT), 3))
-        return [(popped[0][prefix:], popped[1])] if popped else []
-
-    def bulk_requeue(self, units: list[UnitOfWork]) -> None:
-        with self._lock:
-            if not self._fetching:
-                self.connection.release()  # taken again by the next fetch, if any
-        if not units:
-            return
-        by_queue: dict[str, list[str]] = {}
-        for unit in units:
-            by_queue.setdefault(QUEUE_PREFIX + unit.queue_name, []).append(unit.job)
-        try:
-            pipe = self.capsule.config.redis.pipeline(transaction=False)
-            for key, jobs in by_queue.items():
-                pipe.rpush(key, *jobs)
-            pipe.execute()
-        except Exception as exc:
-            log.error("failed to push %d jobs back to Redis, they are lost: %s: %r", len(units), exc, units)
-            return
-        log.info("pushed %d jobs back to Redis", len(units))
-
-
-def fetcher_for(capsule: Capsule) -> Fetcher:
-    """The fetcher that the ``fetch`` setting names: ``basic``, a plugin's name (``reliable`` is shipped; the
-    setting registers it), or ``module:Class`` / ``module.Class`` built as ``Class(capsule)``."""
-    config = capsule.config
-    name: str = config.fetch
-    if name == "basic":
-        return BasicFetch(capsule)
-    if ":" in name:
-        return _build(name, capsule)
-    fetcher: Fetcher | None = config.plugins.hook.kiq_fetcher(name=name, config=config, capsule=capsule)
-    if fetcher is not None:
-        return fetcher
-    if "." in name:
-        return _build(name, capsule)
-    raise ConfigError(
-        f"unknown fetch strategy {name!r}: use 'basic', 'reliable', a plugin's name (load the plugin with the "
-        "plugins setting), or 'module:Class'"
-    )
-
-
-def _build(path: str, capsule: Capsule) -> Fetcher:
-    """``Class(capsule)`` for the operator-written setting ``module:Class`` (never for data from Redis)."""
-    module_name, _, attr = path.partition(":") if ":" in path else path.rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"fetch strategy {path!r} cannot be loaded: {exc}") from exc
-    fetcher: Fetcher = cls(capsule)
-    return fetcher

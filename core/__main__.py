@@ -1,0 +1,7 @@
+"""``python -m kiq``: the ``kiq`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,38 @@
+"""The data API (Sidekiq's ``sidekiq/api``): look at and act on queues, scheduled jobs, retries, dead jobs,
+processes and running jobs. Everything reads Sidekiq 7's keys, so it works on a Redis shared with Ruby.
+
+Every class takes an optional ``Config`` (default: the process-wide one)::
+
+    from kiq.api import DeadSet, ProcessSet, Queue, RetrySet, Stats
+
+    Stats().processed, Stats().queues                  # counters, {queue: size}
+    Queue("default").latency                           # seconds the oldest job has waited
+    RetrySet().find_job(jid).retry()                   # enqueue a retry now
+    DeadSet().retry_all()
+    ProcessSet().quiet()                               # stop fetching in every live worker
+"""
+
+from __future__ import annotations
+
+from ..server.scheduled import cleanup_processes
+from .job_sets import DeadSet, JobSet, RetrySet, ScheduledSet, SortedEntry
+from .process_set import Process, ProcessSet, Work, Workers
+from .queue import Queue
+from .records import JobRecord
+from .stats import Stats
+
+__all__ = [
+    "DeadSet",
+    "JobRecord",
+    "JobSet",
+    "Process",
+    "ProcessSet",
+    "Queue",
+    "RetrySet",
+    "ScheduledSet",
+    "SortedEntry",
+    "Stats",
+    "Work",
+    "Workers",
+    "cleanup_processes",
+]

@@ -1,0 +1,71 @@
+"""A queue (``queue:<name>`` list) as Sidekiq's API sees it: size, latency, its jobs, clear."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from ..config import config_or_default
+from ..keys import QUEUES, queue_key
+from .records import PAGE_SIZE, JobRecord, latency
+
+if TYPE_CHECKING:
+    from ..config import Config
+
+
+class Queue:
+    """One queue (``queue:<name>`` list). Iterates newest first, as Sidekiq does; the oldest job runs next."""
+
+    def __init__(self, name: str = "default", config: Config | None = None) -> None:
+        self.name = name
+        self.config = config_or_default(config)
+        self.key = queue_key(name)
+
+    @classmethod
+    def all(cls, config: Config | None = None) -> list[Queue]:
+        """Every known queue (the ``queues`` set), by name."""
+        config = config_or_default(config)
+        return [cls(str(name), config) for name in sorted(config.redis.smembers(QUEUES))]
+
+    def __repr__(self) -> str:
+        return f"<Queue {self.name}>"
+
+    @property
+    def size(self) -> int:
+        return int(self.config.redis.llen(self.key))
+
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def latency(self) -> float:
+        """Seconds since the oldest job in the queue was enqueued; 0.0 when the queue is empty."""
+        oldest: str | None = self.config.redis.lindex(self.key, -1)  # type: ignore[assignment]
+        return latency(oldest)
+
+    def __iter__(self) -> Iterator[JobRecord]:
+        redis = self.config.redis
+        initial_size = self.size
+        deleted = 0
+        page = 0
+        while True:
+            start = page * PAGE_SIZE - deleted  # jobs deleted meanwhile shift the rest towards the head
+            entries = redis.lrange(self.key, start, start + PAGE_SIZE - 1)
+            if not entries:
+                return
+            page += 1
+            for entry in entries:
+                yield JobRecord(str(entry), self.name, self.config)
+            deleted = max(0, initial_size - self.size)
+
+    def find_job(self, jid: str) -> JobRecord | None:
+        """The job with this jid (a linear scan, as in Sidekiq), or None."""
+        return next((record for record in self if record.jid == jid), None)
+
+    def clear(self) -> int:
+        """Delete every job in the queue and forget the queue; returns how many jobs there were."""
+        pipe = self.config.redis.pipeline(transaction=True)
+        pipe.llen(self.key)
+        pipe.unlink(self.key)
+        pipe.srem(QUEUES, self.name)
+        return int(pipe.execute()[0])

@@ -1,0 +1,85 @@
+"""The ``kiq`` command line: ``kiq worker`` runs jobs (cli.worker); ``kiq redis`` manages the embedded server; the
+inspection commands come from cli.inspect; installed plugins add theirs (the ``kiq_cli`` hook).
+
+Hand-written on argparse (the standard library) on purpose: a CLI framework (click, typer) or a table library
+(rich) would add dependencies to every installation for a few tables and flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from ..config import Config
+from ..errors import KiqError
+from ..plugin_manager import PluginManager, installed_plugins
+from ..redis import EmbeddedRedis
+from ..version import __version__
+from . import inspection, worker
+
+log = logging.getLogger("kiq")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kiq", description="Redis-backed background jobs, Sidekiq-compatible.")
+    parser.add_argument("--version", action="version", version=f"kiq {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    worker.add_worker_command(commands)
+
+    embedded = commands.add_parser("redis", help="show (starting if needed) or stop the embedded Redis server")
+    embedded.add_argument("-C", "--config", help="config file (default: kiq.toml or [tool.kiq] in pyproject.toml)")
+    embedded.add_argument("--stop", action="store_true", help="stop the embedded server")
+    embedded.set_defaults(run=run_redis)
+    inspection.add_commands(commands)
+    add_plugin_commands(commands)
+    return parser
+
+
+def add_plugin_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Every installed plugin may add commands (``kiq tracking ...``); one that fails to load is skipped, with a
+    warning, so a broken optional dependency does not break ``kiq`` itself."""
+    plugins = PluginManager(None)
+    for name, entry_point in installed_plugins().items():
+        try:
+            plugins.add(entry_point.load(), name)
+        except Exception as exc:
+            log.warning("plugin %s is installed but cannot be loaded: %s", name, exc)
+    plugins.hook.kiq_cli(commands=commands)
+
+
+def run_redis(args: argparse.Namespace) -> int:
+    config = Config.load(args.config)
+    if config.redis_url is not None:
+        print(f"redis_url is set ({config.redis_url}); the embedded server is not used")
+        return 0
+    server = EmbeddedRedis(config.embedded_dir)
+    if args.stop:
+        print("stopped" if server.stop() else "not running")
+    else:
+        print(server.ensure_running())
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    # the project's own modules (plugins, -r job modules, a config's imports) are found from the project root, as
+    # with ``python -m``, before any setting is read
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for stream in (sys.stdout, sys.stderr):  # a payload that is not UTF-8 prints as \\xff escapes, not a crash
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "run"):
+        parser.print_help()
+        return 2
+    try:
+        code: int = args.run(args)
+    except KiqError as exc:
+        print(f"kiq: error: {exc}", file=sys.stderr)
+        return 2
+    return code

@@ -1,0 +1,7 @@
+"""``python -m kiq.cli``: the ``kiq`` command."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

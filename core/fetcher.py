@@ -1,0 +1,123 @@
+"""The fetcher seam: what a fetch strategy is given (a ``Capsule``) and what it provides (a ``Fetcher`` of
+``UnitOfWork``s), plus what fetchers share: Sidekiq's queue order and the Lua that pops a batch in that order.
+
+The worker drives a fetcher's whole life: ``retrieve_work`` from every processor thread, ``heartbeat`` on every
+heartbeat, ``quiet`` when fetching stops, ``bulk_requeue`` for jobs a stop interrupts, and ``close`` last, after
+the shutdown hooks. A class that subclasses ``Fetcher`` explicitly inherits no-op ``heartbeat``/``quiet``/``close``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Protocol
+
+from .keys import queue_key
+from .settings import Queues
+
+if TYPE_CHECKING:
+    from .config import Config
+
+TIMEOUT = 2  # seconds a fetch blocks; bounds how long a processor takes to notice a quiet or stop
+MIN_BLOCK = 0.01  # Redis's blocking commands have millisecond resolution; shorter waits are not worth a call
+
+
+@dataclass
+class Capsule:
+    """A named group of processor threads with its own queues (the ``default`` one comes from the ``queues`` and
+    ``concurrency`` settings; ``config.add_capsule`` declares more)."""
+
+    name: str
+    queues: Queues  # (name, weight); weight 0 = none given
+    concurrency: int
+    config: Config
+    identity: str = ""  # the worker process's
+
+    @property
+    def mode(self) -> Literal["strict", "random", "weighted"]:
+        """Sidekiq's rule: no weights → strict order; all weights 1 → random; anything else → weighted."""
+        weights = [weight for _, weight in self.queues]
+        if all(weight == 0 for weight in weights):
+            return "strict"
+        if all(weight == 1 for weight in weights):
+            return "random"
+        return "weighted"
+
+    @property
+    def weights(self) -> dict[str, int]:
+        """Queue name → weight, as Sidekiq reports a capsule's weights in the process info."""
+        return dict(self.queues)
+
+
+class UnitOfWork(Protocol):
+    """One fetched job: its queue name (without ``queue:``) and the raw JSON as fetched."""
+
+    queue_name: str
+    job: str
+
+    def acknowledge(self) -> None: ...
+
+    def requeue(self) -> None: ...
+
+
+class Fetcher(Protocol):
+    """A fetch strategy for one capsule of one worker process."""
+
+    def retrieve_work(self) -> UnitOfWork | None:
+        """The next job, or None after blocking at most ~2 s (so a quiet or stop is noticed)."""
+        ...
+
+    def bulk_requeue(self, units: Sequence[UnitOfWork]) -> None:
+        """Give these jobs back to their queues: a stop ran out of time while they ran."""
+        ...
+
+    def heartbeat(self) -> None:
+        """Called on every heartbeat of the process."""
+
+    def quiet(self) -> None:
+        """No more work will be asked for."""
+
+    def close(self) -> None:
+        """Stop for good (after the shutdown hooks): release connections, give back what is still held."""
+
+
+class QueueOrder:
+    """The queue keys to fetch from, in Sidekiq's modes: strict (in the given order), random, or weighted (a
+    queue of weight ``w`` comes first in ``w`` out of ``sum(weights)`` fetches, on average); one order per fetch."""
+
+    def __init__(self, queues: Queues, mode: str) -> None:
+        self.strict = mode == "strict"
+        # as Sidekiq: each queue listed max(weight, 1) times; a shuffle + dedupe per fetch gives the weighting
+        self._keys = [queue_key(name) for name, weight in queues for _ in range(max(weight, 1))]
+        self.distinct = list(dict.fromkeys(self._keys))
+
+    def keys(self) -> list[str]:
+        """The keys for the next fetch, in priority order."""
+        if self.strict:
+            return self.distinct
+        return list(dict.fromkeys(random.sample(self._keys, len(self._keys))))
+
+
+def pop_script(first_queue_key: int = 1, into: int | None = None, before: str = "") -> str:
+    """Lua that pops up to ``ARGV[1]`` jobs from the queues ``KEYS[first_queue_key:]`` in their order (``RPOP key
+    count``), pushing them into ``KEYS[into]`` too when given (a working list), after the statements ``before``.
+    Returns a flat list of queue key, job pairs, oldest first. Jobs are opaque strings: never decoded."""
+    move = f"redis.call('LPUSH', KEYS[{into}], unpack(jobs))" if into is not None else ""
+    return f"""{before}
+local wanted = tonumber(ARGV[1])
+local fetched = {{}}
+for i = {first_queue_key}, #KEYS do
+  local jobs = redis.call('RPOP', KEYS[i], wanted)
+  if jobs then
+    {move}
+    for _, job in ipairs(jobs) do
+      fetched[#fetched + 1] = KEYS[i]
+      fetched[#fetched + 1] = job
+    end
+    wanted = wanted - #jobs
+    if wanted == 0 then break end
+  end
+end
+return fetched
+"""

@@ -1,0 +1,134 @@
+"""BasicFetch (Sidekiq's basic fetch, made cheaper per job), and which fetcher the ``fetch`` setting names.
+
+One round trip takes as many jobs as the capsule has idle processor threads (``RPOP key count``, or a Lua script
+over several queues in Sidekiq's strict, random or weighted order), and only when every queue is empty does a
+thread block in ``BRPOP`` (at most 2 s, so a quiet or stop is noticed within 2 s). A job is out of Redis once
+fetched, so a crash loses the jobs in hand, never more than one per thread (as Sidekiq's BRPOP per thread); a
+stop pushes them back with ``RPUSH`` (the end fetches take from, so they run next). The ``reliable`` plugin keeps
+fetched jobs in Redis until they are acknowledged.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Sequence
+
+from ..errors import ConfigError
+from ..fetcher import MIN_BLOCK, TIMEOUT, Capsule, Fetcher, QueueOrder, UnitOfWork, pop_script
+from ..handoff import BatchFetch, Fetched
+from ..keys import queue_key, queue_name
+from ..settings import did_you_mean
+
+log = logging.getLogger("kiq")
+
+POP_SCRIPT = pop_script()  # KEYS: queue keys in fetch order; ARGV: most jobs
+
+
+class BasicUnitOfWork:
+    __slots__ = ("fetch", "job", "queue_name")
+
+    def __init__(self, queue_name: str, job: str, fetch: BasicFetch) -> None:
+        self.queue_name = queue_name
+        self.job = job
+        self.fetch = fetch
+
+    def acknowledge(self) -> None:
+        """Nothing to do: the fetch already removed the job from Redis."""
+
+    def requeue(self) -> None:
+        self.fetch.capsule.config.redis.rpush(queue_key(self.queue_name), self.job)
+
+    def __repr__(self) -> str:
+        return f"BasicUnitOfWork({self.queue_name!r}, {self.job!r})"
+
+
+class BasicFetch(BatchFetch):
+    """The default fetcher (``fetch = "basic"``)."""
+
+    def __init__(self, capsule: Capsule) -> None:
+        if not capsule.queues:
+            raise ConfigError(f"capsule {capsule.name!r} has no queues to fetch from")
+        super().__init__(capsule.config.redis)
+        self.capsule = capsule
+        self.order = QueueOrder(capsule.queues, capsule.mode)
+
+    def retrieve_work(self) -> BasicUnitOfWork | None:
+        fetched = self._next_job()
+        return BasicUnitOfWork(fetched[0], fetched[1], self) if fetched is not None else None
+
+    def _fetch(self, wanted: int, block: float) -> list[Fetched]:
+        keys = self.order.keys()
+        if len(keys) == 1:
+            jobs: list[str] | None = self.connection.command("RPOP", keys[0], wanted)
+            if jobs:
+                name = queue_name(keys[0])
+                return [(name, job) for job in jobs]
+        else:
+            reply: list[str] = self.connection.script(POP_SCRIPT, keys, [wanted])
+            if reply:
+                return [(queue_name(reply[i]), reply[i + 1]) for i in range(0, len(reply), 2)]
+        if block < MIN_BLOCK:
+            return []
+        popped: list[str] | None = self.connection.command("BRPOP", *keys, round(min(block, TIMEOUT), 3))
+        return [(queue_name(popped[0]), popped[1])] if popped else []
+
+    def bulk_requeue(self, units: Sequence[UnitOfWork]) -> None:
+        if not units:
+            return
+        by_queue: dict[str, list[str]] = {}
+        for unit in units:
+            by_queue.setdefault(queue_key(unit.queue_name), []).append(unit.job)
+        try:
+            pipe = self.capsule.config.redis.pipeline(transaction=False)
+            for key, jobs in by_queue.items():
+                pipe.rpush(key, *jobs)
+            pipe.execute()
+        except Exception as exc:
+            log.error("failed to push %d jobs back to Redis, they are lost: %s: %r", len(units), exc, units)
+            return
+        log.info("pushed %d jobs back to Redis", len(units))
+
+    def heartbeat(self) -> None:
+        """Nothing to keep alive: a fetched job is out of Redis."""
+
+    def quiet(self) -> None:
+        """Nothing to do: the processors stop asking."""
+
+    def close(self) -> None:
+        self._close(timeout=TIMEOUT)  # threads still waiting get None
+        with self._lock:
+            if not self._fetching:
+                self.connection.release()
+
+
+def fetcher_for(capsule: Capsule) -> Fetcher:
+    """The fetcher the ``fetch`` setting names: ``basic``, the name of a plugin's fetcher (``reliable`` is
+    shipped), or ``module:Class`` (built as ``Class(capsule)``)."""
+    config = capsule.config
+    name: str = config.fetch
+    if name == "basic":
+        return BasicFetch(capsule)
+    if ":" in name:
+        return _build(name, capsule)
+    fetcher: Fetcher | None = config.plugins.hook.kiq_fetcher(name=name, config=config, capsule=capsule)
+    if fetcher is not None:
+        return fetcher
+    from ..config import FETCHERS_GROUP
+
+    known = ["basic", *(entry.name for entry in importlib.metadata.entry_points(group=FETCHERS_GROUP))]
+    raise ConfigError(
+        f"unknown fetch strategy {name!r}{did_you_mean(name, known)}: use one of {', '.join(known)}, a fetcher a "
+        "loaded plugin provides, or 'module:Class'"
+    )
+
+
+def _build(path: str, capsule: Capsule) -> Fetcher:
+    """``Class(capsule)`` for the operator-written setting ``module:Class`` (never for data from Redis)."""
+    module_name, _, attr = path.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"fetch strategy {path!r} cannot be loaded: {exc}") from exc
+    fetcher: Fetcher = cls(capsule)
+    return fetcher

@@ -1,0 +1,220 @@
+"""Settings: every knob kiq reads, with its default and parser, and where values come from.
+
+Sources, lowest first: defaults < ``kiq.toml`` / ``[tool.kiq]`` of ``pyproject.toml`` < ``KIQ_*`` environment
+variables < code / CLI flags. Every value is parsed when it is read or assigned, so a typo or a bad value stops
+the process at start-up with a message naming the setting, where it came from, and the setting meant when the
+name is a near miss.
+
+Hand-written on purpose: a settings library (pydantic-settings, dynaconf) would add a dependency to every client
+process for about 150 lines of parsing, and plugins declare settings at run time, which those libraries model
+less simply than a dict of ``Setting`` objects.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from .errors import ConfigError
+
+ENV_PREFIX = "KIQ_"
+
+
+# -- parsers: each takes the raw value (TOML, env text, Python) and returns the parsed one or raises ValueError --
+def as_int(minimum: int | None = None) -> Callable[[Any], int]:
+    def parse(raw: Any) -> int:
+        if isinstance(raw, bool) or not isinstance(raw, int | str):
+            raise ValueError(f"expected an integer, got {raw!r}")
+        value = int(raw)
+        if minimum is not None and value < minimum:
+            raise ValueError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def as_float(minimum: float = 0.0) -> Callable[[Any], float]:
+    def parse(raw: Any) -> float:
+        if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+            raise ValueError(f"expected a number, got {raw!r}")
+        value = float(raw)
+        if not minimum <= value < float("inf"):  # also refuses NaN
+            raise ValueError(f"must be a finite number of at least {minimum}, got {raw!r}")
+        return value
+
+    return parse
+
+
+def as_bool(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().lower() in {"1", "true", "yes", "on", "0", "false", "no", "off"}:
+        return raw.strip().lower() in {"1", "true", "yes", "on"}
+    raise ValueError(f"expected true or false, got {raw!r}")
+
+
+def as_str(raw: Any) -> str:
+    if not isinstance(raw, str) or not raw:
+        raise ValueError(f"expected a non-empty string, got {raw!r}")
+    return raw
+
+
+def as_optional_str(raw: Any) -> str | None:
+    return None if raw is None or raw == "" else as_str(raw)
+
+
+def as_choice(*choices: str) -> Callable[[Any], str]:
+    def parse(raw: Any) -> str:
+        if raw not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {raw!r}")
+        return str(raw)
+
+    return parse
+
+
+def as_str_list(raw: Any) -> list[str]:
+    """A list of strings; from the environment, a comma- or space-separated string."""
+    if isinstance(raw, str):
+        raw = raw.replace(",", " ").split()
+    if not isinstance(raw, list | tuple) or not all(isinstance(item, str) and item for item in raw):
+        raise ValueError(f"expected a list of names, got {raw!r}")
+    return list(raw)
+
+
+Queues = list[tuple[str, int]]
+
+
+def as_queues(raw: Any) -> Queues:
+    """Queues as Sidekiq takes them: ``"critical,2"``, ``["critical", 2]`` or a list of those.
+
+    From the environment: ``"critical,2 default"`` (space-separated). A queue without a weight has weight 0;
+    all zero means strict order, all one means random, anything else weighted (Sidekiq's ``queues=``).
+    """
+    items = raw.split() if isinstance(raw, str) else raw
+    if not isinstance(items, list | tuple) or not items:
+        raise ValueError(f"expected a non-empty list of queues, got {raw!r}")
+    if len(items) == 2 and isinstance(items[0], str) and isinstance(items[1], int) and "," not in items[0]:
+        items = [items]  # one ["name", weight] pair
+    queues: Queues = []
+    for item in items:
+        parts = item.split(",") if isinstance(item, str) else item
+        if not isinstance(parts, list | tuple) or not 1 <= len(parts) <= 2:
+            raise ValueError(f"a queue is 'name' or 'name,weight', got {item!r}")
+        name = parts[0].strip() if isinstance(parts[0], str) else ""
+        if not name:
+            raise ValueError(f"a queue needs a name, got {item!r}")
+        weight = as_int(0)(str(parts[1]).strip()) if len(parts) == 2 else 0
+        queues.append((name, weight))
+    return queues
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A named setting: its default and the parser that turns a raw value (TOML, env text, Python) into it.
+
+    Plugins declare theirs with the constructors: ``Setting.integer("my_limit", 10, minimum=1, help="...")``.
+    """
+
+    name: str
+    default: Any
+    parse: Callable[[Any], Any]
+    help: str = ""
+
+    @classmethod
+    def integer(cls, name: str, default: int, minimum: int | None = None, help: str = "") -> Setting:
+        return cls(name, default, as_int(minimum), help)
+
+    @classmethod
+    def number(cls, name: str, default: float, minimum: float = 0.0, help: str = "") -> Setting:
+        return cls(name, default, as_float(minimum), help)
+
+    @classmethod
+    def boolean(cls, name: str, default: bool, help: str = "") -> Setting:
+        return cls(name, default, as_bool, help)
+
+    @classmethod
+    def text(cls, name: str, default: str | None, help: str = "") -> Setting:
+        """A string; a default of None makes it optional (an empty value means unset)."""
+        return cls(name, default, as_optional_str if default is None else as_str, help)
+
+    @classmethod
+    def choice(cls, name: str, default: str, choices: Iterable[str], help: str = "") -> Setting:
+        return cls(name, default, as_choice(*choices), help)
+
+    @classmethod
+    def names(cls, name: str, default: list[str], help: str = "") -> Setting:
+        """A list of names (from the environment: comma- or space-separated)."""
+        return cls(name, default, as_str_list, help)
+
+
+DAY = 24 * 60 * 60
+
+CORE_SETTINGS = [
+    Setting.text("redis_url", None, "Redis URL; unset: the embedded server in embedded_dir"),
+    Setting.text("embedded_dir", ".kiq", "where the embedded Redis keeps its socket and data"),
+    Setting.integer("concurrency", 10, 1, "processor threads per worker process"),
+    Setting("queues", [("default", 0)], as_queues, "queues to fetch from, 'name' or 'name,weight'"),
+    Setting.number("timeout", 25.0, 0, "seconds a stop waits for running jobs before requeueing them"),
+    Setting.text("fetch", "basic", "fetch strategy: basic, a plugin's fetcher (reliable), or module:Class"),
+    Setting.names("plugins", [], "plugins to load: entry point names or module[:attr]"),
+    Setting.names("require", [], "modules the worker imports to register its jobs"),
+    Setting.integer("max_retries", 25, 0, "retries for a job with retry: true"),
+    Setting.integer("dead_max_jobs", 10_000, 0, "the dead set keeps at most this many jobs"),
+    Setting.number("dead_timeout", 180.0 * DAY, 0, "seconds a job stays in the dead set"),
+    Setting.number("poll_interval", 5.0, 0.1, "average seconds between scheduled/retry polls"),
+    Setting.number("heartbeat_interval", 10.0, 0.1, "seconds between heartbeats"),
+    Setting.text("tag", None, "a tag shown with this process in the process list"),
+    Setting.choice("log_level", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"), "log level of the worker"),
+    Setting.choice("log_format", "plain", ("plain", "json"), "log line format of the worker"),
+]
+
+
+class Source(NamedTuple):
+    """Values from one place; a lenient source ignores names no setting has (the environment holds other
+    tools' ``KIQ_*`` variables too)."""
+
+    origin: str
+    values: Mapping[str, Any]
+    lenient: bool = False
+
+
+def read_file(path: str | Path | None = None, cwd: str | Path = ".") -> Source:
+    """Settings from ``path``, else ``kiq.toml``, else ``[tool.kiq]`` of ``pyproject.toml`` in ``cwd``."""
+    if path is not None:
+        candidates = [Path(path)]
+        if not candidates[0].exists():
+            raise ConfigError(f"config file {path} does not exist")
+    else:
+        candidates = [Path(cwd) / "kiq.toml", Path(cwd) / "pyproject.toml"]
+    for candidate in candidates:
+        if not candidate.exists():
+            continue
+        try:
+            data = tomllib.loads(candidate.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read {candidate}: {exc}") from exc
+        if candidate.name == "pyproject.toml" and path is None:
+            data = data.get("tool", {}).get("kiq")
+            if data is None:
+                continue
+        elif candidate.name == "pyproject.toml":
+            data = data.get("tool", {}).get("kiq", {})
+        if not isinstance(data, dict):
+            raise ConfigError(f"{candidate}: kiq settings must be a table")
+        return Source(str(candidate), data)
+    return Source("config file", {})
+
+
+def read_environment(env: Mapping[str, str]) -> Source:
+    values = {key[len(ENV_PREFIX) :].lower(): value for key, value in env.items() if key.startswith(ENV_PREFIX)}
+    return Source("environment", values, lenient=True)
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'queue'?)`` for a near miss of a known name, else an empty string."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""

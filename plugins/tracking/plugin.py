@@ -1,0 +1,72 @@
+"""The tracking plugin: its settings, middleware and hooks, and the Tracker of the config it belongs to."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+from typing import Any
+
+import kiq
+
+from . import cli
+from .middleware import TrackingClientMiddleware, TrackingServerMiddleware, death_update
+from .tracker import Tracker
+
+SETTINGS = [
+    kiq.Setting.text("tracking_database_url", "sqlite:///kiq-tracking.db", "SQLAlchemy URL of the tracking database"),
+    kiq.Setting.number("tracking_flush_interval", 0.1, minimum=0.001, help="seconds between batched status writes"),
+    kiq.Setting.integer("tracking_batch_size", 500, minimum=1, help="status updates per write transaction"),
+    kiq.Setting.integer(
+        "tracking_max_pending", 100_000, minimum=1, help="jobs' updates kept while the database is away"
+    ),
+    kiq.Setting.number("tracking_shutdown_timeout", 10.0, help="seconds a stopping worker waits to write updates"),
+]
+
+
+class TrackingPlugin:
+    """One per config (``plugins = ["tracking"]``, or ``tracker_for(config)``): it holds that config's Tracker."""
+
+    def __init__(self) -> None:
+        self._tracker: Tracker | None = None
+        self._lock = threading.Lock()
+
+    def tracker(self, config: kiq.Config) -> Tracker:
+        """The config's Tracker: its database and writer, made on first use (SQLAlchemy loads then)."""
+        tracker = self._tracker
+        if tracker is None:
+            with self._lock:
+                tracker = self._tracker
+                if tracker is None:
+                    tracker = self._tracker = Tracker(config)
+        return tracker
+
+    @kiq.hookimpl
+    def kiq_settings(self) -> list[kiq.Setting]:
+        return SETTINGS
+
+    @kiq.hookimpl
+    def kiq_client_middleware(self, chain: kiq.Chain[kiq.ClientMiddleware]) -> None:
+        chain.prepend(TrackingClientMiddleware, self)  # outermost: it must see every job of a task being created
+
+    @kiq.hookimpl
+    def kiq_server_middleware(self, chain: kiq.Chain[kiq.ServerMiddleware]) -> None:
+        chain.add(TrackingServerMiddleware, self)
+
+    @kiq.hookimpl
+    def kiq_death(self, job: dict[str, Any], exc: BaseException | None, config: kiq.Config) -> None:
+        update = death_update(job, exc)
+        if update is not None:
+            self.tracker(config).writer.submit(update)
+
+    @kiq.hookimpl
+    def kiq_startup(self, config: kiq.Config) -> None:
+        self.tracker(config)  # SQLAlchemy's import and the engine now, not in the worker's first tracked job
+
+    @kiq.hookimpl
+    def kiq_shutdown(self, config: kiq.Config) -> None:
+        if self._tracker is not None:
+            self._tracker.writer.close(config.get("tracking_shutdown_timeout"))
+
+    @kiq.hookimpl
+    def kiq_cli(self, commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+        cli.add_commands(commands)
