@@ -1,4 +1,5 @@
-"""Jobs and a death-recording plugin for tests/test_retry_e2e.py; loaded by a worker with ``-r tests.jobs.retry``.
+"""Jobs and a death-recording plugin for tests/server/test_retry_e2e.py (a worker loads them with
+``-r tests.jobs.retry``).
 
 Every attempt and every death is written to Redis, where the test reads it back.
 """

@@ -20,9 +20,8 @@ import pytest
 import kiq
 from kiq.plugins.tracking import Tracker
 from tests.jobs.tracking import DONE, SlowEnroll
-
-from .support import WorkerProcess, wait_until
-from .tracking_support import PrivatePostgres, track
+from tests.support import WorkerProcess, wait_until
+from tests.tracking_support import PrivatePostgres, track
 
 pytestmark = pytest.mark.slow
 JOBS = 100  # jobs of the task, created before the outage (every 10th fails a business rule)

@@ -200,7 +200,7 @@ def test_fetcher_for_basic(config: kiq.Config) -> None:
 
 
 def test_fetcher_for_module_and_class(config: kiq.Config) -> None:
-    config.fetch = "tests.test_fetch:ListFetch"
+    config.fetch = "tests.server.test_fetch:ListFetch"
     fetcher = fetcher_for(capsule(config, ("default", 0)))
     assert type(fetcher).__name__ == "ListFetch"
 
@@ -227,7 +227,7 @@ def test_fetcher_for_unknown_names(config: kiq.Config) -> None:
     config.fetch = "nosuch"
     with pytest.raises(ConfigError, match="unknown fetch strategy 'nosuch'"):
         fetcher_for(capsule(config, ("default", 0)))
-    config.fetch = "tests.test_fetch:Missing"
+    config.fetch = "tests.server.test_fetch:Missing"
     with pytest.raises(ConfigError, match="cannot be loaded"):
         fetcher_for(capsule(config, ("default", 0)))
 

@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 from kiq.plugins.tracking.store import Store
-
-from .support import ROOT
+from tests.support import ROOT
 
 NO_SQLALCHEMY = "import sys; sys.modules['sqlalchemy'] = None  # any import of it fails\n"
 

@@ -18,9 +18,8 @@ from sqlalchemy import select, text
 from kiq.plugins.tracking.models import Event
 from kiq.plugins.tracking.store import Store
 from kiq.plugins.tracking.writer import Update, Writer
-
-from .support import wait_until
-from .tracking_support import PrivatePostgres
+from tests.support import wait_until
+from tests.tracking_support import PrivatePostgres
 
 OTHERS = 100  # other jobs' updates in the batch that holds the bad one
 BAD_AT = 37  # where in the batch the bad update goes

@@ -28,9 +28,9 @@ from kiq.contrib.flask import mount_tracking as mount_flask
 from kiq.contrib.tracking_http import Resource, WSGIRequest
 from kiq.plugins.tracking import Tracker
 from tests.jobs.tracking import Enroll
+from tests.tracking_support import work_off
 
 from .test_tracking_http import APPS, client_for
-from .tracking_support import work_off
 
 REQUEST_TYPES = {
     "wsgi": WSGIRequest,

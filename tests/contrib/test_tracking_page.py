@@ -29,9 +29,8 @@ import kiq
 from kiq.contrib.flask import mount_tracking
 from kiq.plugins.tracking import Tracker
 from tests.jobs.tracking import Enroll
-
-from .support import ROOT, missing_service, wait_until
-from .tracking_support import work_off
+from tests.support import ROOT, missing_service, wait_until
+from tests.tracking_support import work_off
 
 DEMO = ROOT / "examples" / "demo.py"
 CHROMIUM = shutil.which("chromium")

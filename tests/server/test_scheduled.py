@@ -15,9 +15,8 @@ import kiq
 from kiq.middleware import ClientMiddleware, Wrapper
 from kiq.payload import dumps
 from kiq.server.scheduled import Poller
-
-from .jobs.api import RUNS_KEY, RecordRun
-from .support import WorkerProcess, raw_redis, wait_until
+from tests.jobs.api import RUNS_KEY, RecordRun
+from tests.support import WorkerProcess, raw_redis, wait_until
 
 
 def job_json(jid: str, queue: str = "default", **extra: Any) -> str:

@@ -13,8 +13,7 @@ import kiq
 from kiq.plugins.tracking import Tracker, tracker_for
 from kiq.plugins.tracking.writer import Update
 from tests.jobs.tracking import Enroll, TrackedAlone, Untracked
-
-from .tracking_support import retry_now, track, work_off
+from tests.tracking_support import retry_now, track, work_off
 
 pytestmark = pytest.mark.usefixtures("tracking_db_url")
 

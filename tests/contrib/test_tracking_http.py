@@ -20,8 +20,7 @@ from kiq.contrib.flask import mount_tracking as mount_flask
 from kiq.contrib.tracking_http import Authorize, asgi_app, wsgi_app
 from kiq.plugins.tracking import Tracker
 from tests.jobs.tracking import Enroll
-
-from .tracking_support import track, work_off
+from tests.tracking_support import track, work_off
 
 APPS = ["wsgi", "asgi", "fastapi", "flask"]
 
@@ -188,7 +187,7 @@ def test_the_page_allows_only_its_own_nonced_script_and_style(tracker: Tracker, 
             "form-action": "'none'",
             "frame-ancestors": "'none'",
         }
-        # the page's one script and one style carry it (tests/test_tracking_page.py: no violation in Chromium)
+        # the page's one script and one style carry it (tests/contrib/test_tracking_page.py: no violation in Chromium)
         assert re.findall(r"<(script|style)([^>]*)>", page.text) == [
             ("style", f' nonce="{nonce.group(1)}"'),
             ("script", f' nonce="{nonce.group(1)}"'),

@@ -85,7 +85,7 @@ def hooks(config: kiq.Config) -> Recorder:
     return recorder
 
 
-def payload(cls: str = "tests.test_retry.PlainJob", **fields: Any) -> str:
+def payload(cls: str = "tests.server.test_retry.PlainJob", **fields: Any) -> str:
     """A job as the client writes it (plus ``fields``; a field set to None is left out)."""
     job = {"retry": True, "queue": "default", "class": cls, "args": [1, "a"], "jid": new_jid()}
     job.update(created_at=time.time() - 5, enqueued_at=time.time() - 1, custom={"kept": True})
@@ -179,7 +179,7 @@ def test_queue_is_the_one_the_job_came_from(config: kiq.Config, r: redis.Redis) 
 
 def test_error_class_of_a_non_builtin_is_qualified(config: kiq.Config, r: redis.Redis) -> None:
     fail(config, payload(), Boom("x"))
-    assert only_entry(r, "retry")[0]["error_class"] == "tests.test_retry.Boom"
+    assert only_entry(r, "retry")[0]["error_class"] == "tests.server.test_retry.Boom"
 
 
 def test_error_message_is_cut_and_made_valid_utf8(config: kiq.Config, r: redis.Redis) -> None:
@@ -192,7 +192,7 @@ def test_error_message_is_cut_and_made_valid_utf8(config: kiq.Config, r: redis.R
 
 def test_empty_message_is_the_class_name_like_ruby(config: kiq.Config, r: redis.Redis) -> None:
     fail(config, payload(), Boom())
-    assert only_entry(r, "retry")[0]["error_message"] == "tests.test_retry.Boom"
+    assert only_entry(r, "retry")[0]["error_message"] == "tests.server.test_retry.Boom"
 
 
 def test_message_that_cannot_be_read(config: kiq.Config, r: redis.Redis) -> None:
@@ -244,7 +244,7 @@ def test_retry_in_seconds(config: kiq.Config, r: redis.Redis) -> None:
     _, score = only_entry(r, "retry")
     assert before + 1 <= score <= time.time() + 1 + 9  # Sidekiq adds its jitter to a custom delay too
     [(count, exc, job)] = instance.retry_in_calls
-    assert count == 0 and exc is error and job["error_class"] == "tests.test_retry.Boom"
+    assert count == 0 and exc is error and job["error_class"] == "tests.server.test_retry.Boom"
 
 
 def test_retry_in_none_zero_or_default_use_the_default_delay(config: kiq.Config, r: redis.Redis) -> None:
@@ -272,7 +272,7 @@ def test_retry_in_kill_sends_the_job_to_dead(config: kiq.Config, r: redis.Redis,
     fail(config, payload(), error, instance)
     assert r.zcard("retry") == 0
     job, _ = only_entry(r, "dead")
-    assert job["error_class"] == "tests.test_retry.Boom" and job["retry_count"] == 0
+    assert job["error_class"] == "tests.server.test_retry.Boom" and job["retry_count"] == 0
     assert [(j["jid"], e) for j, e in hooks.deaths] == [(job["jid"], error)]
     assert len(instance.exhausted_calls) == 1
 
@@ -342,7 +342,7 @@ def test_dead_false_runs_the_death_hooks_but_keeps_it_out_of_dead(
     fail(config, payload(retry=0, dead=False), error)
     assert r.zcard("retry") == 0 and r.zcard("dead") == 0
     [(job, exc)] = hooks.deaths
-    assert exc is error and job["error_class"] == "tests.test_retry.Boom" and job["dead"] is False
+    assert exc is error and job["error_class"] == "tests.server.test_retry.Boom" and job["dead"] is False
 
 
 def test_retries_exhausted_that_raises_is_reported(config: kiq.Config, r: redis.Redis, hooks: Recorder) -> None:

@@ -18,9 +18,8 @@ from kiq.api import DeadSet, JobRecord, ProcessSet, Queue, RetrySet, ScheduledSe
 from kiq.errors import KiqError
 from kiq.middleware import ClientMiddleware, Wrapper
 from kiq.payload import dumps
-
-from .jobs.api import RUNS_KEY, RecordRun
-from .support import WorkerProcess, wait_until
+from tests.jobs.api import RUNS_KEY, RecordRun
+from tests.support import WorkerProcess, wait_until
 
 
 class Hard(kiq.Job):
