@@ -56,7 +56,8 @@ class RedisOutage:
             self.down_since, self._where = time.monotonic(), where
         url = self.config.redis_url or f"the embedded server in {self.config.embedded_dir}"
         context = f"Redis at {url} {describe_redis_error(exc)} ({where}); retrying with backoff"
-        self.config.handle_exception(exc, {"context": context})  # logs it, and error trackers hear of it
+        # one line: the message says it all, and a chained traceback of a refused connection helps no one
+        self.config.handle_exception(exc, {"context": context}, traceback=False)
 
     def recovered(self, where: str) -> None:
         with self._lock:
