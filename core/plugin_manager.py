@@ -77,11 +77,12 @@ class PluginManager(pluggy.PluginManager):
         try:
             registered = super().register(plugin, name)
         except ValueError as exc:  # pluggy: a name taken, or an implementation that matches no hook
-            raise ConfigError(f"plugin {name or plugin!r} cannot be registered: {exc}") from exc
+            raise ConfigError(f"plugin {describe(plugin, name)!r} cannot be registered: {exc}") from exc
         except Exception as exc:
             if self.is_registered(plugin):
                 self.unregister(plugin)
-            raise ConfigError(f"plugin {name or plugin!r} failed to set up: {type(exc).__name__}: {exc}") from exc
+            described = describe(plugin, name)
+            raise ConfigError(f"plugin {described!r} failed to set up: {type(exc).__name__}: {exc}") from exc
         if registered is not None:
             self._isolate(plugin)
         return registered
@@ -128,9 +129,9 @@ class PluginManager(pluggy.PluginManager):
             yield
 
 
-def describe(plugin: object, name: str) -> str:
+def describe(plugin: object, name: str | None) -> str:
     """A plugin's name for messages: its registered name, or its class's when pluggy named it by its id."""
-    if not name.isdigit():
+    if name and not name.isdigit():
         return name
     return getattr(plugin, "__name__", None) or type(plugin).__name__
 

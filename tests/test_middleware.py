@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import textwrap
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
+from mypy import api as mypy_api
 
 import kiq
 from kiq.middleware import Chain
@@ -197,3 +200,38 @@ def test_client_middleware_can_add_payload_keys(config: kiq.Config, r: redis.Red
     config.client_middleware.add(Stamp)
     Plain.perform_async()
     assert '"tenant":"acme"' in r.lindex("queue:default", 0)  # type: ignore[operator]
+
+
+def test_the_chains_are_typed_so_mypy_catches_the_wrong_middleware_or_arguments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server middleware in the client chain, and constructor arguments that do not match, are type errors."""
+    view = tmp_path / "view"
+    view.mkdir()
+    (view / "kiq").symlink_to(Path(kiq.__file__).parent, target_is_directory=True)  # the package as `import kiq`
+    monkeypatch.setenv("MYPYPATH", str(view))
+    snippet = tmp_path / "snippet.py"
+    snippet.write_text(
+        textwrap.dedent(
+            """\
+            import kiq
+
+            class Timing(kiq.ServerMiddleware):
+                def __init__(self, level: str) -> None:
+                    self.level = level
+
+            class Stamp(kiq.ClientMiddleware):
+                pass
+
+            config = kiq.Config()
+            config.server_middleware.add(Timing, "info")  # fine
+            config.client_middleware.add(Stamp)  # fine
+            config.client_middleware.add(Timing, "info")  # a server middleware in the client chain
+            config.server_middleware.add(Timing, level=3)  # a wrong argument type
+            config.server_middleware.add(Timing)  # a missing argument
+            """
+        )
+    )
+    out, _, status = mypy_api.run(["--strict", "--cache-dir", str(tmp_path / "cache"), str(snippet)])
+    lines = sorted({int(line.split(":")[1]) for line in out.splitlines() if ": error:" in line})
+    assert status == 1 and lines == [13, 14, 15], out

@@ -98,3 +98,131 @@ def test_hooks_reach_every_plugin(config: kiq.Config) -> None:
     config.plugins.register(Watcher())
     config.handle_exception(ValueError("bad"), {"context": "test"})
     assert seen == ["test: bad"]
+
+
+# -- one route in, one instance per config ---------------------------------------------------------------
+class Counting:
+    made = 0
+
+    def __init__(self) -> None:
+        Counting.made += 1
+        self.startups = 0
+
+    @kiq.hookimpl
+    def kiq_startup(self) -> None:
+        self.startups += 1
+
+
+def test_a_plugin_class_is_made_once_per_config_and_keeps_its_state(redis_url: str) -> None:
+    Counting.made = 0
+    first, second = kiq.Config(redis_url=redis_url), kiq.Config(redis_url=redis_url)
+    plugin = first.add_plugin(Counting)
+    assert first.add_plugin(Counting) is plugin  # added twice: registered once
+    second.add_plugin(Counting)
+    assert Counting.made == 2
+    first.plugins.hook.kiq_startup(config=first)
+    assert plugin.startups == 1 and first.plugins.find(Counting) is plugin
+
+
+def test_a_class_named_in_the_plugins_setting_is_made_once(plugin_module: str) -> None:
+    module_name = plugin_module.partition(":")[0]
+    sys.modules[module_name].AuditPlugin = AuditPlugin  # type: ignore[attr-defined]
+    config = kiq.Config(plugins=[f"{module_name}:AuditPlugin"])
+    assert isinstance(config.plugins.find(AuditPlugin), AuditPlugin)
+    assert config.client_middleware.exists(Audit)
+
+
+def test_a_plugin_class_that_needs_arguments_is_a_clear_error() -> None:
+    class NeedsArgs:
+        def __init__(self, url: str) -> None: ...
+
+    with pytest.raises(kiq.ConfigError, match="must take no arguments"):
+        kiq.Config().add_plugin(NeedsArgs)
+
+
+# -- the failure rules ---------------------------------------------------------------------------------------
+class Raises:
+    @kiq.hookimpl
+    def kiq_quiet(self) -> None:
+        raise RuntimeError("quiet broke")
+
+    @kiq.hookimpl
+    def kiq_startup(self) -> None:
+        raise RuntimeError("startup broke")
+
+
+class Records:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.errors: list[str] = []
+
+    @kiq.hookimpl
+    def kiq_quiet(self) -> None:
+        self.calls.append("quiet")
+
+    @kiq.hookimpl
+    def kiq_startup(self) -> None:
+        self.calls.append("startup")
+
+    @kiq.hookimpl
+    def kiq_error(self, exc: BaseException, context: dict[str, Any]) -> None:
+        self.errors.append(f"{context['context']}: {exc}")
+
+
+@pytest.mark.parametrize("order", ["raising first", "raising last"])
+def test_a_raising_notification_is_reported_and_the_other_plugins_still_run(config: kiq.Config, order: str) -> None:
+    records = Records()
+    for plugin in (Raises(), records) if order == "raising first" else (records, Raises()):
+        config.add_plugin(plugin)
+    config.plugins.hook.kiq_startup(config=config)
+    config.plugins.hook.kiq_quiet(config=config)
+    assert records.calls == ["startup", "quiet"]
+    assert records.errors == [
+        "plugin 'Raises' failed in kiq_startup: startup broke",
+        "plugin 'Raises' failed in kiq_quiet: quiet broke",
+    ]
+
+
+def test_a_raising_error_hook_is_only_logged(config: kiq.Config, caplog: pytest.LogCaptureFixture) -> None:
+    class BrokenTracker:
+        @kiq.hookimpl
+        def kiq_error(self) -> None:
+            raise RuntimeError("tracker down")
+
+    records = Records()
+    config.add_plugin(BrokenTracker())
+    config.add_plugin(records)
+    config.handle_exception(ValueError("bad"), {"context": "test"})
+    assert records.errors == ["test: bad"]
+    assert "plugin 'BrokenTracker' failed in kiq_error: tracker down" in caplog.text
+
+
+def test_a_context_manager_that_fails_to_enter_is_left_out(config: kiq.Config) -> None:
+    class Broken:
+        def __enter__(self) -> None:
+            raise RuntimeError("no span today")
+
+        def __exit__(self, *exc: object) -> None: ...
+
+    class BrokenSpans:
+        @kiq.hookimpl
+        def kiq_push_bulk(self) -> Any:
+            return Broken()
+
+    records = Records()
+    config.add_plugin(BrokenSpans())
+    config.add_plugin(records)
+    assert Noop.perform_bulk([[]] * 3) and config.redis.llen("queue:default") == 3
+    assert records.errors and "no span today" in records.errors[0]
+
+
+def test_a_failing_contribution_stops_with_an_error_naming_the_plugin() -> None:
+    class BadSettings:
+        @kiq.hookimpl
+        def kiq_settings(self) -> list[kiq.Setting]:
+            raise RuntimeError("cannot declare")
+
+    config = kiq.Config()
+    with pytest.raises(kiq.ConfigError, match="plugin 'BadSettings' failed to set up: RuntimeError: cannot declare"):
+        config.add_plugin(BadSettings())
+    assert config.plugins.find(BadSettings) is None  # not left half registered
