@@ -19,7 +19,9 @@ from .settings import Queues
 if TYPE_CHECKING:
     from .config import Config
 
-TIMEOUT = 2  # seconds a fetch blocks; bounds how long a processor takes to notice a quiet or stop
+# seconds a fetch blocks at most: bounds how long a processor takes to notice a quiet or stop (the default of
+# kiq.BatchFetch.block_seconds, which a fetcher class or a single fetcher may set lower)
+TIMEOUT = 2
 MIN_BLOCK = 0.01  # Redis's blocking commands have millisecond resolution; shorter waits are not worth a call
 
 

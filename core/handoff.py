@@ -38,10 +38,15 @@ class BatchFetch:
     thread at a time talks to Redis to fetch, on its own connection. Subclasses implement ``_fetch``.
     """
 
-    block_seconds: float = TIMEOUT  # the longest a thread waits for work before retrieve_work returns None
+    # the longest a thread waits for work before retrieve_work returns None (so it notices a quiet or stop): the
+    # class's default, or this fetcher's own, given to __init__ or set on the instance before it fetches (e.g. a
+    # test's short wait); each call to retrieve_work reads it once
+    block_seconds: float = TIMEOUT
     min_block: float = MIN_BLOCK  # a shorter wait is not worth a blocking Redis call
 
-    def __init__(self, redis: Any) -> None:
+    def __init__(self, redis: Any, block_seconds: float | None = None) -> None:
+        if block_seconds is not None:
+            self.block_seconds = block_seconds
         self._lock = threading.Condition(threading.Lock())
         self._ready: deque[Fetched] = deque()  # fetched, not yet taken; oldest first
         self._sleepers: list[tuple[SimpleQueue[Any], float]] = []  # idle threads' mailboxes and deadlines

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,10 +15,16 @@ from typing import Any, NoReturn, TypeVar
 import pytest
 import redis
 
+import kiq
+
 ROOT = Path(__file__).resolve().parent.parent
 REQUIRE_SERVICES = os.environ.get("KIQ_REQUIRE_SERVICES") == "1"
 T = TypeVar("T")
+F = TypeVar("F")
 FAST = {"KIQ_HEARTBEAT_INTERVAL": "0.5"}  # env for worker processes: heartbeats (and remote signals) every 0.5 s
+# how long the in-process fetchers of tests wait for work before retrieve_work returns None (production waits
+# kiq.fetcher.TIMEOUT, 2 s): a stop or a test that waits for "no job" waits this out, not 2 s
+TEST_BLOCK = 0.2
 
 
 def missing_service(reason: str) -> NoReturn:
@@ -27,16 +34,33 @@ def missing_service(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment of a ``kiq`` subprocess: this one's without its ``KIQ_*`` variables (the suite's own
+    ``KIQ_TEST_*`` would be warned about as unknown settings, and a ``KIQ_*`` setting would leak into the test)."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("KIQ_")}
+    return {**env, "PYTHONUNBUFFERED": "1", **extra}
+
+
+def short_block(fetcher: F, seconds: float = TEST_BLOCK) -> F:
+    """``fetcher`` (a ``kiq.BatchFetch``, e.g. the one a Manager built), set to wait at most ``seconds`` for work."""
+    assert isinstance(fetcher, kiq.BatchFetch), fetcher
+    fetcher.block_seconds = seconds
+    return fetcher
+
+
 def wait_until(predicate: Callable[[], T], timeout: float = 15.0, interval: float = 0.05, message: str = "") -> T:
-    """Poll ``predicate`` until it returns something truthy; fail the test after ``timeout`` seconds."""
+    """Poll ``predicate`` until it returns something truthy; fail the test after ``timeout`` seconds. The pauses
+    between polls start at 5 ms and double up to ``interval``: a condition met at once costs no 50 ms sleep."""
     deadline = time.monotonic() + timeout
+    pause = min(0.005, interval)
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {message or predicate}")
-        time.sleep(interval)
+        time.sleep(pause)
+        pause = min(pause * 2, interval)
 
 
 class WorkerProcess:
@@ -45,8 +69,7 @@ class WorkerProcess:
     def __init__(self, args: Sequence[str], redis_url: str, log_path: Path, env: dict[str, str] | None = None):
         self.log_path = log_path
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in wait()/kill()
-        full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-        full_env.pop("KIQ_REDIS_URL", None)
+        full_env = child_env(**(env or {}))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kiq.cli", "worker", "--redis-url", redis_url, *args],
             cwd=ROOT,
@@ -105,6 +128,16 @@ def identity_of(r: redis.Redis, worker: WorkerProcess) -> str:
         return None
 
     return wait_until(find, 30, message=f"worker {worker.pid} in the processes set")
+
+
+def make_retries_due(r: redis.Redis) -> list[dict[str, Any]]:
+    """Move every waiting retry to now (what "retry now" in a UI amounts to, but keeping retry_count, and leaving
+    the push to the worker's poller), so the test does not wait out Sidekiq's jitter of up to 9 s; returns the
+    entries that were waiting."""
+    waiting = r.zrange("retry", 0, -1)
+    for member in waiting:
+        r.zadd("retry", {member: time.time()}, xx=True)
+    return [json.loads(member) for member in waiting]
 
 
 def raw_redis(config: Any) -> redis.Redis:

@@ -59,13 +59,15 @@ def test_weighted_order(start_worker: StartWorker, e2e_config: kiq.Config) -> No
 
 def test_tstp_quiets_the_worker(start_worker: StartWorker, e2e_config: kiq.Config) -> None:
     r = e2e_config.redis
-    worker = start_worker("-r", "tests.jobs.basic", env=FAST)
+    worker = start_worker("-r", "tests.jobs.basic", env={"KIQ_HEARTBEAT_INTERVAL": "0.2"})
     key = identity_of(r, worker)
     assert r.hget(key, "quiet") == "false"
     worker.signal(signal.SIGTSTP)
     wait_until(lambda: r.hget(key, "quiet") == "true", 30, message="quiet = true after TSTP")
     Record.perform_async("after-quiet")
-    for _ in range(2):  # two more heartbeats: the processors had time to fetch, had they been fetching
+    # two more heartbeats (0.4 s): the processors had time to fetch, had they been fetching (an idle processor
+    # waits in BRPOP and takes a pushed job within milliseconds)
+    for _ in range(2):
         beat = r.hget(key, "beat")
         wait_until(lambda beat=beat: r.hget(key, "beat") != beat, 30, message="another heartbeat")
     assert r.llen("queue:default") == 1 and not r.hexists("performed", "after-quiet")

@@ -14,8 +14,13 @@ import redis
 
 import kiq
 from kiq.errors import ConfigError
-from kiq.fetcher import Capsule, QueueOrder
+from kiq.fetcher import TIMEOUT, Capsule, QueueOrder
 from kiq.server.fetch import BasicFetch, BasicUnitOfWork, fetcher_for
+from tests.support import TEST_BLOCK, short_block, wait_until
+
+# the block time of a test whose threads must go on waiting for a while (half the production 2 s): to push a job
+# while they wait, or to count wake-ups before any sleeper's deadline passes
+LONG_BLOCK = 1.0
 
 
 def capsule(config: kiq.Config, *queues: tuple[str, int]) -> Capsule:
@@ -60,7 +65,19 @@ def test_random_order_when_all_weights_are_one(config: kiq.Config) -> None:
 
 
 def test_retrieve_work_returns_none_when_the_queues_stay_empty(config: kiq.Config) -> None:
-    assert BasicFetch(capsule(config, ("empty", 0))).retrieve_work() is None
+    assert BasicFetch(capsule(config, ("empty", 0))).block_seconds == TIMEOUT  # production waits up to 2 s
+    fetch = short_block(BasicFetch(capsule(config, ("empty", 0))))
+    started = time.monotonic()
+    assert fetch.retrieve_work() is None
+    assert time.monotonic() - started >= TEST_BLOCK - 0.05  # it did wait (BRPOP), then gave up at its deadline
+
+
+def test_block_seconds_is_set_per_instance(config: kiq.Config) -> None:
+    class Shorter(kiq.BatchFetch):
+        pass
+
+    assert Shorter(config.redis, block_seconds=0.3).block_seconds == 0.3
+    assert Shorter(config.redis).block_seconds == kiq.BatchFetch.block_seconds == TIMEOUT  # the class default stays
 
 
 def take_concurrently(fetch: BasicFetch, threads: int) -> list[BasicUnitOfWork | None]:
@@ -115,18 +132,25 @@ def test_a_batch_over_several_queues_keeps_the_strict_order(config: kiq.Config, 
 
 
 def test_waiting_threads_get_none_when_the_queues_stay_empty(config: kiq.Config) -> None:
-    fetch = BasicFetch(capsule(config, ("empty", 0)))
+    fetch = short_block(BasicFetch(capsule(config, ("empty", 0))), 0.3)
     started = time.monotonic()
     assert take_concurrently(fetch, 4) == [None] * 4
-    assert time.monotonic() - started < 6  # each within about its 2 s (one may wait for the blocked leader)
+    # each within about its block time (one may wait for the blocked leader): 3 of them, as 6 s were for 2 s
+    assert time.monotonic() - started < 3 * fetch.block_seconds
+
+
+def waiting(fetch: BasicFetch, threads: int) -> bool:
+    """All ``threads`` wait: one leads a fetch (its RPOP or BRPOP), the others sleep on their mailboxes."""
+    with fetch._lock:
+        return fetch._fetching and len(fetch._sleepers) == threads - 1
 
 
 def test_a_job_pushed_while_threads_wait_is_fetched_by_one_of_them(config: kiq.Config, r: redis.Redis) -> None:
-    fetch = BasicFetch(capsule(config, ("default", 0), ("other", 0)))
+    fetch = short_block(BasicFetch(capsule(config, ("default", 0), ("other", 0))), LONG_BLOCK)
     results: list[BasicUnitOfWork | None] = []
     waiter = threading.Thread(target=lambda: results.extend(take_concurrently(fetch, 3)))
     waiter.start()
-    time.sleep(0.2)  # let them block (BRPOP and mailboxes); the assertions do not depend on it
+    wait_until(lambda: waiting(fetch, 3), 5, message="the threads to wait")
     r.lpush("queue:other", "late")
     waiter.join(10)
     assert [(unit.queue_name, unit.job) for unit in results if unit is not None] == [("other", "late")]
@@ -247,7 +271,9 @@ class WakeCountingFetch(BasicFetch):
 def test_threads_already_awake_take_fetched_jobs_so_few_sleepers_are_woken(config: kiq.Config, r: redis.Redis) -> None:
     jobs = 600
     r.lpush("queue:default", *[f"job-{i}" for i in range(jobs)])
-    fetch = WakeCountingFetch(capsule(config, ("default", 0)))
+    # the threads end by waiting out the block time once the queue is empty; the jobs take well under it, so no
+    # sleeper's deadline passes (and counts wake-ups) while they run
+    fetch = short_block(WakeCountingFetch(capsule(config, ("default", 0))), LONG_BLOCK)
     taken: list[str] = []
 
     def work() -> None:
@@ -269,10 +295,10 @@ def test_jobs_fetched_for_sleeping_threads_reach_them_at_once(config: kiq.Config
     results: list[BasicUnitOfWork | None] = []
     waiter = threading.Thread(target=lambda: results.extend(take_concurrently(fetch, 4)))
     waiter.start()
-    time.sleep(0.3)  # let them block; the assertions do not depend on it
+    wait_until(lambda: waiting(fetch, 4), 5, message="the threads to wait")  # a leader and three sleepers
     r.lpush("queue:default", *[f"job-{i}" for i in range(4)])
     pushed = time.monotonic()
     waiter.join(10)
-    assert time.monotonic() - pushed < 1.2  # not at the sleepers' 2 s deadlines
+    assert time.monotonic() - pushed < 1.2  # not at the sleepers' 2 s deadlines (the production block time)
     assert sorted(unit.job for unit in results if unit is not None) == [f"job-{i}" for i in range(4)]
     assert not fetch._ready

@@ -13,7 +13,7 @@ import redis
 
 import kiq
 from kiq.server.launcher import STATS_TTL, Launcher
-from tests.support import wait_until
+from tests.support import short_block, wait_until
 
 
 class Hold(kiq.Job):
@@ -37,12 +37,14 @@ class Fail(kiq.Job):
 
 @pytest.fixture
 def launch(config: kiq.Config) -> Iterator[Callable[[], Launcher]]:
-    config.heartbeat_interval = 0.2
+    config.heartbeat_interval = 0.1  # the tests wait for heartbeats (remote signals arrive with them)
     config.timeout = 2
     launchers: list[Launcher] = []
 
     def start() -> Launcher:
         launcher = Launcher(config)
+        for manager in launcher.managers:
+            short_block(manager.fetcher)  # a stop waits out an idle processor's BRPOP: 0.2 s, not 2 s
         launchers.append(launcher)
         launcher.run()
         return launcher
@@ -100,7 +102,9 @@ def test_remote_tstp_quiets_and_stop_leaves_the_registry(launch: Callable[[], La
     Hold.perform_async()
     beat = r.hget(key, "beat")
     wait_until(lambda: r.hget(key, "beat") != beat, 20, message="another heartbeat")
-    assert r.llen("queue:default") == 1  # quiet: nothing fetched
+    # quiet: nothing fetched (in the window of a heartbeat, 0.1 s: a processor still fetching waits in BRPOP, and
+    # would take the job within milliseconds of the push)
+    assert r.llen("queue:default") == 1
     launcher.stop()
     assert not r.sismember("processes", key) and not r.exists(key) and not r.exists(f"{key}:work")
 

@@ -13,7 +13,7 @@ import kiq
 from kiq.errors import ConfigError
 from kiq.fetcher import Capsule
 from kiq.server.manager import Manager, capsules_for
-from tests.support import wait_until
+from tests.support import short_block, wait_until
 
 
 class Count(kiq.Job):
@@ -41,11 +41,13 @@ class Linger(kiq.Job):
 
 @pytest.fixture
 def start_manager(config: kiq.Config) -> Iterator[Callable[[int], Manager]]:
-    """Managers on the default queue; any still running at the end of a test are stopped."""
+    """Managers on the default queue; any still running at the end of a test are stopped. Their idle processors
+    wait for work 0.2 s at a time (not 2 s), so a stop does not wait out a long BRPOP."""
     managers: list[Manager] = []
 
     def start(concurrency: int) -> Manager:
         manager = Manager(Capsule("default", [("default", 0)], concurrency, config))
+        short_block(manager.fetcher)
         managers.append(manager)
         manager.start()
         return manager

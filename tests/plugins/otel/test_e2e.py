@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import kiq
 import kiq.plugins.otel as otel
-from tests.support import WorkerProcess, wait_until
+from tests.support import WorkerProcess, make_retries_due, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -84,8 +84,16 @@ def test_in_child_mode_a_retried_jobs_attempts_are_spans_in_the_producers_trace(
     (send,) = sent_spans.get_finished_spans()
     trace_id, span_id = hex_ids(send)
     worker = start_worker(
-        "-r", JOBS, env={"KIQ_PLUGINS": "otel", "KIQ_OTEL_LINK_MODE": "child", "KIQ_POLL_INTERVAL": "0.5"}
+        "-r", JOBS, env={"KIQ_PLUGINS": "otel", "KIQ_OTEL_LINK_MODE": "child", "KIQ_POLL_INTERVAL": "0.2"}
     )
+
+    def retry_made_due() -> bool:
+        """The first attempt's retry runs now, not after Sidekiq's jitter of up to 9 s (unless it ran already)."""
+        spans = [json.loads(raw) for raw in e2e_config.redis.lrange(SPANS_KEY, 0, -1)]
+        ran = sum(span["name"] == "process default" for span in spans) >= 2
+        return bool(make_retries_due(e2e_config.redis)) or ran
+
+    wait_until(retry_made_due, 30, message="the first attempt's retry entry")
     first, second = worker_spans(e2e_config, "process default", 2)
     for attempt in (first, second):
         assert (attempt["trace_id"], attempt["parent_id"]) == (trace_id, span_id)

@@ -11,14 +11,17 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 import kiq
-from kiq.fetcher import Capsule
+from kiq.fetcher import TIMEOUT, Capsule
 from kiq.payload import dumps
 from kiq.plugins.reliable_fetch import ReliableFetch, ReliableUnit
+from kiq.plugins.reliable_fetch.fetch import BLOCK_SECONDS
 from kiq.server.fetch import fetcher_for
 from tests.jobs.reliable import DONE, HOLD, Hold
-from tests.support import WorkerProcess, wait_until
+from tests.support import WorkerProcess, short_block, wait_until
 
 IDENTITY = "host:1:aaaaaaaaaaaa"
 WORKING = f"kiq:working:{IDENTITY}:default"
@@ -152,9 +155,12 @@ def test_retrieve_work_returns_none_promptly_when_queues_are_empty(
     make_fetch: MakeFetch, queues: list[tuple[str, int]]
 ) -> None:
     fetch = make_fetch(queues)
+    assert fetch.block_seconds == BLOCK_SECONDS <= TIMEOUT  # the default is within the seam's bound, 2 s
+    short_block(fetch, 0.4)  # blocking in BLMOVE (one queue) or backing off in sleeps (two), as with the default
     started = time.monotonic()
     assert fetch.retrieve_work() is None
-    assert time.monotonic() - started < 2.5  # the seam's bound, so a stop is prompt
+    # within the fetcher's block time: 2.5 times it, as 2.5 s were for the default 1 s, so a stop is prompt
+    assert time.monotonic() - started < 2.5 * fetch.block_seconds
 
 
 def test_a_job_pushed_while_blocking_is_fetched(make_fetch: MakeFetch, r: redis.Redis) -> None:
@@ -162,7 +168,8 @@ def test_a_job_pushed_while_blocking_is_fetched(make_fetch: MakeFetch, r: redis.
     got: list[ReliableUnit | None] = []
     thread = threading.Thread(target=lambda: got.append(fetch.retrieve_work()))
     thread.start()
-    time.sleep(0.1)  # let it block in BLMOVE; the assertion below does not depend on it
+    # let it block in BLMOVE (or be on its way there); the assertion below does not depend on it
+    wait_until(lambda: fetch._fetching, 5, message="the fetch to start")
     jobs = push(r, "default", 1)
     thread.join(5)
     unit = got[0] or take(fetch)
@@ -221,7 +228,9 @@ def test_a_stop_without_redis_leaves_the_jobs_for_recovery(make_fetch: MakeFetch
     jobs = push(r, "default", 1)
     fetch = make_fetch()
     unit = take(fetch)
-    fetch.redis = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.5)  # nothing listens there
+    # nothing listens there; no retries (redis-py's default, 10 with a backoff from 10 ms to 1 s, takes ~2.5-4 s
+    # per command, here and in the teardown's close)
+    fetch.redis = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
     fetch.bulk_requeue([unit])  # logs, does not raise: the jobs are still safe in Redis
     assert r.lrange(WORKING, 0, -1) == jobs
     assert r.exists(ALIVE)  # it expires, and then another process recovers the list

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -348,7 +347,9 @@ def test_callbacks_wait_out_an_outage_and_run_once_when_written(
             # more for the same jobs while the first ones are put back and retried: they merge
             for n in range(5):
                 writer.submit(Update(f"job-{n}", status="finished", version=6, callbacks=[calls.callback(f"f{n}")]))
-            assert not writer.flush(1.5)  # retried (backoff 0.2, 0.4, 0.8 s) and still not written
+            # retried (backoff 0.2, then 0.4 s: at 0.2 and 0.6 s after the first failure, within this window) and still
+            # not written; the window ends before the next retry, at 1.4 s, which the flush below then waits for
+            assert not writer.flush(0.8)
             assert calls.names() == [] and writer.pending == 5
             outage.end()
             assert writer.flush(30)
@@ -386,11 +387,15 @@ def test_callbacks_of_what_close_could_not_write_do_not_run(tmp_path: Path, capl
     store = Store(f"sqlite:///{directory}/tracking.db")
     writer = Writer(store, interval=0.01)
     writer.submit(Update("job", None, "Enroll", [1], "finished", 6, 1, callbacks=[calls.callback("job")]))
+    thread = writer._thread
+    assert thread is not None
     with caplog.at_level(logging.ERROR, "kiq.tracking"):
         writer.close(0.5)
     assert "1 job status updates could not be written before shutdown" in caplog.text
+    # the writer thread has ended, so nothing retries: stronger than the 1.5 s a retrying writer (backoff 0.2,
+    # 0.4, 0.8 s) would have needed to write, which this test used to wait out
+    wait_until(lambda: not thread.is_alive(), 5, message="the writer thread to end")
     directory.mkdir()  # the database is back, but the writer has stopped
-    time.sleep(1.5)  # a writer still retrying would have written by now (its backoff is 0.2, 0.4, 0.8 s)
     assert calls.names() == [] and store.event("job") is None
     writer.close(10)  # as at exit: a new writer thread writes what was left, still without its callbacks
     assert store.event("job") is not None and calls.names() == []
