@@ -19,7 +19,9 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 import redis
+from redis.backoff import NoBackoff
 from redis.connection import Connection, HiredisRespSerializer
+from redis.retry import Retry
 from redis.utils import HIREDIS_AVAILABLE
 
 from .errors import ConfigError
@@ -30,6 +32,10 @@ log = logging.getLogger("kiq")
 # producer, a bug or an attacker) arrives as text whose bad bytes are lone surrogates U+DC80..U+DCFF, instead of
 # an error that would lose every other job of the same reply; written back, it is the same bytes again.
 ENCODING_ERRORS = "surrogateescape"
+
+# what ``redis_url`` may start with: redis-py's own schemes (which it matches as written), plus Sentinel, which
+# kiq parses itself
+URL_SCHEMES = ("redis://", "rediss://", "unix://", "redis+sentinel://")
 
 
 class _SurrogateSafePacker(HiredisRespSerializer):
@@ -57,6 +63,8 @@ def connect(url: str | None, embedded_dir: str = ".kiq", pool_size: int = 20) ->
     if url is None:
         url = EmbeddedRedis(embedded_dir).ensure_running()
         log.info("using the embedded Redis at %s (redis_url is not set)", url)
+    elif not url.startswith(URL_SCHEMES):  # checked here: redis-py's own message leaves Sentinel out
+        raise ConfigError(f"bad redis_url {url!r}: it must start with one of {', '.join(URL_SCHEMES)}")
     if HIREDIS_AVAILABLE:  # without hiredis, redis-py's own packer applies encoding_errors itself
         options["command_packer"] = _SurrogateSafePacker()
     if not url.startswith("unix:"):
@@ -75,7 +83,7 @@ class DedicatedConnection:
     """One connection of a client's pool, kept by one user at a time (a capsule's fetching thread).
 
     Commands skip the pool's per-command checkout and the client's wrappers, which cost more than the round trip
-    itself on a local Redis (docs/bench.md). Replies are decoded as the client's are. A command that fails on a
+    itself on a local Redis (README, "The hot path"). Replies are decoded as the client's are. A command that fails on a
     broken connection is sent once more on a new one, as redis-py's client does.
     """
 
@@ -162,6 +170,11 @@ class EmbeddedRedis:
         self.socket = self.dir / "redis.sock"
         self.url = f"unix://{self.socket}"
 
+    def running_url(self) -> str | None:
+        """The server's URL if one answers in this directory, else None; never starts one (for the inspection
+        commands, which must not create a server, and its directory, wherever they are run)."""
+        return self.url if self._answers() else None
+
     def ensure_running(self) -> str:
         """Start the server unless one already answers in this directory; return its URL."""
         if self._answers():
@@ -177,7 +190,7 @@ class EmbeddedRedis:
         """Shut the server down (saving its data); False when none was running."""
         if not self._answers():
             return False
-        client = redis.Redis(unix_socket_path=str(self.socket))
+        client = self._client()
         try:
             client.shutdown(save=True)
         except redis.ConnectionError:
@@ -186,10 +199,15 @@ class EmbeddedRedis:
             client.close()
         return True
 
+    def _client(self) -> redis.Redis:
+        """A client for one command, that does not retry: the server being gone is the answer, and redis-py's
+        default retries (with backoff up to 1 s) took 3-4 s to give up when it was, or when it exits on SHUTDOWN."""
+        return redis.Redis(unix_socket_path=str(self.socket), socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
+
     def _answers(self) -> bool:
         if not self.socket.exists():
             return False
-        client = redis.Redis(unix_socket_path=str(self.socket), socket_connect_timeout=1)
+        client = self._client()
         try:
             return bool(client.ping())
         except (redis.ConnectionError, redis.TimeoutError, OSError):

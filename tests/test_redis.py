@@ -60,12 +60,26 @@ def test_start_is_announced_in_the_log(tmp_path: Path, caplog: pytest.LogCapture
     assert any("embedded Redis" in record.getMessage() for record in caplog.records)
 
 
+def test_running_url_starts_nothing(tmp_path: Path) -> None:
+    server = EmbeddedRedis(tmp_path / "kiq")
+    assert server.running_url() is None
+    assert not (tmp_path / "kiq").exists()
+    url = server.ensure_running()
+    try:
+        assert server.running_url() == url
+    finally:
+        server.stop()
+    assert server.running_url() is None
+
+
 def test_url_forms(redis_url: str) -> None:
     client = connect(redis_url)
     assert client.ping()
     client.close()
-    with pytest.raises(kiq.ConfigError, match="bad redis_url"):
+    with pytest.raises(kiq.ConfigError, match="bad redis_url") as refused:
         connect("http://example.invalid")
+    for scheme in ("redis://", "rediss://", "unix://", "redis+sentinel://"):
+        assert scheme in str(refused.value)
     with pytest.raises(kiq.ConfigError, match="service name"):
         connect("redis+sentinel://127.0.0.1:26379")
 

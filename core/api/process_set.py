@@ -8,8 +8,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ..config import config_or_default
 from ..errors import KiqError
@@ -19,6 +20,14 @@ from ..server.scheduled import cleanup_processes
 
 if TYPE_CHECKING:
     from ..config import Config
+
+# A killed process keeps its hash until it expires (60 s after its last beat), so it looks alive meanwhile; a
+# process that missed this many beats in a row is shown as stale. Not 1: a beat can be late by a slow Redis call.
+STALE_AFTER_BEATS = 2.5
+# the interval assumed for a process whose info does not say (Ruby Sidekiq, an older kiq): Sidekiq's fixed 10 s
+DEFAULT_HEARTBEAT_INTERVAL = 10.0
+
+ProcessState = Literal["running", "quiet", "stale"]
 
 
 class Process:
@@ -53,6 +62,27 @@ class Process:
         return self.attributes.get("quiet") == "true"
 
     @property
+    def heartbeat_interval(self) -> float:
+        """Seconds between the process's heartbeats, as its ``info`` says (kiq), else Sidekiq's 10 s."""
+        interval = self.attributes.get("heartbeat_interval")
+        if isinstance(interval, int | float) and not isinstance(interval, bool) and interval > 0:
+            return float(interval)
+        return DEFAULT_HEARTBEAT_INTERVAL
+
+    @property
+    def seconds_since_beat(self) -> float:
+        """Seconds since the last heartbeat (a clock skew between hosts counts in)."""
+        return max(0.0, time.time() - self.beat)
+
+    @property
+    def state(self) -> ProcessState:
+        """``stale`` when it missed ``STALE_AFTER_BEATS`` heartbeats (killed, frozen, or cut off from Redis; its
+        hash expires 60 s after the last beat), else ``quiet`` once it stopped fetching, else ``running``."""
+        if self.seconds_since_beat > STALE_AFTER_BEATS * self.heartbeat_interval:
+            return "stale"
+        return "quiet" if self.stopping else "running"
+
+    @property
     def tag(self) -> str | None:
         return self.attributes.get("tag")
 
@@ -81,7 +111,7 @@ class Process:
         self.signal("TTIN")
 
     def as_dict(self) -> dict[str, Any]:
-        return {**self.attributes, "quiet": self.stopping}
+        return {**self.attributes, "quiet": self.stopping, "state": self.state}
 
 
 class ProcessSet:

@@ -1,5 +1,6 @@
 """The ``kiq`` command line: ``kiq worker`` runs jobs (cli.worker); ``kiq redis`` manages the embedded server; the
-inspection commands come from cli.inspect; installed plugins add theirs (the ``kiq_cli`` hook).
+inspection commands come from cli.inspection, ``kiq settings`` from cli.settings_command; installed plugins add
+theirs (the ``kiq_cli`` hook).
 
 Hand-written on argparse (the standard library) on purpose: a CLI framework (click, typer) or a table library
 (rich) would add dependencies to every installation for a few tables and flags.
@@ -20,6 +21,7 @@ from ..plugin_manager import PluginManager, installed_plugins
 from ..redis import EmbeddedRedis
 from ..version import __version__
 from . import inspection, worker
+from .settings_command import add_settings_command
 
 log = logging.getLogger("kiq")
 
@@ -35,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     embedded.add_argument("--stop", action="store_true", help="stop the embedded server")
     embedded.set_defaults(run=run_redis)
     inspection.add_commands(commands)
+    add_settings_command(commands)
     add_plugin_commands(commands)
     return parser
 

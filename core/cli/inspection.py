@@ -6,42 +6,58 @@ Each prints a readable table, or JSON with ``--json`` (for scripts), and takes `
 from __future__ import annotations
 
 import argparse
-import datetime
+import itertools
 import json
 import sys
-import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import redis
 
-from ..api import DeadSet, JobSet, ProcessSet, Queue, RetrySet, ScheduledSet, SortedEntry, Stats
+from ..api import DeadSet, JobRecord, JobSet, Process, ProcessSet, Queue, RetrySet, ScheduledSet, SortedEntry, Stats
 from ..config import Config
 from ..errors import KiqError
 from ..payload import printable
+from ..redis import EmbeddedRedis
+from ..settings import did_you_mean
+from .output import ago, duration, print_json, print_table, report, short, when
 
 SETS: dict[str, tuple[type[JobSet], str]] = {
     "retries": (RetrySet, "the retry set"),
     "scheduled": (ScheduledSet, "the scheduled set"),
     "dead": (DeadSet, "the dead set"),
 }
+Job = TypeVar("Job", bound=JobRecord)
 
 
 def add_commands(commands: argparse._SubParsersAction[Any]) -> None:
     """Register the inspection subcommands on the ``kiq`` parser."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-C", "--config", help="config file (default: kiq.toml or [tool.kiq] in pyproject.toml)")
-    common.add_argument("--redis-url", help="Redis to inspect (default: the redis_url setting)")
+    common.add_argument(
+        "--redis-url", help="Redis to inspect (default: the redis_url setting, else the embedded Redis if it runs)"
+    )
     common.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
+    common.add_argument("--utc", action="store_true", help="show times in UTC (default: local time, with its zone)")
+    limit = argparse.ArgumentParser(add_help=False)
+    limit.add_argument("-n", "--limit", type=int, default=50, help="list at most N jobs (0: all; default 50)")
 
     stats = commands.add_parser("stats", parents=[common], help="counters and sizes")
     stats.set_defaults(run=_guarded(run_stats))
-    queues = commands.add_parser("queues", parents=[common], help="queues with their size and latency")
+    queues = commands.add_parser(
+        "queues",
+        parents=[common, limit],
+        help="queues with their size and latency; a queue's jobs; clear a queue",
+        description="Without NAME: every queue with its size and latency. With NAME: the queue's jobs, newest first "
+        "(the oldest runs next).",
+    )
+    queues.add_argument("name", nargs="?", metavar="NAME", help="list the jobs of this queue")
+    queues.add_argument("--clear", metavar="NAME", help="delete every job in the queue NAME (asks on a terminal)")
+    queues.add_argument("-y", "--yes", action="store_true", help="clear without asking")
     queues.set_defaults(run=_guarded(run_queues))
 
     for command, (_, title) in SETS.items():
-        parser = commands.add_parser(command, parents=[common], help=f"list or act on {title}")
-        parser.add_argument("-n", "--limit", type=int, default=50, help="list at most N jobs (0: all; default 50)")
+        parser = commands.add_parser(command, parents=[common, limit], help=f"list or act on {title}")
         actions = parser.add_mutually_exclusive_group()
         retry_help = "enqueue the job now" if command == "scheduled" else "retry the job now"
         actions.add_argument("--retry", metavar="JID", help=retry_help)
@@ -62,22 +78,39 @@ def _guarded(command: Callable[[argparse.Namespace, Config], int]) -> Callable[[
     """Load the config, run the command, and turn an unreachable Redis into a one-line error."""
 
     def run(args: argparse.Namespace) -> int:
-        overrides = {"redis_url": args.redis_url} if args.redis_url else {}
-        config = Config.load(args.config, **overrides)
+        config = inspected_config(args)
         try:
             return command(args, config)
         except redis.RedisError as exc:
-            where = config.redis_url or f"the embedded Redis in {config.embedded_dir}"
-            raise KiqError(f"cannot talk to Redis at {where}: {exc}") from exc
+            raise KiqError(f"cannot talk to Redis at {config.redis_url}: {exc}") from exc
 
     return run
+
+
+def inspected_config(args: argparse.Namespace) -> Config:
+    """The settings, with the Redis to inspect: ``--redis-url``, else the ``redis_url`` setting, else the embedded
+    server if it runs. Never a new embedded server: started in whatever directory the command was run from, it
+    would be empty, and the command would report zeros instead of saying it looks at the wrong place."""
+    overrides = {"redis_url": args.redis_url} if args.redis_url else {}
+    config = Config.load(args.config, **overrides)
+    if config.redis_url is None:
+        server = EmbeddedRedis(config.embedded_dir)
+        url = server.running_url()
+        if url is None:
+            raise KiqError(
+                f"no Redis to inspect: redis_url is not set and no embedded Redis is running in {server.dir}; "
+                "give --redis-url URL or set KIQ_REDIS_URL, or run kiq from the project directory (where kiq worker "
+                "started the embedded one)"
+            )
+        config.redis_url = url
+    return config
 
 
 # -- commands ---------------------------------------------------------------------------------------------
 def run_stats(args: argparse.Namespace, config: Config) -> int:
     stats = Stats(config)
     if args.json:
-        return _print_json(stats.as_dict())
+        return print_json(stats.as_dict())
     rows = [
         ("Processed", stats.processed),
         ("Failed", stats.failed),
@@ -96,10 +129,53 @@ def run_stats(args: argparse.Namespace, config: Config) -> int:
 
 
 def run_queues(args: argparse.Namespace, config: Config) -> int:
+    if args.clear and args.name:
+        raise KiqError("give either NAME (to list its jobs) or --clear NAME, not both")
+    if args.clear:
+        return _clear_queue(args, known_queue(args.clear, config))
+    if args.name:
+        return _list_queue(args, known_queue(args.name, config))
     queues = [(queue.name, queue.size, queue.latency) for queue in Queue.all(config)]
     if args.json:
-        return _print_json([{"name": name, "size": size, "latency": latency} for name, size, latency in queues])
-    _print_table(["QUEUE", "SIZE", "LATENCY"], [[name, size, f"{latency:.2f}s"] for name, size, latency in queues])
+        return print_json([{"name": name, "size": size, "latency": latency} for name, size, latency in queues])
+    print_table(["QUEUE", "SIZE", "LATENCY"], [[name, size, f"{latency:.2f}s"] for name, size, latency in queues])
+    return 0
+
+
+def known_queue(name: str, config: Config) -> Queue:
+    """The queue ``name`` if Redis knows it (in the ``queues`` set, or holding jobs): a typo is an error, not an
+    empty listing."""
+    known = [queue.name for queue in Queue.all(config)]
+    queue = Queue(name, config)
+    if name not in known and queue.size == 0:
+        listed = ", ".join(known) or "none"
+        raise KiqError(f"no queue {name!r}{did_you_mean(name, known)}; the queues are: {listed}")
+    return queue
+
+
+def _clear_queue(args: argparse.Namespace, queue: Queue) -> int:
+    question = f"Delete the {queue.size} jobs in queue {queue.name!r}? [y/N] "
+    if not args.yes and sys.stdin.isatty() and not _confirm(question):
+        print("kiq: nothing deleted", file=sys.stderr)
+        return 1
+    count = queue.clear()
+    result = {"action": "clear", "queue": queue.name, "count": count}
+    return report(args, result, f"deleted {count} jobs from queue {queue.name!r}")
+
+
+def _confirm(question: str) -> bool:
+    """Ask on the terminal (on stderr, so ``--json`` output stays clean); only ``y``/``yes`` agrees."""
+    sys.stderr.write(question)
+    sys.stderr.flush()
+    return sys.stdin.readline().strip().lower() in {"y", "yes"}
+
+
+def _list_queue(args: argparse.Namespace, queue: Queue) -> int:
+    records = _first(queue, args.limit)
+    if args.json:
+        return print_json([record.as_dict() for record in records])
+    _print_jobs(records, "ENQUEUED", lambda record: record.enqueued_at, args.utc, show_queue=False)
+    _print_remainder(len(records), queue.size, f"queue {queue.name!r}")
     return 0
 
 
@@ -115,43 +191,55 @@ def run_set(args: argparse.Namespace, config: Config) -> int:
         if not done:
             raise KiqError(f"job {jid!r} left {title} meanwhile (another client moved it)")
         action = "retry" if args.retry else "delete"
-        return _report(args, {"action": action, "jid": jid}, f"{action}: {jid}")
+        return report(args, {"action": action, "jid": jid}, f"{action}: {jid}")
     if args.clear:
         count = job_set.clear()
-        return _report(args, {"action": "clear", "count": count}, f"cleared {count} jobs from {title}")
+        return report(args, {"action": "clear", "count": count}, f"cleared {count} jobs from {title}")
     if getattr(args, "retry_all", False):
         assert isinstance(job_set, RetrySet | DeadSet)
         count = job_set.retry_all()
-        return _report(args, {"action": "retry_all", "count": count}, f"retried {count} jobs from {title}")
+        return report(args, {"action": "retry_all", "count": count}, f"retried {count} jobs from {title}")
     return _list_set(args, job_set, title)
 
 
 def _list_set(args: argparse.Namespace, job_set: JobSet, title: str) -> int:
-    entries: list[SortedEntry] = []
-    for entry in job_set:
-        if args.limit > 0 and len(entries) >= args.limit:
-            break
-        entries.append(entry)
+    entries: list[SortedEntry] = _first(job_set, args.limit)
     if args.json:
-        return _print_json([{"score": entry.score, **entry.as_dict()} for entry in entries])
-    when = "DIED" if job_set.name == "dead" else "RUNS"
+        return print_json([{"score": entry.score, **entry.as_dict()} for entry in entries])
+    when_header = "DIED" if job_set.name == "dead" else "RUNS"
+    _print_jobs(entries, when_header, lambda entry: entry.score, args.utc, show_queue=True)
+    _print_remainder(len(entries), job_set.size, title)
+    return 0
+
+
+def _first(jobs: Iterable[Job], limit: int) -> list[Job]:
+    """The first ``limit`` jobs (all when ``limit`` is 0), read page by page, not all at once."""
+    return list(itertools.islice(jobs, limit if limit > 0 else None))
+
+
+def _print_jobs(
+    jobs: Sequence[Job], when_header: str, moment: Callable[[Job], float | None], utc: bool, show_queue: bool
+) -> None:
+    """One row per job: jid, class, (queue,) ``moment`` as ``when_header``, retries, args and error."""
     rows = [
         [
-            entry.jid or "-",
-            entry.display_class,
-            entry.queue,
-            _when(entry.score),
-            "" if entry.retry_count is None else entry.retry_count,
-            _short(json.dumps(entry.args), 40) if entry.parsed else _short(printable(entry.value), 40),
-            _short(f"{entry.error_class}: {entry.error_message}", 50) if entry.error else "",
+            job.jid or "-",
+            job.display_class,
+            *([job.queue] if show_queue else []),
+            when(at, utc) if (at := moment(job)) is not None else "",
+            "" if job.retry_count is None else job.retry_count,
+            short(json.dumps(job.args), 40) if job.parsed else short(printable(job.value), 40),
+            short(f"{job.error_class}: {job.error_message}", 50) if job.error_class else "",
         ]
-        for entry in entries
+        for job in jobs
     ]
-    _print_table(["JID", "CLASS", "QUEUE", when, "RETRIED", "ARGS", "ERROR"], rows)
-    total = job_set.size
-    if total > len(entries):
-        print(f"({len(entries)} of {total} in {title}, newest first; --limit 0 lists all)")
-    return 0
+    headers = ["JID", "CLASS", *(["QUEUE"] if show_queue else []), when_header, "RETRIED", "ARGS", "ERROR"]
+    print_table(headers, rows)
+
+
+def _print_remainder(listed: int, total: int, title: str) -> None:
+    if total > listed:
+        print(f"({listed} of {total} in {title}, newest first; --limit 0 lists all)")
 
 
 def run_processes(args: argparse.Namespace, config: Config) -> int:
@@ -164,68 +252,28 @@ def run_processes(args: argparse.Namespace, config: Config) -> int:
             process.stop()
         action = "quiet" if args.quiet else "stop"
         message = f"sent {'TSTP (quiet)' if args.quiet else 'TERM (stop)'} to {process.identity}"
-        return _report(args, {"action": action, "identity": process.identity}, message)
+        return report(args, {"action": action, "identity": process.identity}, message)
     listed = list(processes)
     if args.json:
-        return _print_json([process.as_dict() for process in listed])
+        return print_json([process.as_dict() for process in listed])
     rows = [
         [
             process.identity,
             process.tag or "",
             ",".join(process.queues),
             f"{process.busy}/{process['concurrency'] or '?'}",
-            "quiet" if process.stopping else "running",
-            _ago(process.beat),
-            _ago(float(process["started_at"] or 0)) if process["started_at"] else "",
+            _state(process),
+            ago(process.beat),
+            when(float(process["started_at"]), args.utc) if process["started_at"] else "",
             f"{int(process['rss'] or 0) // 1024} MB",
         ]
         for process in listed
     ]
-    _print_table(["IDENTITY", "TAG", "QUEUES", "BUSY", "STATE", "BEAT", "STARTED", "RSS"], rows)
+    print_table(["IDENTITY", "TAG", "QUEUES", "BUSY", "STATE", "BEAT", "STARTED", "RSS"], rows)
     return 0
 
 
-# -- output -------------------------------------------------------------------------------------------------
-def _report(args: argparse.Namespace, result: dict[str, Any], message: str) -> int:
-    if args.json:
-        return _print_json({"ok": True, **result})
-    print(message)
-    return 0
-
-
-def _print_json(data: Any) -> int:
-    json.dump(data, sys.stdout, indent=2, ensure_ascii=False)
-    sys.stdout.write("\n")
-    return 0
-
-
-def _print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    if not rows:
-        print("(none)")
-        return
-    cells = [list(headers), *[[str(cell) for cell in row] for row in rows]]
-    widths = [max(len(row[column]) for row in cells) for column in range(len(headers))]
-    for row in cells:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
-
-
-def _short(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-TIME_UNITS = (("d", 86400), ("h", 3600), ("m", 60))
-
-
-def _ago(timestamp: float) -> str:
-    """``12s ago`` / ``in 3m``."""
-    delta = time.time() - timestamp
-    size = abs(delta)
-    unit, seconds = next(((unit, seconds) for unit, seconds in TIME_UNITS if size >= seconds), ("s", 1))
-    amount = f"{int(size // seconds)}{unit}"
-    return f"{amount} ago" if delta >= 0 else f"in {amount}"
-
-
-def _when(timestamp: float) -> str:
-    moment = datetime.datetime.fromtimestamp(timestamp, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
-    return f"{moment} ({_ago(timestamp)})"
+def _state(process: Process) -> str:
+    if process.state == "stale":
+        return f"stale (no heartbeat for {duration(process.seconds_since_beat)})"
+    return process.state

@@ -51,10 +51,17 @@ def add_worker_command(commands: argparse._SubParsersAction[Any]) -> None:
     worker.add_argument("-c", "--concurrency", type=int, help="processor threads (default 10)")
     worker.add_argument("-t", "--timeout", type=float, help="seconds a stop waits for running jobs (default 25)")
     worker.add_argument("--fetch", help="fetch strategy: basic, reliable, a plugin's name or module:Class")
+    worker.add_argument(
+        "--plugins",
+        action="append",
+        metavar="NAME[,NAME]",
+        help="plugins to load (entry point names or module[:attr]); repeatable; replaces the plugins setting",
+    )
     worker.add_argument("-C", "--config", help="config file (default: kiq.toml or [tool.kiq] in pyproject.toml)")
     worker.add_argument("--redis-url", help="Redis URL (default: the embedded server in ./.kiq)")
     worker.add_argument("--tag", help="a tag shown with this process in the process list")
     worker.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    worker.add_argument("--log-format", choices=("plain", "json"), help="log lines as text (default) or JSON")
     worker.set_defaults(run=run_worker)  # fmt: skip
 
 
@@ -66,9 +73,11 @@ def worker_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "concurrency": args.concurrency,
         "timeout": args.timeout,
         "fetch": args.fetch,
+        "plugins": [name for names in args.plugins for name in names.split(",") if name] if args.plugins else None,
         "redis_url": args.redis_url,
         "tag": args.tag,
         "log_level": "DEBUG" if args.verbose else None,
+        "log_format": args.log_format,
     }
     return {name: value for name, value in flags.items() if value is not None}
 

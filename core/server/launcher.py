@@ -65,7 +65,8 @@ class Launcher:
         self.started_at = time.time()
         self._info: str | None = None
         self._flushed = (0, 0)  # processed, failed already added to the stat keys
-        self._beating = threading.Event()
+        self._beat_now = threading.Event()  # wakes the heartbeat thread early: a quiet shows at once
+        self._beats_ended = False
         self._heartbeat: threading.Thread | None = None
         self._poller: Poller | None = None
         self._stopped = False
@@ -93,6 +94,9 @@ class Launcher:
             manager.quiet()
         if self._poller is not None:
             self._poller.terminate()
+        # beat now: "quiet" in the process hash would otherwise wait for the next beat, up to heartbeat_interval
+        # later, and `kiq processes` or Sidekiq's Web UI would show a process told TSTP before a deploy as running
+        self._beat_now.set()
         self.config.plugins.hook.kiq_quiet(config=self.config)
 
     def stop(self) -> None:
@@ -113,7 +117,8 @@ class Launcher:
         self.config.plugins.hook.kiq_shutdown(config=self.config)
         for manager in self.managers:  # after the hooks: a plugin may still release held acknowledgements
             manager.close()
-        self._beating.set()
+        self._beats_ended = True
+        self._beat_now.set()
         if self._heartbeat is not None:
             self._heartbeat.join(5)
         self._clear_heartbeat()
@@ -127,10 +132,10 @@ class Launcher:
 
     # -- heartbeat ------------------------------------------------------------------------------------
     def _beat_loop(self) -> None:
-        while True:
+        while not self._beats_ended:
+            self._beat_now.clear()  # before the beat: a wake-up during it (a quiet) brings another one at once
             self.heartbeat()
-            if self._beating.wait(self.config.heartbeat_interval):
-                return
+            self._beat_now.wait(self.config.heartbeat_interval)
 
     def heartbeat(self) -> None:
         """One beat: flush the counters, write ``<identity>:work`` and the process hash, run a remote signal;
@@ -226,7 +231,8 @@ class Launcher:
             log.warning("could not remove this process from Redis: %s", exc)
 
     def info(self) -> dict[str, Any]:
-        """The ``info`` field of the process hash (Sidekiq 7's ``to_data``)."""
+        """The ``info`` field of the process hash (Sidekiq 7's ``to_data``, plus ``heartbeat_interval``, so readers
+        can tell a killed process, whose hash lives on for 60 s, from a live one: kiq.api.Process.state)."""
         return {
             "hostname": self.identity.rsplit(":", 2)[0],
             "started_at": self.started_at,
@@ -239,6 +245,7 @@ class Launcher:
             "identity": self.identity,
             "version": __version__,
             "embedded": False,
+            "heartbeat_interval": self.config.heartbeat_interval,
         }
 
     def info_json(self) -> str:

@@ -271,6 +271,27 @@ def test_process_set_lists_live_processes_and_signals_them(config: kiq.Config, r
         processes.quiet("other")
 
 
+def test_process_state_running_quiet_or_stale(config: kiq.Config, r: redis.Redis) -> None:
+    """A killed process keeps its hash for 60 s: it is stale once its last beat is 2.5 intervals old (its own
+    ``heartbeat_interval`` from ``info``, else Sidekiq's 10 s)."""
+    register(r, "host:1:aaa")
+    register(r, "host:2:bbb", quiet=True)
+    register(r, "host:3:ccc", heartbeat_interval=2)
+    register(r, "host:4:ddd")
+    r.hset("host:3:ccc", "beat", time.time() - 6)  # 2.5 x 2 s = 5 s
+    r.hset("host:4:ddd", "beat", time.time() - 24)  # no interval given: 10 s, stale after 25 s
+    processes = {process.identity: process for process in ProcessSet(config)}
+    assert {identity: process.state for identity, process in processes.items()} == {
+        "host:1:aaa": "running",
+        "host:2:bbb": "quiet",
+        "host:3:ccc": "stale",
+        "host:4:ddd": "running",
+    }
+    assert (processes["host:3:ccc"].heartbeat_interval, processes["host:4:ddd"].heartbeat_interval) == (2.0, 10.0)
+    assert 6 <= processes["host:3:ccc"].seconds_since_beat < 16
+    assert processes["host:3:ccc"].as_dict()["state"] == "stale"
+
+
 def test_workers_list_running_jobs(config: kiq.Config, r: redis.Redis) -> None:
     register(r, "host:1:aaa", busy=2)
     payload = json.loads(job_json("running"))

@@ -3,49 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
 
 import kiq
 from kiq.cli import main
-from kiq.payload import dumps
-from tests.support import raw_redis
-
-
-def job_json(jid: str, queue: str = "default", **extra: Any) -> str:
-    return dumps({"class": "HardJob", "args": [jid, 1], "jid": jid, "queue": queue, "retry": True, **extra})
-
-
-def failed_json(jid: str) -> str:
-    return job_json(jid, error_class="ValueError", error_message=f"broke {jid}", failed_at=time.time(), retry_count=1)
-
-
-class Cli:
-    def __init__(self, config: kiq.Config, capsys: pytest.CaptureFixture[str]) -> None:
-        self.url = config.redis_url
-        self.capsys = capsys
-
-    def __call__(self, *args: str, code: int = 0) -> str:
-        assert self.url is not None
-        assert main([args[0], "--redis-url", self.url, *args[1:]]) == code
-        captured = self.capsys.readouterr()
-        return captured.out if code == 0 else captured.err
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self(*args, "--json"))
-
-
-@pytest.fixture
-def cli(config: kiq.Config, capsys: pytest.CaptureFixture[str]) -> Cli:
-    return Cli(config, capsys)
+from tests.cli.helpers import Cli, failed_json, job_json
+from tests.support import child_env, raw_redis
 
 
 def test_stats(cli: Cli, r: redis.Redis) -> None:
@@ -159,7 +129,7 @@ def test_a_dead_payload_that_is_not_utf8_is_listed_with_escapes(config: kiq.Conf
         run = subprocess.run(
             [sys.executable, "-m", "kiq.cli", "dead", "--redis-url", str(config.redis_url), *extra],
             capture_output=True,
-            env={**os.environ, "PYTHONIOENCODING": "utf-8"},
+            env=child_env(PYTHONIOENCODING="utf-8"),
             timeout=30,
         )
         assert run.returncode == 0, run.stderr

@@ -19,14 +19,20 @@ from kiq.cli.worker import _module_name, worker_overrides
 from kiq.config import Config
 from kiq.errors import ConfigError
 from tests.jobs.basic import Record
-from tests.support import FAST, ROOT, WorkerProcess, identity_of, wait_until
+from tests.support import FAST, ROOT, WorkerProcess, child_env, identity_of, wait_until
 
 StartWorker = Callable[..., WorkerProcess]
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "kiq.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-m", "kiq.cli", *args],
+        cwd=ROOT,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 
@@ -41,6 +47,23 @@ def test_flags_map_to_settings_and_beat_env_and_file(tmp_path: Path) -> None:
     assert config.queues == [("critical", 2), ("default", 0)] and config.require == ["app.jobs"]
     assert config.timeout == 6.0 and config.fetch == "reliable"  # env > file, no flag given
     assert config.log_level == "DEBUG"
+
+
+class FlagPlugin:
+    """A plugin for the --plugins flag (no hooks needed: being registered is what is checked)."""
+
+
+def test_plugins_and_log_format_flags_beat_env_and_file(tmp_path: Path) -> None:
+    (tmp_path / "kiq.toml").write_text('plugins = ["no_such_module:FromFile"]\nlog_format = "plain"\n')
+    env = {"KIQ_PLUGINS": "no_such_module:FromEnv", "KIQ_LOG_FORMAT": "plain"}
+    args = build_parser().parse_args(["worker", "--plugins", f"{__name__}:FlagPlugin", "--log-format", "json"])
+    config = Config.load(tmp_path / "kiq.toml", env=env, **worker_overrides(args))
+    assert config.get("plugins") == [f"{__name__}:FlagPlugin"] and config.plugins.find(FlagPlugin) is not None
+    assert config.log_format == "json"
+    args = build_parser().parse_args(["worker", "--plugins", "reliable_fetch,tracking", "--plugins", "otel"])
+    assert worker_overrides(args)["plugins"] == ["reliable_fetch", "tracking", "otel"]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["worker", "--log-format", "xml"])
 
 
 def test_require_paths_become_module_names(tmp_path: Path) -> None:
@@ -61,6 +84,13 @@ def test_a_bad_module_path_is_a_clear_error() -> None:
     assert "there is no module 'tests.jobs.no_such_module'" in result.stderr
 
 
+def test_a_bad_url_scheme_names_every_accepted_one() -> None:
+    result = run_cli("worker", "--redis-url", "localhost:6379", "-r", "tests.jobs.basic")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("kiq: error: bad redis_url 'localhost:6379': it must start with one of ")
+    assert all(scheme in result.stderr for scheme in ("redis://", "rediss://", "unix://", "redis+sentinel://"))
+
+
 def test_no_registered_jobs_is_a_clear_error() -> None:
     result = run_cli("worker", "--redis-url", "redis://127.0.0.1:1", "-r", "tests.jobs")
     assert result.returncode == 2 and "no jobs are registered after importing tests.jobs" in result.stderr
@@ -74,7 +104,13 @@ def test_unreachable_redis_at_start_is_logged_once_and_term_still_stops(tmp_path
         wait_until(lambda: "is unreachable" in worker.output(), 30, message="the outage to be logged")
         worker.signal(signal.SIGTERM)
         assert worker.wait(30) == 0
-        assert worker.output().count("is unreachable") == 1, worker.output()
+        output = worker.output()
+        assert output.count("is unreachable") == 1, output
+        # one line each: the outage (with the URL and the cause), no chained traceback of the refused connection
+        (outage,) = [line for line in output.splitlines() if "is unreachable" in line]
+        assert "WARNING: Redis at redis://127.0.0.1:1 is unreachable" in outage and "Connection refused" in outage
+        assert "Traceback" not in output, output
+        assert all(line.startswith("20") for line in output.splitlines()), output  # each line is a log record
 
 
 @pytest.mark.slow
