@@ -6,16 +6,18 @@ both in one pipelined round trip, retried once when a failover made the server r
 
 from __future__ import annotations
 
+import sys
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Collection, Iterable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import redis as redis_py
 
 from .config import config_or_default
-from .errors import InvalidJobError
+from .errors import ConfigError, InvalidJobError
 from .keys import QUEUES, SCHEDULE, queue_key
 from .payload import DEFAULT_OPTIONS, check_args, check_job, encode_checked, finite_seconds, new_jid, new_jids
+from .settings import did_you_mean
 
 if TYPE_CHECKING:
     import redis
@@ -23,7 +25,22 @@ if TYPE_CHECKING:
     from .config import Config
 
 
-JobClass = type[Any]  # a kiq.Job subclass (the client reads its kiq_name and get_options(); it does not import it)
+# a kiq.Job subclass: the client reads its kiq_name, get_options() and _kiq_arity; it does not import kiq.job
+JobClass = type[Any]
+
+# the fields of a Sidekiq 7 payload: never taken for a misspelt option (``args`` is a near miss of ``tags``)
+PAYLOAD_FIELDS = frozenset(
+    {"class", "args", "jid", "queue", "retry", "created_at", "enqueued_at", "at", "retry_queue", "retry_for",
+     "backtrace", "dead", "tags", "error_message", "error_class", "failed_at", "retried_at", "retry_count",
+     "error_backtrace", "wrapped", "bid"}
+)  # fmt: skip
+
+
+class Arity(NamedTuple):
+    """How many positional arguments a job class's ``perform`` takes; found once, when the class is defined."""
+
+    counts: range  # range(1, 3) for perform(number, mode="ok"); up to sys.maxsize with *args
+    signature: str  # "perform(number, mode='ok')", for the error message
 
 
 class Client:
@@ -43,7 +60,9 @@ class Client:
 
         Returns the jid, or None when a client middleware halted the push.
         """
-        job_class, job = self._normalize(item)
+        job_class, job, arity = self._normalize(item)
+        if arity is not None and len(job["args"]) not in arity.counts and job.get("check_args") is not False:
+            raise _wrong_count(job, arity, len(job["args"]))
         encoded = self._encode_through_chain(job_class, job)
         if encoded is None:
             return None
@@ -69,7 +88,11 @@ class Client:
             raise InvalidJobError(f"push_bulk: {len(at)} 'at' values for {len(all_args)} jobs")
         times = None if at is None else _bulk_times(at, len(all_args))
         base = {key: value for key, value in item.items() if key not in ("args", "at")}
-        job_class, template = self._normalize({**base, "args": []})
+        job_class, template, arity = self._normalize({**base, "args": []})
+        if arity is not None and template.get("check_args") is not False:
+            for index, job_args in enumerate(all_args):  # before any middleware runs: a wrong count pushes nothing
+                if len(job_args) not in arity.counts:
+                    raise _wrong_count(template, arity, len(job_args), f" in args[{index}]")
         no_middleware = not self.config.client_middleware.entries
         if no_middleware:  # else a middleware may change any field of any job: each is checked in full
             check_job(template)  # the fields every job shares, once; then only each job's own arguments
@@ -97,16 +120,24 @@ class Client:
         return jids
 
     # -- internals ----------------------------------------------------------------------------------
-    def _normalize(self, item: dict[str, Any]) -> tuple[JobClass | str, dict[str, Any]]:
-        """Sidekiq's normalize_item: validate the shape, merge the class's options, stringify class and queue."""
+    def _normalize(self, item: dict[str, Any]) -> tuple[JobClass | str, dict[str, Any], Arity | None]:
+        """Sidekiq's normalize_item: validate the shape, merge the class's options, stringify class and queue.
+        Also what the arguments must match: None for a wire name (a Ruby job, or a retry the poller pushes again)."""
         if not isinstance(item, dict):
             raise InvalidJobError(f"a job item must be a dict, got {type(item).__name__}")
         job_class = item.get("class")
         if isinstance(job_class, type) and isinstance(getattr(job_class, "kiq_name", None), str):
             options: dict[str, Any] = job_class.get_options()  # type: ignore[attr-defined]
             job = {**options, **item, "class": job_class.kiq_name}  # type: ignore[attr-defined]
+            arity: Arity | None = getattr(job_class, "_kiq_arity", None)
+            declared = self.config.job_options
+            if declared:
+                accepted = _accepted.get(declared)
+                if accepted is None or not accepted.issuperset(job):
+                    _refuse_near_misses_of_declared(job, declared)
         elif isinstance(job_class, str) and job_class:
             job = {**DEFAULT_OPTIONS, **item}
+            arity = None
         else:
             raise InvalidJobError(f"a job item needs 'class': a Job subclass or a wire name, got {job_class!r:.80}")
         if not isinstance(job.get("args"), list):
@@ -121,7 +152,7 @@ class Client:
             job["retry_for"] = int(finite_seconds(job["retry_for"], "job 'retry_for'"))
         job.setdefault("jid", new_jid())
         job.setdefault("created_at", time.time())
-        return job_class, job
+        return job_class, job, arity
 
     def _encode_through_chain(self, job_class: JobClass | str, job: dict[str, Any]) -> EncodedJob | None:
         """The job through the client middleware, then checked and encoded as the innermost layer: a refusal is
@@ -162,6 +193,43 @@ class Client:
             pipe.execute()
 
         _retry_on_failover(send, self.redis)
+
+
+def refuse_near_misses(names: Iterable[Any], options: Collection[str], owner: str) -> None:
+    """Sidekiq lets any option travel in the payload for middleware to read, so an unknown option is no error; but
+    one that is a near miss of ``options`` is a typo that would be ignored silently (``queu`` pushes to ``default``)."""
+    for name in names:
+        if isinstance(name, str) and name not in options and name not in PAYLOAD_FIELDS:
+            hint = did_you_mean(name, options)
+            if hint:
+                raise ConfigError(f"{owner}: unknown job option {name!r}{hint}")
+
+
+# per set of options declared by plugins, the names a push of a job class found not to be a near miss of one: a
+# push compares its keys with this set, so difflib runs once per new name, not on every push
+_accepted: dict[frozenset[str], set[str]] = {}
+
+
+def _refuse_near_misses_of_declared(job: dict[str, Any], declared: frozenset[str]) -> None:
+    """Check the names of a job not seen before (options of its class or its ``.set()``) against the options its
+    config's plugins declared, which are not known where the class is defined."""
+    refuse_near_misses(job, declared, str(job["class"]))
+    _accepted.setdefault(declared, set(declared | PAYLOAD_FIELDS)).update(job)
+
+
+def _wrong_count(job: dict[str, Any], arity: Arity, count: int, where: str = "") -> InvalidJobError:
+    counts = arity.counts
+    if counts.stop == sys.maxsize:
+        expected = f"at least {counts.start}"
+    elif len(counts) == 1:
+        expected = str(counts.start)
+    else:
+        expected = f"{counts.start} {'or' if len(counts) == 2 else 'to'} {counts.stop - 1}"
+    noun = "argument" if expected == "1" or expected.endswith(" 1") else "arguments"
+    return InvalidJobError(
+        f"{job['class']}: {arity.signature} takes {expected} {noun}, got {count}"
+        f"{where}; nothing was pushed (the option check_args=False turns this check off)"
+    )
 
 
 # A job ready to write: (queue, jid, ``at`` or None, its JSON). A plain tuple: a NamedTuple costs 8x as much to

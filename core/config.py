@@ -65,9 +65,13 @@ class Config:
         object.__setattr__(self, "_values", {s.name: s.default for s in CORE_SETTINGS})
         self.client_middleware: Chain[ClientMiddleware] = Chain(self)
         self.server_middleware: Chain[ServerMiddleware] = Chain(self)
+        # the job options this config's plugins read (``kiq_job_options``): a push refuses a near miss of one
+        self.job_options: frozenset[str] = frozenset()
         # ``config.plugins`` is the manager; the ``plugins`` setting (names) is ``config.get("plugins")``
         self.plugins: PluginManager
         object.__setattr__(self, "plugins", PluginManager(self))
+        # historic, like kiq_settings: every plugin, registered now or later, is asked once
+        self.plugins.hook.kiq_job_options.call_historic(result_callback=self.declare_job_options, kwargs={})
         self.server = False  # a worker's config (configure_server callbacks ran on it)
         self.identity: str | None = None  # the worker process's identity, once it runs (host:pid:hex)
         # named capsules besides the default one: name -> (queues, concurrency); see add_capsule
@@ -151,6 +155,14 @@ class Config:
             self._settings[setting.name] = setting
             self._values.setdefault(setting.name, setting.default)
 
+    def declare_job_options(self, names: Iterable[str] | None) -> None:
+        """Make a plugin's job options known (the ``kiq_job_options`` hook's answers)."""
+        declared = list(names or ())
+        # a bare "track" would declare t, r, a, c and k
+        if isinstance(names, str) or not all(isinstance(name, str) and name for name in declared):
+            raise ConfigError(f"kiq_job_options must return a list of option names, got {names!r:.80}")
+        self.job_options = self.job_options.union(declared)
+
     def describe_settings(self) -> list[Setting]:
         """Every setting this config knows (core and its plugins'), by name."""
         return sorted(self._settings.values(), key=lambda setting: setting.name)
@@ -208,7 +220,7 @@ class Config:
 
 # what a Config holds besides settings (any other name assigned to it must be a setting)
 _ATTRIBUTES = frozenset(
-    {"client_middleware", "server_middleware", "plugins", "server", "identity", "capsules", "_redis"}
+    {"client_middleware", "server_middleware", "job_options", "plugins", "server", "identity", "capsules", "_redis"}
 )
 
 

@@ -7,10 +7,10 @@ plugin keeps its state on ``self``.
 
 Two kinds of hooks, two failure rules:
 
-- **Contributions** (``kiq_settings``, ``kiq_client_middleware``, ``kiq_server_middleware``, ``kiq_fetcher``,
-  ``kiq_cli``) shape the process when a plugin is registered or the worker starts; a failure stops the start
-  with an error naming the plugin. The first three are pluggy *historic* hooks: a plugin registered at any time
-  gets them called once.
+- **Contributions** (``kiq_settings``, ``kiq_job_options``, ``kiq_client_middleware``, ``kiq_server_middleware``,
+  ``kiq_fetcher``, ``kiq_cli``) shape the process when a plugin is registered or the worker starts; a failure stops
+  the start with an error naming the plugin. The first four are pluggy *historic* hooks: a plugin registered at any
+  time gets them called once.
 - **Notifications** (everything else) report what happens while kiq runs. Each implementation runs on its own:
   one that raises is logged and reported to the ``kiq_error`` hooks, and the others still run (a raising
   ``kiq_error`` implementation is only logged). A context manager it returns is entered the same way.
@@ -45,6 +45,14 @@ NOTIFICATIONS = frozenset(
 @hookspec(historic=True)
 def kiq_settings() -> list[Setting]:
     """Declare extra settings this plugin reads (so they are accepted, parsed and validated like core ones)."""
+    raise NotImplementedError
+
+
+@hookspec(historic=True)
+def kiq_job_options() -> list[str]:
+    """Declare the job options this plugin reads from payloads (``kiq_options``, ``.set()``), e.g. ``["track"]``.
+    Other unknown options travel too (Sidekiq's rule), but a push through a config with this plugin refuses a near
+    miss of a declared one (``trak``) with a did-you-mean error instead of ignoring it."""
     raise NotImplementedError
 
 

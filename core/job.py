@@ -6,11 +6,12 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import sys
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, TypeVar
 
-from .client import Client
+from .client import Arity, Client, refuse_near_misses
 from .errors import ConfigError
 from .job_registry import registry, wire_name
 from .payload import DEFAULT_OPTIONS, check_options, finite_seconds
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 R = TypeVar("R")
 
-# Sidekiq's option types; other options pass through to the payload for middleware to read
+# Sidekiq's options and their types, and kiq's check_args; other options pass through to the payload for middleware
+# to read, unless they are a near miss of one of these (or of a plugin's, checked at push)
 _OPTION_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "queue": (lambda v: isinstance(v, str) and bool(v), "a non-empty string"),
     "retry": (lambda v: isinstance(v, bool) or (isinstance(v, int) and v >= 0), "true, false or a count"),
@@ -33,6 +35,7 @@ _OPTION_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "backtrace": (lambda v: isinstance(v, bool) or (isinstance(v, int) and v > 0), "true, false or a count"),
     "dead": (lambda v: isinstance(v, bool), "true or false"),
     "tags": (lambda v: isinstance(v, list) and all(isinstance(t, str) for t in v), "a list of strings"),
+    "check_args": (lambda v: isinstance(v, bool), "true or false"),
 }
 
 
@@ -43,9 +46,34 @@ def _check_options(options: dict[str, Any], owner: str) -> None:
         return
     for key, value in options.items():
         check = _OPTION_CHECKS.get(key)
-        if check is not None and not check[0](value):
+        if check is None:
+            refuse_near_misses((key,), _OPTION_CHECKS, owner)
+        elif not check[0](value):
             raise ConfigError(f"{owner}: option {key!r} must be {check[1]}, got {value!r:.80}")
     check_options(options, owner)
+
+
+def _arity(function: Callable[..., Any], what: str, method: bool) -> Arity | None:
+    """How many positional arguments ``function`` takes (less its ``self`` when it is a ``method``): pushes are
+    checked against it. None when Python cannot tell (a builtin): such a job is not checked."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if method and parameters and parameters[0].kind is not inspect.Parameter.VAR_POSITIONAL:
+        parameters = parameters[1:]
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    for parameter in parameters:
+        if parameter.kind is parameter.KEYWORD_ONLY and parameter.default is parameter.empty:
+            raise ConfigError(
+                f"{what} has the required keyword-only parameter {parameter.name!r}: a job gets positional "
+                "arguments only (Sidekiq's args, a JSON list), so it could never be given one"
+            )
+    fewest = sum(1 for p in positional if p.default is p.empty)
+    takes_any = any(p.kind is p.VAR_POSITIONAL for p in parameters)
+    shown = ", ".join(str(p.replace(annotation=p.empty)) for p in parameters)
+    signature = f"{getattr(function, '__name__', 'perform')}({shown})"
+    return Arity(range(fewest, sys.maxsize if takes_any else len(positional) + 1), signature)
 
 
 def _refuse_async(function: Any, what: str) -> None:
@@ -63,11 +91,15 @@ class Job:
 
     ``kiq_name`` is the wire name written as the payload's ``class``: by default ``module.QualName``; set it to
     share a job with another language's worker (e.g. ``kiq_name = "HardJob"`` for a Ruby class).
+
+    A push with a number of arguments ``perform`` cannot take is refused (``kiq.InvalidJobError``), from the
+    signature read once here; the option ``check_args: False`` turns that off for a job.
     """
 
     kiq_options: ClassVar[dict[str, Any]] = {}
     kiq_name: ClassVar[str]
     _kiq_merged_options: ClassVar[dict[str, Any]] = DEFAULT_OPTIONS
+    _kiq_arity: ClassVar[Arity | None] = None  # what a push must give perform (kiq.client checks it)
 
     jid: str
     job: dict[str, Any]
@@ -79,6 +111,7 @@ class Job:
             raise ConfigError(f"{cls.__qualname__}.kiq_options must be a dict, got {own!r}")
         _check_options(own, cls.__qualname__)
         _refuse_async(cls.perform, f"{cls.__qualname__}.perform")
+        cls._kiq_arity = cls._perform_arity()
         cls._kiq_merged_options = {**cls._kiq_merged_options, **own}  # inherited, as sidekiq_options are
         if "kiq_name" not in cls.__dict__:
             cls.kiq_name = wire_name(cls.__module__, cls.__qualname__)
@@ -87,6 +120,13 @@ class Job:
 
     def perform(self, *args: Any) -> Any:
         raise NotImplementedError(f"{type(self).__qualname__} must define perform()")
+
+    @classmethod
+    def _perform_arity(cls) -> Arity | None:
+        perform = inspect.getattr_static(cls, "perform")
+        if not inspect.isfunction(perform):  # a staticmethod or a callable object: not guessed at, not checked
+            return None
+        return _arity(perform, f"{cls.__qualname__}.perform", method=True)
 
     @classmethod
     def get_options(cls) -> dict[str, Any]:
@@ -173,6 +213,11 @@ class FunctionJob(Job, abstract=True):
 
     def perform(self, *args: Any) -> Any:
         return type(self).function(*args)
+
+    @classmethod
+    def _perform_arity(cls) -> Arity | None:
+        function = getattr(cls, "function", None)  # None for FunctionJob itself
+        return None if function is None else _arity(function, f"@kiq.job {cls.__qualname__}", method=False)
 
 
 class JobFunction(Generic[P, R]):

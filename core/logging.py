@@ -44,7 +44,8 @@ def _base36(number: int) -> str:
 
 
 class JobLogger:
-    """Sets a job's log context and logs how it ended: ``done``/``fail`` at INFO with ``elapsed`` seconds.
+    """Sets a job's log context and logs how it ended: ``done``/``fail`` at INFO with ``elapsed`` seconds; ``fail:
+    <reason>`` for a job that returned but failed (``kiq.report_failure``), whose error is logged nowhere else.
 
     ``start`` is logged at DEBUG only: one line per job at INFO halves the per-job logging cost compared to
     Sidekiq's two, and ``done``/``fail`` already carry the duration.
@@ -66,12 +67,13 @@ class JobLogger:
             self.logger.debug("start")
         return context
 
-    def finish(self, context: dict[str, Any], started: float, failed: bool) -> None:
+    def finish(self, context: dict[str, Any], started: float, failed: bool, reason: str | None = None) -> None:
         logger = self.logger
         if logger.isEnabledFor(logging.INFO):
             context["elapsed"] = round(time.perf_counter() - started, 3)
+            message, args = ("fail: %s", (reason,)) if reason is not None else ("fail" if failed else "done", ())
             # a prebuilt record skips logging's caller lookup (a stack walk): the hot path logs every job
-            record = logger.makeRecord(logger.name, logging.INFO, __file__, 0, "fail" if failed else "done", (), None)
+            record = logger.makeRecord(logger.name, logging.INFO, __file__, 0, message, args, None)
             logger.handle(record)
 
     @staticmethod

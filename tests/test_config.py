@@ -117,3 +117,24 @@ def test_env_from_process(monkeypatch: pytest.MonkeyPatch, in_tmp: Path) -> None
     monkeypatch.setenv("KIQ_CONCURRENCY", "7")
     assert os.environ["KIQ_CONCURRENCY"] == "7"
     assert Config.load().concurrency == 7
+
+
+def test_a_misspelt_setting_gets_a_suggestion_wherever_it_is_written(
+    in_tmp: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with pytest.raises(kiq.ConfigError, match=r"unknown setting 'concurency' \(from .*\) \(did you mean 'concurrency'"):
+        Config(concurency=5)
+    (in_tmp / "kiq.toml").write_text("heartbeat_intreval = 1\n")
+    with pytest.raises(kiq.ConfigError, match=r"kiq\.toml.*did you mean 'heartbeat_interval'"):
+        Config.load(env={})
+    (in_tmp / "kiq.toml").unlink()
+    config = Config()
+    with pytest.raises(kiq.ConfigError, match="did you mean 'redis_url'"):
+        config.redis_ulr = "redis://x"
+    with pytest.raises(AttributeError, match="did you mean 'timeout'"):
+        _ = config.timout
+    # an environment variable is not ours to refuse (KIQ_ may be another tool's prefix), but a near miss is pointed out
+    with caplog.at_level("WARNING", logger="kiq"):
+        assert Config.load(env={"KIQ_CONCURENCY": "3", "KIQ_UNRELATED_THING": "x"}).concurrency == 10
+    warnings = [record.getMessage() for record in caplog.records]
+    assert warnings == ["ignoring KIQ_CONCURENCY: not a kiq setting (did you mean 'concurrency'?)"]

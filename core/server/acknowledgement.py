@@ -1,9 +1,14 @@
-"""Holding a job's acknowledgement until something outside the job is durable (``kiq.hold_acknowledgement``).
+"""What a plugin can say about the job running in its thread: hold its acknowledgement until something outside the
+job is durable (``kiq.hold_acknowledgement``), or report that it failed although it returned (``kiq.report_failure``).
 
 The processor acknowledges a job when it finished or its failure was recorded. A plugin that must make its own
 record of the outcome durable first (the tracking plugin's status row) holds the acknowledgement and releases it
 once that record is written, from any thread. Until then the job stays in Redis (with reliable fetch, in the
 working list), so a crash in between runs the job again instead of losing the record: at least once.
+
+A job that returned normally can still have failed for its application: the tracking plugin turns its
+``TaskFailure`` into a ``failed`` status without a retry. The plugin reports that failure so the worker's log line and
+failure count tell the truth, as Sidekiq's would for a job that raised.
 """
 
 from __future__ import annotations
@@ -57,16 +62,19 @@ class _Holds:
 
 
 class JobAcknowledgement:
-    """One per processor: the holds on the job it is running now (None until a plugin asks for one)."""
+    """One per processor, about the job it is running now: the holds on its acknowledgement (None until a plugin asks
+    for one), and the failure a plugin reported for it (None: none)."""
 
-    __slots__ = ("holds", "running")
+    __slots__ = ("failure", "holds", "running")
 
     def __init__(self) -> None:
         self.running = False
         self.holds: _Holds | None = None
+        self.failure: str | None = None
 
     def begin(self) -> None:
         self.running = True
+        self.failure = None
 
     def end(self, acknowledge: Callable[[T], None] | None, unit: T) -> None:
         """The job ended: ``acknowledge(unit)`` now, or once every hold is released; None: it must not be
@@ -98,3 +106,16 @@ def hold_acknowledgement() -> Acknowledge | None:
     if acknowledgement is None or not acknowledgement.running:
         return None
     return acknowledgement.hold()
+
+
+def report_failure(reason: str) -> bool:
+    """Report that the job running in this thread failed although it returns normally (a business failure that a
+    plugin handled, such as tracking's ``TaskFailure``). The worker logs its end as ``fail: <reason>`` and counts it
+    as failed in the stats, as Sidekiq counts a job that raised; it is still acknowledged, not retried, and not an
+    error for the ``kiq_error`` hooks. The last reason reported wins. False outside a running job: nothing to report.
+    """
+    acknowledgement = current.get()
+    if acknowledgement is None or not acknowledgement.running:
+        return False
+    acknowledgement.failure = str(reason)
+    return True

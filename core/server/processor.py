@@ -191,7 +191,10 @@ class Processor:
             self.job_logger.finish(context, started, failed=True)
             raise
         self.processed += 1
-        self.job_logger.finish(context, started, failed=False)
+        failure = self.acknowledgement.failure  # a failure a plugin handled (kiq.report_failure): no retry, but failed
+        if failure is not None:
+            self.failed += 1
+        self.job_logger.finish(context, started, failed=failure is not None, reason=failure)
 
     def _acknowledge(self, unit: UnitOfWork) -> None:
         try:

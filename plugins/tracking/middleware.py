@@ -13,13 +13,12 @@ worker killed in between leaves the job in its working list, so it runs again an
 
 from __future__ import annotations
 
-import logging
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kiq import ClientMiddleware, ServerMiddleware, Shutdown, Wrapper, hold_acknowledgement
+from kiq import ClientMiddleware, ServerMiddleware, Shutdown, Wrapper, hold_acknowledgement, report_failure
 
 from .statuses import ENQUEUED, ERROR, FAILED, FINISHED, WORKING
 from .writer import Update
@@ -31,15 +30,13 @@ if TYPE_CHECKING:
 
     from .plugin import TrackingPlugin
 
-log = logging.getLogger("kiq.tracking")
-
 WORKING_PHASE, OUTCOME_PHASE, DEATH_PHASE = 1, 2, 3
 MAX_ERROR = 2000
 
 
 class TaskFailure(Exception):
     """Raise in a job for a business failure: the job is recorded as ``failed`` with this message and is not
-    retried (it counts as done, like a job that finished)."""
+    retried; the worker logs it as ``fail`` and counts it as failed (``kiq.report_failure``)."""
 
 
 def is_tracked(job: dict[str, Any]) -> bool:
@@ -100,7 +97,7 @@ class TrackingClientMiddleware(ClientMiddleware):
 
 class TrackingServerMiddleware(ServerMiddleware):
     """Records working → finished / failed / enqueued-again-after-an-error; stops ``TaskFailure`` here so the
-    retrier never sees it."""
+    retrier never sees it, and reports it to the worker as the job's failure."""
 
     def __init__(self, plugin: TrackingPlugin) -> None:
         self.plugin = plugin
@@ -110,7 +107,7 @@ class TrackingServerMiddleware(ServerMiddleware):
             try:
                 yield
             except TaskFailure as exc:
-                log.info("%s %s failed: %s (TaskFailure: not retried)", job.get("class"), job.get("jid"), exc)
+                report_failure(f"{type(exc).__name__}: {exc}")
             return
         submit = self.plugin.tracker(self.config).writer.submit
         run = run_number(job)
@@ -119,7 +116,8 @@ class TrackingServerMiddleware(ServerMiddleware):
             yield
         except TaskFailure as exc:
             submit(outcome(job, FAILED, run * 4 + OUTCOME_PHASE, last_error=describe(exc)))
-            return  # handled: a business outcome, not an error
+            report_failure(f"{type(exc).__name__}: {exc}")
+            return  # handled: a business outcome, not an error to retry
         except Shutdown:  # requeued; it runs again as the same run
             submit(job_update(job, ENQUEUED, run * 4 + WORKING_PHASE))
             raise

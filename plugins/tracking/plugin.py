@@ -45,6 +45,10 @@ class TrackingPlugin:
         return SETTINGS
 
     @kiq.hookimpl
+    def kiq_job_options(self) -> list[str]:
+        return ["track"]  # kiq_options = {"track": True}: a near miss of it (trak) is refused at push
+
+    @kiq.hookimpl
     def kiq_client_middleware(self, chain: kiq.Chain[kiq.ClientMiddleware]) -> None:
         chain.prepend(TrackingClientMiddleware, self)  # outermost: it must see every job of a task being created
 

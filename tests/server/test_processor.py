@@ -249,3 +249,29 @@ def test_a_coroutine_returned_by_perform_fails_the_job_through_the_retry_rules(
     assert unit.acked == 1  # acknowledged because its failure was recorded, not as done
     assert seen == []
     assert not [w for w in recwarn if "never awaited" in str(w.message)]
+
+
+class Declined(kiq.Job):
+    kiq_name = "tests.Declined"
+
+    def perform(self, reason: str) -> None:
+        kiq.report_failure(f"declined: {reason}")  # what the tracking plugin does for a TaskFailure
+
+
+def test_a_reported_failure_is_logged_fail_and_counted_but_not_retried(
+    config: kiq.Config, r: redis.Redis, log_output: io.StringIO
+) -> None:
+    processor = make_processor(config)
+    unit = Unit(payload("tests.Declined", "card expired"))
+    processor.process(unit)
+    assert unit.acked == 1 and (processor.processed, processor.failed) == (1, 1)
+    assert r.zcard("retry") == 0 and r.zcard("dead") == 0
+    (end,) = [line for line in log_output.getvalue().splitlines() if "class=tests.Declined" in line]
+    assert end.endswith("INFO: fail: declined: card expired")
+    processor.process(Unit(payload("tests.Remember", 1)))  # the report belonged to that job only
+    assert (processor.processed, processor.failed) == (2, 1)
+    assert log_output.getvalue().splitlines()[-1].endswith("INFO: done")
+
+
+def test_report_failure_outside_a_job_reports_nothing() -> None:
+    assert kiq.report_failure("no job runs in this thread") is False

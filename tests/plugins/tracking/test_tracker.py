@@ -222,3 +222,17 @@ def _all_task_ids(tracker: Tracker) -> list[str]:
 
     with tracker.store.connect() as conn:
         return list(conn.execute(select(Task.id)).scalars())
+
+
+def test_a_task_failure_is_logged_as_a_failure_not_done(
+    config: kiq.Config, tracker: Tracker, caplog: pytest.LogCaptureFixture
+) -> None:
+    task_id = tracker.create_task(Enroll, [[1, "fail"], [2, "ok"]])
+    with caplog.at_level("INFO", logger="kiq"):
+        assert work_off(config) == 2
+    ends = [record.getMessage() for record in caplog.records if record.getMessage().startswith(("done", "fail"))]
+    assert ends == ["fail: TaskFailure: product 1 is not sellable", "done"]
+    tracker.writer.flush()
+    task = tracker.task(task_id)
+    assert task is not None and (task["counts"]["failed"], task["counts"]["finished"]) == (1, 1)
+    assert config.redis.zcard("retry") == 0  # a business failure is not retried
