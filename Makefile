@@ -6,18 +6,35 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: demo test lint view typecheck imports pytest bench clean
 
+# kiq is installed editable in setuptools' strict mode: a tree of links in build/ to the files the wheel would
+# hold, so a module left out of the package list fails in the tests as it would for users, and nothing else of the
+# checkout is importable as kiq. A module added or removed needs its link: MODULES relinks when the list of files
+# changes (or the tree is gone). setuptools' notice that an editable install is one is silenced (INSTALL).
+STRICT := --config-settings editable_mode=strict
+INSTALL := PYTHONWARNINGS='ignore:Editable installation' $(PY) -m pip install --quiet
+MODULES := $(VENV)/.modules
+LIST_MODULES := find core plugins contrib -type f ! -path '*/__pycache__/*' | LC_ALL=C sort
+
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[all,test]' --group dev
+	$(INSTALL) -e '.[all,test]' $(STRICT) --group dev
+	$(LIST_MODULES) > $(MODULES)
 	touch $@
 
-demo: $(STAMP)
+$(MODULES): $(STAMP) FORCE
+	@$(LIST_MODULES) > $@.new
+	@if [ -f $@ ] && cmp -s $@.new $@ && [ -n "$$(ls build/__editable__.kiq-*/kiq/__init__.py 2>/dev/null)" ]; \
+	then rm $@.new; else $(INSTALL) --no-deps -e . $(STRICT) && mv $@.new $@; fi
+
+FORCE:
+
+demo: $(MODULES)
 	$(PY) examples/demo.py
 
 test: lint pytest
 
-pytest: $(STAMP)
+pytest: $(MODULES)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 SOURCES := $(wildcard core plugins contrib tests bench examples)
@@ -46,7 +63,7 @@ imports: view
 # The peers live in their own venv (their redis-py pins conflict with each other and would change what kiq runs
 # with); the harness starts its own redis-server, and needs Ruby Sidekiq and PostgreSQL (see the README).
 BENCH_VENV := .venv-bench
-bench: $(STAMP)
+bench: $(MODULES)
 	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install -q -r bench/requirements.txt
 	$(BENCH_VENV)/bin/python -m pip install -q --no-deps -r bench/requirements-nodeps.txt

@@ -1,0 +1,54 @@
+"""What an installation of kiq says about itself: one version, its license, what it runs on, and the files it ships."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import tomllib
+from pathlib import Path
+
+import kiq
+from tests.support import ROOT
+
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def test_the_version_is_written_once() -> None:
+    assert kiq.__version__ == importlib.metadata.version("kiq") == PYPROJECT["version"]
+    written = [
+        path.relative_to(ROOT)
+        for folder in ("core", "plugins", "contrib")
+        for path in (ROOT / folder).rglob("*.py")
+        if re.search(r"""__version__\s*=\s*["']""", path.read_text())
+    ]
+    assert written == [], "a version literal besides pyproject.toml's"
+
+
+def test_the_metadata_names_license_python_and_typing() -> None:
+    metadata = importlib.metadata.metadata("kiq")
+    assert metadata["License-Expression"] == "MIT"
+    assert "LICENSE" in metadata.get_all("License-File", [])
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+    classifiers = set(metadata.get_all("Classifier", []))
+    assert {
+        "Typing :: Typed",
+        "Programming Language :: Python :: 3.11",
+        "Intended Audience :: Developers",
+    } <= classifiers
+    assert metadata["Requires-Python"] == ">=3.11"
+
+
+def test_the_package_ships_its_type_marker_and_entry_points() -> None:
+    package = Path(kiq.__file__).parent
+    assert (package / "py.typed").exists()
+    entry_points = importlib.metadata.entry_points()
+    assert [ep.value for ep in entry_points.select(group="console_scripts", name="kiq")] == ["kiq.cli:main"]
+    plugins = {ep.name for ep in entry_points.select(group="kiq.plugins")}
+    assert plugins == {"reliable_fetch", "tracking", "otel"}
+
+
+def test_linters_are_a_dev_group_not_the_test_extra() -> None:
+    test_extra = " ".join(PYPROJECT["optional-dependencies"]["test"])
+    assert not re.search(r"\b(mypy|ruff|import-linter)\b", test_extra)
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["dependency-groups"]["dev"]
+    assert {re.split(r"[<>=]", requirement)[0] for requirement in dev} >= {"mypy", "ruff", "import-linter"}
