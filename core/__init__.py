@@ -6,6 +6,7 @@ Everything an application or a plugin uses is here; the modules below are organi
 
 from __future__ import annotations
 
+from .async_client import AsyncClient
 from .client import Client
 from .config import Config, configure_client, configure_server, default_config
 from .errors import (
@@ -22,7 +23,7 @@ from .errors import (
 from .fetcher import Capsule, Fetcher, QueueOrder, UnitOfWork, pop_script
 from .handoff import BatchFetch, Fetched
 from .hookspecs import hookimpl, hookspec
-from .job import Job, JobFunction, JobSetter, job
+from .job import AsyncJobSetter, Job, JobFunction, JobSetter, job
 from .job_registry import registry
 from .keys import queue_key, queue_name
 from .middleware import Chain, ClientMiddleware, ServerMiddleware, Wrapper
@@ -32,6 +33,8 @@ from .settings import Setting
 from .version import __version__
 
 __all__ = [
+    "AsyncClient",
+    "AsyncJobSetter",
     "BatchFetch",
     "Capsule",
     "Chain",

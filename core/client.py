@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import redis as redis_py
@@ -60,10 +61,7 @@ class Client:
 
         Returns the jid, or None when a client middleware halted the push.
         """
-        job_class, job, arity = self._normalize(item)
-        if arity is not None and len(job["args"]) not in arity.counts and job.get("check_args") is not False:
-            raise _wrong_count(job, arity, len(job["args"]))
-        encoded = self._encode_through_chain(job_class, job)
+        encoded = self.encode(item)
         if encoded is None:
             return None
         self._write([encoded])
@@ -76,6 +74,25 @@ class Client:
         middleware, the check and the encoding before anything is written, so a bad value anywhere writes
         nothing. Returns the jids in order, None where a middleware dropped the job.
         """
+        with self.encode_bulk(item, batch_size) as (jids, batches):
+            for batch in batches:
+                self._write(batch)
+        return jids
+
+    def encode(self, item: dict[str, Any]) -> EncodedJob | None:
+        """One job normalized, through the client middleware, checked and encoded: what ``push`` writes (None:
+        a middleware halted it). Shared with kiq.AsyncClient, which writes it without blocking."""
+        job_class, job, arity = self._normalize(item)
+        if arity is not None and len(job["args"]) not in arity.counts and job.get("check_args") is not False:
+            raise _wrong_count(job, arity, len(job["args"]))
+        return self._encode_through_chain(job_class, job)
+
+    @contextmanager
+    def encode_bulk(
+        self, item: dict[str, Any], batch_size: int = 1000
+    ) -> Iterator[tuple[list[str | None], list[list[EncodedJob]]]]:
+        """``push_bulk``'s jobs, every one encoded before any is written: ``(jids, batches)``, inside the
+        ``kiq_push_bulk`` hooks' context (the writes belong in it)."""
         all_args = item.get("args")
         if not isinstance(all_args, list) or not all(isinstance(a, list) for a in all_args):
             raise InvalidJobError("push_bulk takes 'args' as a list of argument lists, e.g. [[1], [2]]")
@@ -115,9 +132,7 @@ class Client:
                 jids.append(None if encoded is None else encoded[1])
                 if encoded is not None:
                     encoded_jobs.append(encoded)
-            for start in range(0, len(encoded_jobs), batch_size):
-                self._write(encoded_jobs[start : start + batch_size])
-        return jids
+            yield jids, [encoded_jobs[start : start + batch_size] for start in range(0, len(encoded_jobs), batch_size)]
 
     # -- internals ----------------------------------------------------------------------------------
     def _normalize(self, item: dict[str, Any]) -> tuple[JobClass | str, dict[str, Any], Arity | None]:
@@ -175,24 +190,30 @@ class Client:
 
     def _write(self, jobs: list[EncodedJob]) -> None:
         """One pipelined round trip for the batch (immediate jobs by queue, scheduled ones into ``schedule``)."""
-        scheduled: dict[str, float] = {}
-        queued: dict[str, list[str]] = {}
-        for queue, _, at, data in jobs:
-            if at is None:
-                queued.setdefault(queue, []).append(data)
-            else:
-                scheduled[data] = at
 
         def send(connection: redis.Redis) -> None:
             pipe = connection.pipeline(transaction=False)
-            if scheduled:
-                pipe.zadd(SCHEDULE, scheduled)
-            for queue, payloads in queued.items():
-                pipe.sadd(QUEUES, queue)
-                pipe.lpush(queue_key(queue), *payloads)
+            queue_writes(pipe, jobs)
             pipe.execute()
 
         _retry_on_failover(send, self.redis)
+
+
+def queue_writes(pipe: Any, jobs: list[EncodedJob]) -> None:
+    """Queue on ``pipe`` (a sync or an asyncio pipeline) the commands that write ``jobs``: ``ZADD schedule`` for
+    the scheduled ones, ``SADD queues`` + one ``LPUSH`` per queue for the others."""
+    scheduled: dict[str, float] = {}
+    queued: dict[str, list[str]] = {}
+    for queue, _, at, data in jobs:
+        if at is None:
+            queued.setdefault(queue, []).append(data)
+        else:
+            scheduled[data] = at
+    if scheduled:
+        pipe.zadd(SCHEDULE, scheduled)
+    for queue, payloads in queued.items():
+        pipe.sadd(QUEUES, queue)
+        pipe.lpush(queue_key(queue), *payloads)
 
 
 def refuse_near_misses(names: Iterable[Any], options: Collection[str], owner: str) -> None:

@@ -46,6 +46,7 @@ class Config:
     redis_url: str | None
     embedded_dir: str
     concurrency: int
+    async_concurrency: int
     queues: Queues
     timeout: float
     fetch: str

@@ -17,6 +17,7 @@ from .job_registry import registry, wire_name
 from .payload import DEFAULT_OPTIONS, check_options, finite_seconds
 
 if TYPE_CHECKING:
+    from .async_client import AsyncClient
     from .config import Config
 
 P = ParamSpec("P")
@@ -76,14 +77,18 @@ def _arity(function: Callable[..., Any], what: str, method: bool) -> Arity | Non
     return Arity(range(fewest, sys.maxsize if takes_any else len(positional) + 1), signature)
 
 
-def _refuse_async(function: Any, what: str) -> None:
-    """Jobs run in worker threads that call ``perform`` and do not await what it returns: an ``async def`` job
-    would be acknowledged as done without having run. Refused where it is defined, until kiq runs coroutines."""
-    if inspect.iscoroutinefunction(function) or inspect.isasyncgenfunction(function):
-        raise ConfigError(
-            f"{what} is an async function; kiq does not run async jobs yet (the coroutine would never be awaited "
-            "and the work would be lost). Use a plain def and run the coroutine inside it: asyncio.run(work(...))"
-        )
+def _is_async(function: Any, what: str) -> bool:
+    """True for an ``async def``: the worker awaits it on its event loop. An async generator cannot be a job."""
+    if inspect.isasyncgenfunction(function) or inspect.isgeneratorfunction(function):
+        raise ConfigError(f"{what} is a generator function: a job's perform must return (or be an async def)")
+    return inspect.iscoroutinefunction(function)
+
+
+class _AsyncPushes:
+    """``MyJob.aio``: the class's pushes for asyncio code (``await MyJob.aio.perform_async(...)``)."""
+
+    def __get__(self, instance: Any, owner: type[Job]) -> AsyncJobSetter:
+        return JobSetter(owner, {}).aio
 
 
 class Job:
@@ -100,6 +105,8 @@ class Job:
     kiq_name: ClassVar[str]
     _kiq_merged_options: ClassVar[dict[str, Any]] = DEFAULT_OPTIONS
     _kiq_arity: ClassVar[Arity | None] = None  # what a push must give perform (kiq.client checks it)
+    _kiq_async: ClassVar[bool] = False  # perform is an async def: the worker awaits it on its event loop
+    aio: ClassVar[_AsyncPushes] = _AsyncPushes()
 
     jid: str
     job: dict[str, Any]
@@ -110,7 +117,7 @@ class Job:
         if not isinstance(own, dict):
             raise ConfigError(f"{cls.__qualname__}.kiq_options must be a dict, got {own!r}")
         _check_options(own, cls.__qualname__)
-        _refuse_async(cls.perform, f"{cls.__qualname__}.perform")
+        cls._kiq_async = cls._perform_is_async()
         cls._kiq_arity = cls._perform_arity()
         cls._kiq_merged_options = {**cls._kiq_merged_options, **own}  # inherited, as sidekiq_options are
         if "kiq_name" not in cls.__dict__:
@@ -120,6 +127,10 @@ class Job:
 
     def perform(self, *args: Any) -> Any:
         raise NotImplementedError(f"{type(self).__qualname__} must define perform()")
+
+    @classmethod
+    def _perform_is_async(cls) -> bool:
+        return _is_async(cls.perform, f"{cls.__qualname__}.perform")
 
     @classmethod
     def _perform_arity(cls) -> Arity | None:
@@ -179,24 +190,32 @@ class JobSetter:
         return self._client().push(self._item(list(args)))
 
     def perform_in(self, interval: float, *args: Any) -> str | None:
-        return self._scheduled(finite_seconds(interval, "perform_in's interval"), list(args))
+        return self._client().push(self._scheduled(finite_seconds(interval, "perform_in's interval"), list(args)))
 
     def perform_at(self, timestamp: float, *args: Any) -> str | None:
-        return self._scheduled(finite_seconds(timestamp, "perform_at's timestamp"), list(args))
+        return self._client().push(self._scheduled(finite_seconds(timestamp, "perform_at's timestamp"), list(args)))
 
     def perform_bulk(self, args: Iterable[list[Any]], batch_size: int = 1000) -> list[str | None]:
-        item = self._item([])
-        item["args"] = [list(job_args) for job_args in args]
-        return self._client().push_bulk(item, batch_size=batch_size)
+        return self._client().push_bulk(self._bulk(args), batch_size=batch_size)
 
-    def _scheduled(self, when: float, args: list[Any]) -> str | None:
+    @property
+    def aio(self) -> AsyncJobSetter:
+        """These pushes for asyncio code: ``await MyJob.set(queue="low").aio.perform_async(...)``."""
+        return AsyncJobSetter(self)
+
+    def _scheduled(self, when: float, args: list[Any]) -> dict[str, Any]:
         """Sidekiq's rule for both: ``when`` < 1e9 is seconds from now, else an epoch timestamp."""
         item = self._item(args)
         now = time.time()
         at = when if when >= 1_000_000_000 else now + when
         if at > now:  # due already: push straight to the queue, as Sidekiq does
             item["at"] = at
-        return self._client().push(item)
+        return item
+
+    def _bulk(self, args: Iterable[list[Any]]) -> dict[str, Any]:
+        item = self._item([])
+        item["args"] = [list(job_args) for job_args in args]
+        return item
 
     def _item(self, args: list[Any]) -> dict[str, Any]:
         cls = self.job_class
@@ -206,6 +225,32 @@ class JobSetter:
         return Client(self._config)
 
 
+class AsyncJobSetter:
+    """A ``JobSetter``'s pushes as coroutines, written with ``kiq.AsyncClient`` (the same items and checks)."""
+
+    def __init__(self, setter: JobSetter) -> None:
+        self.setter = setter
+
+    async def perform_async(self, *args: Any) -> str | None:
+        return await self._client().push(self.setter._item(list(args)))
+
+    async def perform_in(self, interval: float, *args: Any) -> str | None:
+        when = finite_seconds(interval, "perform_in's interval")
+        return await self._client().push(self.setter._scheduled(when, list(args)))
+
+    async def perform_at(self, timestamp: float, *args: Any) -> str | None:
+        when = finite_seconds(timestamp, "perform_at's timestamp")
+        return await self._client().push(self.setter._scheduled(when, list(args)))
+
+    async def perform_bulk(self, args: Iterable[list[Any]], batch_size: int = 1000) -> list[str | None]:
+        return await self._client().push_bulk(self.setter._bulk(args), batch_size=batch_size)
+
+    def _client(self) -> AsyncClient:
+        from .async_client import AsyncClient  # the asyncio client is loaded by the first asyncio push
+
+        return AsyncClient(self.setter._config)
+
+
 class FunctionJob(Job, abstract=True):
     """The job class behind ``@kiq.job``: ``perform`` calls the decorated function."""
 
@@ -213,6 +258,11 @@ class FunctionJob(Job, abstract=True):
 
     def perform(self, *args: Any) -> Any:
         return type(self).function(*args)
+
+    @classmethod
+    def _perform_is_async(cls) -> bool:
+        function = getattr(cls, "function", None)  # None for FunctionJob itself
+        return function is not None and _is_async(function, f"@kiq.job {cls.__qualname__}")
 
     @classmethod
     def _perform_arity(cls) -> Arity | None:
@@ -247,6 +297,11 @@ class JobFunction(Generic[P, R]):
     def perform_bulk(self, args: Iterable[list[Any]], batch_size: int = 1000) -> list[str | None]:
         return self.job_class.perform_bulk(args, batch_size)
 
+    @property
+    def aio(self) -> AsyncJobSetter:
+        """The pushes for asyncio code: ``await my_function.aio.perform_async(...)``."""
+        return self.job_class.set().aio
+
 
 def _no_kwargs(kwargs: dict[str, Any]) -> None:
     if kwargs:
@@ -259,7 +314,7 @@ def job(function: Callable[P, R] | None = None, /, *, name: str | None = None, *
     """Turn a function into a job: ``@kiq.job`` or ``@kiq.job(queue="mail", retry=3, name="Mailer")``."""
 
     def wrap(fn: Callable[P, R]) -> JobFunction[P, R]:
-        _refuse_async(fn, f"@kiq.job {fn.__qualname__}")
+        _is_async(fn, f"@kiq.job {fn.__qualname__}")  # refuses a generator function where it is decorated
         attrs: dict[str, Any] = {
             "kiq_options": options,
             "function": staticmethod(fn),

@@ -59,6 +59,10 @@ class JobRegistry:
                 "with -r / the require setting"
             ) from None
 
+    def find(self, name: str) -> type[Any] | None:
+        """The class registered as ``name``, or None."""
+        return self._jobs.get(name)
+
     def __contains__(self, name: object) -> bool:
         return name in self._jobs
 

@@ -14,11 +14,15 @@ import os
 import sys
 import threading
 import time
+from contextvars import ContextVar
 from typing import Any
 
 log = logging.getLogger("kiq")
 
 _local = threading.local()
+# the job's log context: a context variable, not a thread-local, so each async job's task (many on one event loop
+# thread) has its own, as each processor thread has
+_job_context: ContextVar[dict[str, Any] | None] = ContextVar("kiq_job_context", default=None)
 _encode_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
 _HANDLER_NAME = "kiq-worker"
 
@@ -62,7 +66,7 @@ class JobLogger:
         tags = job.get("tags")
         if tags:
             context["tags"] = tags
-        _local.context = context
+        _job_context.set(context)
         if self.logger.isEnabledFor(logging.DEBUG):
             self.logger.debug("start")
         return context
@@ -78,7 +82,7 @@ class JobLogger:
 
     @staticmethod
     def clear() -> None:
-        _local.context = None
+        _job_context.set(None)
 
 
 class ContextFilter(logging.Filter):
@@ -86,7 +90,7 @@ class ContextFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.kiq_tid = thread_id()
-        record.kiq_context = getattr(_local, "context", None)  # a new dict per job, so no copy is needed
+        record.kiq_context = _job_context.get()  # a new dict per job, so no copy is needed
         return True
 
 

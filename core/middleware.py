@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 M = TypeVar("M", bound="ClientMiddleware | ServerMiddleware")  # the kind of middleware a chain holds
 R = TypeVar("R")
+Y = TypeVar("Y")  # what a chain's inner step yields to the code that drives it
 P = ParamSpec("P")
 Wrapper = Generator[None, Any, None]
 
@@ -136,9 +137,23 @@ class Chain(Generic[M]):
 
     def invoke(self, args: tuple[Any, ...], final: Callable[[], R]) -> R | None:
         """Run ``final`` inside every layer; return its result, or None when a layer halted the chain."""
+        if not self.entries:
+            return final()
+        steps = self.around(args, _returning(final))
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        raise RuntimeError("a chain's inner step yielded")  # _returning never yields
+
+    def around(self, args: tuple[Any, ...], inner: Generator[Y, Any, R]) -> Generator[Y, Any, R | None]:
+        """``yield from chain.around(args, inner)``: the generator ``inner`` inside every layer, its yields passed
+        through to the caller. This is how a job runs whether ``perform`` is called or awaited: the worker's job
+        steps yield once, to have ``perform`` run (kiq.server.processor), and an error sent back at that yield
+        reaches the layers as if ``perform`` had raised it. Returns ``inner``'s result, or None when halted."""
         layers = self.retrieve()
         if not layers:
-            return final()
+            return (yield from inner)
         entered: list[Wrapper] = []
         result: R | None = None
         error: BaseException | None = None
@@ -154,7 +169,7 @@ class Chain(Generic[M]):
         else:
             halted = False
             try:
-                result = final()
+                result = yield from inner
             except BaseException as exc:
                 error = exc
         for gen in reversed(entered):
@@ -177,7 +192,15 @@ class Chain(Generic[M]):
 
     # -- helpers ------------------------------------------------------------------------------------
     def _entry(self, klass: Callable[..., M], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Entry[M]:
-        if not inspect.isgeneratorfunction(getattr(klass, "call", None)):
+        call = getattr(klass, "call", None)
+        if inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call):
+            raise TypeError(
+                f"middleware {getattr(klass, '__qualname__', klass)}.call is async: chains run plain generator "
+                "middleware, around async jobs and in the asyncio client too (the layers are entered and left in "
+                "the job's own task, so a context they set is current inside the coroutine); do async work in the "
+                "job, or before the push"
+            )
+        if not inspect.isgeneratorfunction(call):
             raise TypeError(
                 f"middleware {getattr(klass, '__qualname__', klass)} needs a generator method call(...) that yields "
                 "once around the inner layers"
@@ -199,3 +222,9 @@ class Chain(Generic[M]):
 
     def _changed(self) -> None:
         self._instances = None
+
+
+def _returning(final: Callable[[], R]) -> Generator[Any, Any, R]:
+    """A step that yields nothing and returns ``final()``: ``invoke``'s inner step."""
+    return final()
+    yield  # a generator function: never reached

@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 import redis
+import redis.asyncio as redis_async
 from redis.backoff import NoBackoff
 from redis.connection import Connection, HiredisRespSerializer
 from redis.retry import Retry
@@ -53,6 +54,32 @@ class _SurrogateSafePacker(HiredisRespSerializer):
 def connect(url: str | None, embedded_dir: str = ".kiq", pool_size: int = 20) -> redis.Redis:
     """A pooled client for ``url`` (``redis://``, ``rediss://``, ``unix://``, ``redis+sentinel://``), or for the
     embedded server when ``url`` is None."""
+    url, options = _client_options(url, embedded_dir, pool_size)
+    if HIREDIS_AVAILABLE:  # without hiredis, redis-py's own packer applies encoding_errors itself
+        options["command_packer"] = _SurrogateSafePacker()
+    if url.startswith("redis+sentinel://"):
+        from redis.sentinel import Sentinel
+
+        return _sentinel(url, options, Sentinel)  # type: ignore[no-any-return]
+    # a blocking pool waits for a free connection instead of failing when every one is in use
+    pool = _from_url(redis.BlockingConnectionPool, url, options)
+    return redis.Redis(connection_pool=pool)
+
+
+def connect_async(url: str | None, embedded_dir: str = ".kiq", pool_size: int = 20) -> redis_async.Redis:
+    """``connect`` for asyncio (kiq.AsyncClient): the same URLs, options and decoding, on ``redis.asyncio``. Its
+    connections belong to the event loop that opens them."""
+    url, options = _client_options(url, embedded_dir, pool_size)
+    if url.startswith("redis+sentinel://"):
+        from redis.asyncio.sentinel import Sentinel as AsyncSentinel
+
+        return _sentinel(url, options, AsyncSentinel)  # type: ignore[no-any-return]
+    pool = _from_url(redis_async.BlockingConnectionPool, url, options)
+    return redis_async.Redis(connection_pool=pool)
+
+
+def _client_options(url: str | None, embedded_dir: str, pool_size: int) -> tuple[str, dict[str, Any]]:
+    """The URL to connect to (the embedded server's when ``url`` is None) and the client options kiq uses."""
     options: dict[str, Any] = {
         "decode_responses": True,
         "encoding_errors": ENCODING_ERRORS,
@@ -65,18 +92,16 @@ def connect(url: str | None, embedded_dir: str = ".kiq", pool_size: int = 20) ->
         log.info("using the embedded Redis at %s (redis_url is not set)", url)
     elif not url.startswith(URL_SCHEMES):  # checked here: redis-py's own message leaves Sentinel out
         raise ConfigError(f"bad redis_url {url!r}: it must start with one of {', '.join(URL_SCHEMES)}")
-    if HIREDIS_AVAILABLE:  # without hiredis, redis-py's own packer applies encoding_errors itself
-        options["command_packer"] = _SurrogateSafePacker()
     if not url.startswith("unix:"):
         options["socket_keepalive"] = True  # notice a dead server behind a silent network
-    if url.startswith("redis+sentinel://"):
-        return _sentinel(url, options)
+    return url, options
+
+
+def _from_url(pool_class: Any, url: str, options: dict[str, Any]) -> Any:
     try:
-        # a blocking pool waits for a free connection instead of failing when every one is in use
-        pool = redis.BlockingConnectionPool.from_url(url, timeout=30, **options)
+        return pool_class.from_url(url, timeout=30, **options)
     except ValueError as exc:
         raise ConfigError(f"bad redis_url {url!r}: {exc}") from exc
-    return redis.Redis(connection_pool=pool)
 
 
 class DedicatedConnection:
@@ -139,10 +164,9 @@ def _sha1(source: str) -> str:
     return sha
 
 
-def _sentinel(url: str, options: dict[str, Any]) -> redis.Redis:
-    """``redis+sentinel://[:password@]host:port[,host:port]/service_name[/db]``"""
-    from redis.sentinel import Sentinel
-
+def _sentinel(url: str, options: dict[str, Any], sentinel_class: Any) -> Any:
+    """``redis+sentinel://[:password@]host:port[,host:port]/service_name[/db]``: the master's client, from
+    ``sentinel_class`` (redis-py's Sentinel, sync or asyncio)."""
     parsed = urlparse(url)
     netloc = parsed.netloc.rpartition("@")[2]
     hosts = []
@@ -155,11 +179,8 @@ def _sentinel(url: str, options: dict[str, Any]) -> redis.Redis:
     password = unquote(parsed.password) if parsed.password else None
     db = int(parts[1]) if len(parts) > 1 else int(parse_qs(parsed.query).get("db", ["0"])[0])
     options = {k: v for k, v in options.items() if k != "max_connections"}
-    sentinel = Sentinel(  # type: ignore[no-untyped-call]
-        hosts, sentinel_kwargs={"password": password}, password=password, db=db, **options
-    )
-    client: redis.Redis = sentinel.master_for(parts[0])  # type: ignore[no-untyped-call]
-    return client
+    sentinel = sentinel_class(hosts, sentinel_kwargs={"password": password}, password=password, db=db, **options)
+    return sentinel.master_for(parts[0])
 
 
 class EmbeddedRedis:

@@ -157,6 +157,7 @@ CORE_SETTINGS = [
     Setting.text("redis_url", None, "Redis URL; unset: the embedded server in embedded_dir"),
     Setting.text("embedded_dir", ".kiq", "where the embedded Redis keeps its socket and data"),
     Setting.integer("concurrency", 10, 1, "processor threads per worker process"),
+    Setting.integer("async_concurrency", 200, 1, "async jobs each capsule's event loop awaits at once"),
     Setting("queues", [("default", 0)], as_queues, "queues to fetch from, 'name' or 'name,weight'"),
     Setting.number("timeout", 25.0, 0, "seconds a stop waits for running jobs before requeueing them"),
     Setting.text("fetch", "basic", "fetch strategy: basic, a plugin's fetcher (reliable), or module:Class"),

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -143,3 +144,37 @@ def make_retries_due(r: redis.Redis) -> list[dict[str, Any]]:
 def raw_redis(config: Any) -> redis.Redis:
     """A client of the config's Redis that returns bytes exactly as stored (kiq's own decodes them)."""
     return redis.Redis.from_url(config.redis_url)
+
+
+class Unit:
+    """A UnitOfWork that records what was done with it (for runners driven by a test, not by a fetcher)."""
+
+    def __init__(self, job: str, queue_name: str = "default") -> None:
+        self.job = job
+        self.queue_name = queue_name
+        self.acked = self.requeued = 0
+
+    def acknowledge(self) -> None:
+        self.acked += 1
+
+    def requeue(self) -> None:
+        self.requeued += 1
+
+
+def run_on_event_loop(config: Any, payloads: Sequence[str], concurrency: int = 10) -> list[Unit]:
+    """Run async jobs' payloads on a real kiq.server.aio.EventLoop of ``config`` (as a worker's capsule does, but
+    handed over here instead of by processor threads); returns their units once every job ended."""
+    from kiq.payload import parse_payload
+    from kiq.server.aio import EventLoop
+
+    loop = EventLoop(config, "test-loop", concurrency)
+    loop.start()
+    units = [Unit(payload) for payload in payloads]
+    try:
+        for unit in units:
+            job = parse_payload(unit.job)
+            assert loop.hand_off(unit, job, kiq.registry.get(job["class"]), threading.Event())
+        wait_until(lambda: not loop.slots, 30, message="the async jobs to end")
+    finally:
+        loop.close(5)
+    return units

@@ -105,30 +105,29 @@ def test_retry_for_must_be_finite(seconds: float) -> None:
         Child.set(retry_for=seconds)
 
 
-def test_an_async_perform_is_refused_when_the_class_is_defined() -> None:
-    with pytest.raises(kiq.ConfigError, match=r"AsyncJob\.perform is an async function.*asyncio\.run"):
+def test_an_async_perform_makes_an_async_job_and_a_generator_is_refused() -> None:
+    class AsyncJob(kiq.Job):
+        async def perform(self, x: int) -> None: ...
 
-        class AsyncJob(kiq.Job):
-            async def perform(self, x: int) -> None: ...
+    async def fetch_feed(url: str) -> None: ...
 
-    with pytest.raises(kiq.ConfigError, match=r"StreamJob\.perform is an async function"):
+    assert AsyncJob._kiq_async and kiq.job(fetch_feed).job_class._kiq_async and not Child._kiq_async
+    assert AsyncJob._kiq_arity is not None and AsyncJob._kiq_arity.counts == range(1, 2)  # pushes are checked too
+
+    with pytest.raises(kiq.ConfigError, match=r"StreamJob\.perform is a generator function"):
 
         class StreamJob(kiq.Job):
             async def perform(self) -> Any:
                 yield 1
 
-    assert not [name for name in kiq.registry.names() if name.endswith(("AsyncJob", "StreamJob"))]
-
-
-def test_an_async_function_cannot_be_a_job() -> None:
-    async def fetch_feed(url: str) -> None: ...
-
     async def stream_feed(url: str) -> Any:
         yield url
 
-    for function in (fetch_feed, stream_feed):
-        with pytest.raises(kiq.ConfigError, match=rf"@kiq\.job .*{function.__name__} is an async function"):
+    def pages(url: str) -> Any:
+        yield url
+
+    for function in (stream_feed, pages):
+        with pytest.raises(kiq.ConfigError, match=rf"@kiq\.job .*{function.__name__} is a generator function"):
             kiq.job(queue="feeds")(function)
-        with pytest.raises(kiq.ConfigError, match="async function"):
-            kiq.job(function)
-    assert not [name for name in kiq.registry.names() if name.endswith(("fetch_feed", "stream_feed"))]
+    assert not [name for name in kiq.registry.names() if name.endswith(("StreamJob", "stream_feed", "pages"))]
+    kiq.registry.unregister(AsyncJob.kiq_name)

@@ -154,10 +154,10 @@ class Launcher:
         try:
             self._flush_stats(processed, failed)
             work: dict[Any, Any] = {
-                processor.tid: dumps({"queue": entry[0], "payload": entry[1], "run_at": entry[2]})
+                slot.tid: dumps({"queue": entry[0], "payload": entry[1], "run_at": entry[2]})
                 for manager in self.managers
-                for processor in manager.processors
-                if (entry := processor.work) is not None
+                for slot in manager.slots()
+                if (entry := slot.work) is not None
             }
             pipe = redis.pipeline(transaction=True)
             pipe.unlink(work_key(key))
@@ -202,8 +202,8 @@ class Launcher:
             self.signal_sink(signal_name)
 
     def _totals(self) -> tuple[int, int]:
-        processors = [processor for manager in self.managers for processor in manager.processors]
-        return sum(p.processed for p in processors), sum(p.failed for p in processors)
+        runners = [runner for manager in self.managers for runner in manager.runners]
+        return sum(runner.processed for runner in runners), sum(runner.failed for runner in runners)
 
     def _flush_stats(self, processed: int, failed: int) -> None:
         """Add the counts since the last successful flush (kept for the next beat when Redis fails)."""

@@ -17,15 +17,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..config import DEFAULT_CAPSULE
 from ..fetcher import Capsule
+from .aio import EventLoop
 from .fetch import fetcher_for
-from .processor import Processor, RedisOutage
+from .processor import JobRunner, Processor, RedisOutage, Slot
 
 if TYPE_CHECKING:
     from ..config import Config
+    from ..fetcher import UnitOfWork
 
 log = logging.getLogger("kiq")
 
@@ -42,7 +44,8 @@ def capsules_for(config: Config, identity: str = "") -> list[Capsule]:
 
 
 class Manager:
-    """The processors of one capsule, sharing its fetcher."""
+    """The processors of one capsule, sharing its fetcher, and its event loop for async jobs (kiq.server.aio),
+    started by the first async job it meets."""
 
     def __init__(self, capsule: Capsule, outage: RedisOutage | None = None) -> None:
         self.capsule = capsule
@@ -50,15 +53,31 @@ class Manager:
         self.stopping = threading.Event()
         self._hard_shutdown = threading.Lock()
         self._hard_shutdown_done = False
+        self._loop_lock = threading.Lock()
+        self.event_loop: EventLoop | None = None
         outage = outage or RedisOutage(capsule.config)
         self.processors = [
-            Processor(capsule.config, self.fetcher, self.stopping, outage, f"kiq-{capsule.name}-{index}")
+            Processor(
+                capsule.config, self.fetcher, self.stopping, outage, f"kiq-{capsule.name}-{index}", self._run_async
+            )
             for index in range(capsule.concurrency)
         ]
 
     def start(self) -> None:
         for processor in self.processors:
             processor.start()
+
+    @property
+    def runners(self) -> list[JobRunner]:
+        """Whatever runs jobs and counts them: the processor threads, and the event loop once it runs."""
+        loop = self.event_loop
+        return [*self.processors, loop] if loop is not None else list(self.processors)
+
+    def slots(self) -> list[Slot]:
+        """Every job in flight (one per busy thread, one per async job): the heartbeat's ``<identity>:work``."""
+        slots = [processor.slot for processor in self.processors]
+        loop = self.event_loop
+        return slots + loop.slots if loop is not None else slots
 
     def quiet(self) -> None:
         """Stop fetching; running jobs go on."""
@@ -67,14 +86,16 @@ class Manager:
             self.fetcher.quiet()
 
     def wait(self, deadline: float, cut_short: threading.Event | None = None) -> bool:
-        """Wait (monotonic ``deadline``, or until ``cut_short`` is set) for the processor threads to end; True
-        when all did."""
+        """Wait (monotonic ``deadline``, or until ``cut_short`` is set) for the processor threads and the async
+        jobs to end; True when all did."""
         for processor in self.processors:
             while processor.thread.is_alive() and (remaining := deadline - time.monotonic()) > 0:
                 if cut_short is not None and cut_short.is_set():
                     break
                 processor.thread.join(min(remaining, STOP_POLL))
-        return not any(processor.thread.is_alive() for processor in self.processors)
+        loop = self.event_loop
+        async_done = loop is None or loop.wait(deadline, cut_short)
+        return async_done and not any(processor.thread.is_alive() for processor in self.processors)
 
     def stop(self, deadline: float, cut_short: threading.Event | None = None) -> None:
         """Quiet, wait for the running jobs until ``deadline`` (or ``cut_short``, a second TERM), then requeue and
@@ -84,20 +105,41 @@ class Manager:
             self.hard_shutdown()
 
     def close(self) -> None:
-        """The fetcher stops for good (e.g. the reliable one's working list is emptied)."""
+        """The event loop ends, and the fetcher stops for good (e.g. the reliable one's working list is emptied)."""
+        if self.event_loop is not None:
+            self.event_loop.close(KILL_GRACE)
         self.fetcher.close()
 
     def hard_shutdown(self) -> None:
-        """The deadline passed: requeue the jobs still running, then interrupt their threads. Requeue first,
-        because running a job twice is better than losing it."""
+        """The deadline passed: requeue the jobs still running, then interrupt their threads and cancel their
+        coroutines. Requeue first, because running a job twice is better than losing it."""
         with self._hard_shutdown:
             if self._hard_shutdown_done:
                 return
             self._hard_shutdown_done = True
         busy = [processor for processor in self.processors if processor.unit is not None]
-        units = [unit for processor in busy if (unit := processor.unit) is not None]
-        log.warning("terminating %d busy threads of capsule %s", len(busy), self.capsule.name)
+        loop = self.event_loop
+        running = loop.slots if loop is not None else []
+        units = [unit for slot in [*(p.slot for p in busy), *running] if (unit := slot.unit) is not None]
+        log.warning(
+            "terminating %d busy threads and %d async jobs of capsule %s", len(busy), len(running), self.capsule.name
+        )
         self.fetcher.bulk_requeue(units)
         for processor in busy:
             processor.kill()
+        if loop is not None:
+            loop.cancel()
         self.wait(time.monotonic() + KILL_GRACE)  # give the threads a moment to unwind their finally blocks
+
+    def _run_async(self, unit: UnitOfWork, job: dict[str, Any], job_class: type[Any]) -> bool:
+        """A processor's async job, handed to the capsule's event loop (started by the first one)."""
+        loop = self.event_loop
+        if loop is None:
+            with self._loop_lock:
+                loop = self.event_loop
+                if loop is None:
+                    config = self.capsule.config
+                    loop = EventLoop(config, f"kiq-{self.capsule.name}-loop", config.async_concurrency)
+                    loop.start()
+                    self.event_loop = loop
+        return loop.hand_off(unit, job, job_class, self.stopping)

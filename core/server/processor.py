@@ -18,6 +18,7 @@ import inspect
 import logging
 import threading
 import time
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -77,30 +78,155 @@ def describe_redis_error(exc: BaseException) -> str:
     return f"failed with {type(exc).__name__}: {exc}"
 
 
-class Processor:
-    """One worker thread of a capsule."""
+# what a job's steps yield when it is time to run the job: the instance and its arguments; the driver calls
+# ``perform`` (a processor thread) or awaits it (the event loop of kiq.server.aio) and sends back the result, or
+# throws in what it raised
+PerformCall = tuple[Any, list[Any]]
+JobSteps = Generator[PerformCall, Any, None]
+
+
+class Slot:
+    """One job in flight: its unit of work (requeued by a hard shutdown), its ``<identity>:work`` entry (queue, raw
+    job, run_at) under the key ``tid``, and its acknowledgement. A processor thread has one; the event loop one per
+    running coroutine."""
+
+    __slots__ = ("acknowledgement", "tid", "unit", "work")
+
+    def __init__(self, tid: str = "") -> None:
+        self.tid = tid
+        self.unit: UnitOfWork | None = None
+        self.work: tuple[str, str, int] | None = None
+        self.acknowledgement = acknowledgement.JobAcknowledgement()
+
+
+class JobRunner:
+    """Runs jobs through Sidekiq's layers and counts them; the counters are written by its one thread only (the
+    heartbeat reads and sums them). Its ``steps`` serve sync and async jobs alike."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.retrier = JobRetry(config)
+        self.job_logger = JobLogger()
+        self.processed = 0
+        self.failed = 0
+
+    def steps(self, slot: Slot, unit: UnitOfWork, job: dict[str, Any], job_class: type[Any] | None) -> JobSteps:
+        """Everything around ``perform`` for one parsed job (``job_class`` from the registry, None if unknown), as a
+        generator that yields once, the PerformCall. One generator, not one per layer: this is the hot path."""
+        jobstr = unit.job
+        queue = unit.queue_name
+        slot.unit = unit
+        slot.work = (queue, jobstr, int(time.time()))
+        job_logger = self.job_logger
+        context = job_logger.prepare(job)
+        ack = False
+        if acknowledgement.current.get() is not slot.acknowledgement:  # once per thread, or per async job's task
+            acknowledgement.current.set(slot.acknowledgement)
+        slot.acknowledgement.begin()
+        try:
+            with self.retrier.global_(jobstr, queue):
+                # job logger and stats (one try block for both: same effect as Sidekiq's two layers, cheaper)
+                started = time.perf_counter()
+                try:
+                    # an unknown class is this job's error: the retry path
+                    instance = (job_class or registry.get(job["class"]))()
+                    instance.jid = job.get("jid", "")
+                    instance.job = job
+                    call = (instance, job["args"])
+                    with self.retrier.local(instance, jobstr, queue):
+                        chain = self.config.server_middleware
+                        if chain.entries:
+                            yield from chain.around((instance, job, queue), _perform_step(call))
+                        else:
+                            yield call
+                except Shutdown:
+                    raise  # requeued: neither processed nor failed
+                except BaseException:
+                    self.failed += 1
+                    self.processed += 1
+                    job_logger.finish(context, started, failed=True)
+                    raise
+                self.processed += 1
+                failure = slot.acknowledgement.failure  # a failure a plugin handled (kiq.report_failure)
+                if failure is not None:
+                    self.failed += 1
+                job_logger.finish(context, started, failed=failure is not None, reason=failure)
+            ack = True
+        except Handled as handled:
+            ack = True  # the retry layer recorded the failure (retry, dead or discarded)
+            error = handled.__cause__ or handled
+            self.config.handle_exception(error, {"context": "Job raised exception", "job": job, "queue": queue})
+        except Shutdown:
+            pass  # a hard shutdown requeued this job: not finished, not acknowledged
+        except BaseException as exc:
+            # got past the retry layer (e.g. Redis down while recording a retry): not acknowledged, so a
+            # reliable fetcher can give it back; the thread keeps working
+            self.config.handle_exception(exc, {"context": "Internal exception!", "job": job, "jobstr": jobstr})
+        finally:
+            slot.work = None
+            job_logger.clear()
+            slot.acknowledgement.end(self._acknowledge if ack else None, unit)
+            slot.unit = None
+
+    def _acknowledge(self, unit: UnitOfWork) -> None:
+        try:
+            unit.acknowledge()
+        except Exception as exc:
+            self.config.handle_exception(exc, {"context": "acknowledge", "jobstr": unit.job})
+
+    def parse(self, unit: UnitOfWork) -> dict[str, Any] | None:
+        """The unit's job, or None when no worker could ever run it: then it is in the dead set, acknowledged."""
+        try:
+            return parse_payload(unit.job)
+        except InvalidPayload as exc:
+            self._bury(unit, exc)
+            return None
+
+    def _bury(self, unit: UnitOfWork, exc: InvalidPayload) -> None:
+        """An unrunnable payload: straight to ``dead`` as it was stored (bytes included), and acknowledged."""
+        try:
+            dead.bury(self.config, unit.job)
+        except Exception as error:
+            self.config.handle_exception(error, {"context": "Internal exception!", "jobstr": unit.job})
+            return
+        self.config.handle_exception(
+            exc, {"context": "Invalid job payload, moved to the dead set", "queue": unit.queue_name}
+        )
+        self._acknowledge(unit)
+
+
+class Processor(JobRunner):
+    """One worker thread of a capsule: fetches, and runs sync jobs itself; an async job goes to the capsule's
+    event loop (``run_async``), and the thread fetches on as soon as the loop has room for it."""
 
     def __init__(self, config: Config, fetcher: Fetcher, stopping: threading.Event, outage: RedisOutage,
-                 name: str) -> None:  # fmt: skip
-        self.config = config
+                 name: str, run_async: AsyncHandOff | None = None) -> None:  # fmt: skip
+        super().__init__(config)
         self.fetcher = fetcher
         self.stopping = stopping
         self.outage = outage
-        self.retrier = JobRetry(config)
-        self.job_logger = JobLogger()
-        self.processed = 0  # written by this thread only; the heartbeat reads and sums them
-        self.failed = 0
-        self.unit: UnitOfWork | None = None  # the job in flight, requeued by a hard shutdown
-        self.acknowledgement = acknowledgement.JobAcknowledgement()
-        self.work: tuple[str, str, int] | None = None  # (queue, raw job, run_at) for ``<identity>:work``
-        self.tid = ""
+        self.run_async = run_async
+        self.slot = Slot()
         self.thread = threading.Thread(target=self.run, name=name, daemon=True)
+
+    @property
+    def unit(self) -> UnitOfWork | None:
+        """The job in flight, requeued by a hard shutdown."""
+        return self.slot.unit
+
+    @property
+    def work(self) -> tuple[str, str, int] | None:
+        return self.slot.work
+
+    @property
+    def tid(self) -> str:
+        return self.slot.tid
 
     def start(self) -> None:
         self.thread.start()
 
     def run(self) -> None:
-        self.tid = thread_id()
+        self.slot.tid = thread_id()
         try:
             while not self.stopping.is_set():
                 unit = self.fetch()
@@ -134,85 +260,29 @@ class Processor:
             self.config.handle_exception(exc, {"context": "requeue at quiet", "jobstr": unit.job})
 
     def process(self, unit: UnitOfWork) -> None:
-        jobstr = unit.job
-        queue = unit.queue_name
-        try:
-            job = parse_payload(jobstr)
-        except InvalidPayload as exc:
-            self._bury(unit, exc)  # no retry could make it runnable
+        job = self.parse(unit)
+        if job is None:
             return
-        self.unit = unit
-        self.work = (queue, jobstr, int(time.time()))
-        job_logger = self.job_logger
-        context = job_logger.prepare(job)
-        ack = False
-        if acknowledgement.current.get() is not self.acknowledgement:  # once per thread that runs jobs
-            acknowledgement.current.set(self.acknowledgement)
-        self.acknowledgement.begin()
-        try:
-            with self.retrier.global_(jobstr, queue):
-                self._run_logged(job, jobstr, queue, context)
-            ack = True
-        except Handled as handled:
-            ack = True  # the retry layer recorded the failure (retry, dead or discarded)
-            error = handled.__cause__ or handled
-            self.config.handle_exception(error, {"context": "Job raised exception", "job": job, "queue": queue})
-        except Shutdown:
-            pass  # a hard shutdown requeued this job: not finished, not acknowledged
-        except BaseException as exc:
-            # got past the retry layer (e.g. Redis down while recording a retry): not acknowledged, so a
-            # reliable fetcher can give it back; the thread keeps working
-            self.config.handle_exception(exc, {"context": "Internal exception!", "job": job, "jobstr": jobstr})
-        finally:
-            self.work = None
-            job_logger.clear()
-            self.acknowledgement.end(self._acknowledge if ack else None, unit)
-            self.unit = None
-
-    def _run_logged(self, job: dict[str, Any], jobstr: str, queue: str, context: dict[str, Any]) -> None:
-        """Job logger and stats (one try block for both: same effect as Sidekiq's two layers, cheaper)."""
-        started = time.perf_counter()
-        try:
-            instance = registry.get(job["class"])()  # an unknown class is this job's error: retry path
-            instance.jid = job.get("jid", "")
-            instance.job = job
-            args = job["args"]
-            with self.retrier.local(instance, jobstr, queue):
-                chain = self.config.server_middleware
-                if chain.entries:
-                    chain.invoke((instance, job, queue), lambda: _perform(instance, args))
-                else:
-                    _perform(instance, args)
-        except Shutdown:
-            raise  # requeued: neither processed nor failed
-        except BaseException:
-            self.failed += 1
-            self.processed += 1
-            self.job_logger.finish(context, started, failed=True)
-            raise
-        self.processed += 1
-        failure = self.acknowledgement.failure  # a failure a plugin handled (kiq.report_failure): no retry, but failed
-        if failure is not None:
-            self.failed += 1
-        self.job_logger.finish(context, started, failed=failure is not None, reason=failure)
-
-    def _acknowledge(self, unit: UnitOfWork) -> None:
-        try:
-            unit.acknowledge()
-        except Exception as exc:
-            self.config.handle_exception(exc, {"context": "acknowledge", "jobstr": unit.job})
-
-    def _bury(self, unit: UnitOfWork, exc: InvalidPayload) -> None:
-        """An unrunnable payload: straight to ``dead`` as it was stored (bytes included), and acknowledged."""
-        try:
-            dead.bury(self.config, unit.job)
-        except Exception as error:
-            self.config.handle_exception(error, {"context": "Internal exception!", "jobstr": unit.job})
+        job_class = registry.find(job["class"])
+        if job_class is not None and job_class._kiq_async and self.run_async is not None:
+            if not self.run_async(unit, job, job_class):
+                self._requeue(unit)  # stopping before the loop had room: another process runs it
             return
-        self.config.handle_exception(
-            exc, {"context": "Invalid job payload, moved to the dead set", "queue": unit.queue_name}
-        )
-        self._acknowledge(unit)
+        steps = self.steps(self.slot, unit, job, job_class)
+        try:  # begin and resume, inlined: the hot path
+            instance, args = next(steps)
+        except StopIteration:
+            return  # ended before perform (e.g. a middleware halted the job)
+        try:
+            try:
+                result = _perform(instance, args)
+            except BaseException as exc:
+                steps.throw(exc)
+            else:
+                steps.send(result)
+        except StopIteration:
+            return
+        raise RuntimeError("the steps of a job asked to run it twice")
 
     def kill(self) -> None:
         """Raise ``Shutdown`` in this thread (at its next Python bytecode; a blocking C call finishes first)."""
@@ -221,11 +291,43 @@ class Processor:
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(Shutdown))
 
 
-def _perform(instance: Any, args: list[Any]) -> None:
+# hands an async job over to the capsule's event loop: False when the worker stops before the loop had room for it
+AsyncHandOff = Callable[["UnitOfWork", dict[str, Any], type[Any]], bool]
+
+
+def begin(steps: JobSteps) -> PerformCall | None:
+    """Run a job's steps up to ``perform``: what to perform, or None when the job ended before (e.g. a middleware
+    halted it)."""
+    try:
+        return next(steps)
+    except StopIteration:
+        return None
+
+
+def resume(steps: JobSteps, result: Any = None, error: BaseException | None = None) -> None:
+    """Give a job's steps what ``perform`` returned, or the error it raised; they run to their end."""
+    try:
+        if error is None:
+            steps.send(result)
+        else:
+            steps.throw(error)
+    except StopIteration:
+        return
+    raise RuntimeError("the steps of a job asked to run it twice")
+
+
+def _perform_step(call: PerformCall) -> Generator[PerformCall, Any, Any]:
+    """The innermost layer: ask the driver to run the job, and return what ``perform`` returned."""
+    return (yield call)
+
+
+def _perform(instance: Any, args: list[Any]) -> Any:
     result = instance.perform(*args)
     if result is not None and inspect.iscoroutine(result):
         result.close()  # never awaited: closing it here keeps Python from warning about it later
         raise TypeError(
-            f"{type(instance).__qualname__}.perform returned a coroutine: async jobs are not supported yet, so it "
-            "did not run; call asyncio.run(...) inside a plain def perform"
+            f"{type(instance).__qualname__}.perform returned a coroutine, which a processor thread does not await, so "
+            "it did not run: make perform an async def (kiq awaits those on the worker's event loop), or call "
+            "asyncio.run(...) inside it"
         )
+    return result

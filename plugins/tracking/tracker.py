@@ -3,12 +3,14 @@ many jobs, add progress messages, query tasks and events."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from kiq import Client, Config, Job, JobFunction, JobSetter, new_jid
+from kiq import AsyncClient, Client, Config, Job, JobFunction, JobSetter, new_jid
 
 from .middleware import Reservation, describe, reservation
 from .writer import Update, Writer
@@ -44,8 +46,24 @@ class Tracker:
 
         The task and all its events (status ``enqueued``) are committed before the first job is pushed, so
         the first poll sees every job. If pushing fails, the task's ``push_error`` says why and the exception
-        propagates. ``job`` may be ``MyJob.set(queue="low")`` to pass options.
+        propagates. ``job`` may be ``MyJob.set(queue="low")`` to pass options. From asyncio code:
+        ``await tracker.aio.create_task(...)``.
         """
+        task = self._new_task(job, args_list, name)
+        with task.pushing():
+            pushed = Client(self.config).push_bulk(task.item)
+        task.check(pushed)
+        return task.id
+
+    @property
+    def aio(self) -> AsyncTracker:
+        """``create_task`` for asyncio code: the database writes run in a thread, the push on the event loop."""
+        return AsyncTracker(self)
+
+    def _new_task(
+        self, job: type[Job] | JobFunction[Any, Any] | JobSetter, args_list: Iterable[list[Any]], name: str | None
+    ) -> NewTask:
+        """The task and its events, committed; and the item that pushes its jobs."""
         setter = job if isinstance(job, JobSetter) else job.set()
         job_class = setter.job_class.kiq_name
         args = [list(job_args) for job_args in args_list]
@@ -54,25 +72,8 @@ class Tracker:
         task = {"id": task_id, "name": name or job_class, "job_class": job_class, "total": len(args)}
         task["created_at"] = time.time()
         self.store.create_task(task, [{"job_id": jid, "params": a} for jid, a in zip(jids, args, strict=True)])
-        token = reservation.set(Reservation(task_id, {id(a): jid for a, jid in zip(args, jids, strict=True)}))
-        try:
-            item = {**setter.options, "class": setter.job_class, "args": args, "task_id": task_id}
-            pushed = Client(self.config).push_bulk(item)
-        except BaseException as exc:
-            self.store.record_push_error(task_id, describe(exc))
-            raise
-        finally:
-            reservation.reset(token)
-        reserved = set(jids)
-        unknown = [jid for jid in pushed if jid is not None and jid not in reserved]
-        dropped = [jid for jid, got in zip(jids, pushed, strict=True) if got is None]
-        if unknown:  # only if another client middleware replaced the argument lists before ours saw them
-            error = f"{len(unknown)} jobs were pushed under jids this task has no events for"
-            self.store.record_push_error(task_id, error)
-            raise RuntimeError(error)
-        if dropped:  # a client middleware dropped these jobs: they will never run
-            self.store.record_push_error(task_id, "", dropped)
-        return task_id
+        item = {**setter.options, "class": setter.job_class, "args": args, "task_id": task_id}
+        return NewTask(self.store, task_id, jids, item)
 
     def message(self, job: Job | str, text: str) -> None:
         """Append a progress message to a tracked job's event (a job instance, or its jid)."""
@@ -90,3 +91,59 @@ class Tracker:
 
     def event(self, job_id: str) -> dict[str, Any] | None:
         return self.store.event(job_id)
+
+
+class NewTask:
+    """A task whose rows are committed and whose jobs are being pushed (by the sync or the asyncio client)."""
+
+    def __init__(self, store: Store, task_id: str, jids: list[str], item: dict[str, Any]) -> None:
+        self.store = store
+        self.id = task_id
+        self.jids = jids
+        self.item = item
+
+    @contextmanager
+    def pushing(self) -> Iterator[None]:
+        """Around the push: the tracking client middleware give each job its reserved jid; a failed push is
+        recorded on the task."""
+        args = self.item["args"]
+        token = reservation.set(Reservation(self.id, {id(a): jid for a, jid in zip(args, self.jids, strict=True)}))
+        try:
+            yield
+        except BaseException as exc:
+            self.store.record_push_error(self.id, describe(exc))
+            raise
+        finally:
+            reservation.reset(token)
+
+    def check(self, pushed: list[str | None]) -> None:
+        """Record on the task what the push did not do as planned."""
+        reserved = set(self.jids)
+        unknown = [jid for jid in pushed if jid is not None and jid not in reserved]
+        dropped = [jid for jid, got in zip(self.jids, pushed, strict=True) if got is None]
+        if unknown:  # only if another client middleware replaced the argument lists before ours saw them
+            error = f"{len(unknown)} jobs were pushed under jids this task has no events for"
+            self.store.record_push_error(self.id, error)
+            raise RuntimeError(error)
+        if dropped:  # a client middleware dropped these jobs: they will never run
+            self.store.record_push_error(self.id, "", dropped)
+
+
+class AsyncTracker:
+    """A Tracker's ``create_task`` for asyncio code (``tracker.aio``)."""
+
+    def __init__(self, tracker: Tracker) -> None:
+        self.tracker = tracker
+
+    async def create_task(
+        self,
+        job: type[Job] | JobFunction[Any, Any] | JobSetter,
+        args_list: Iterable[list[Any]],
+        name: str | None = None,
+    ) -> str:
+        """``Tracker.create_task`` without blocking the event loop; the same guarantees."""
+        task = await asyncio.to_thread(self.tracker._new_task, job, list(args_list), name)
+        with task.pushing():
+            pushed = await AsyncClient(self.tracker.config).push_bulk(task.item)
+        await asyncio.to_thread(task.check, pushed)
+        return task.id

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -50,5 +51,15 @@ class SlowEnroll(kiq.Job):
         time.sleep(0.05)
         message(self, f"slow {number}")
         kiq.default_config().redis.rpush(DONE, self.jid)
+        if mode == "fail":
+            raise TaskFailure(f"product {number} is not sellable")
+
+
+class AsyncEnroll(kiq.Job):
+    """``Enroll`` as a coroutine: "ok" finishes, "fail" is a business failure (TaskFailure)."""
+
+    async def perform(self, number: int, mode: str = "ok") -> None:
+        await asyncio.sleep(0.01)
+        message(self, f"enrolling {number}")
         if mode == "fail":
             raise TaskFailure(f"product {number} is not sellable")

@@ -3,6 +3,8 @@ and the job logger's context and formats."""
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import io
 import json
 import logging
@@ -19,6 +21,7 @@ from kiq.logging import JsonFormatter, PlainFormatter, setup_logging
 from kiq.middleware import ServerMiddleware, Wrapper
 from kiq.payload import dumps, new_jid
 from kiq.server.processor import Processor, RedisOutage
+from tests.support import Unit, run_on_event_loop
 
 seen: list[tuple[str, Any, str]] = []
 
@@ -43,21 +46,6 @@ class Interrupted(kiq.Job):
 
     def perform(self) -> None:
         raise Shutdown
-
-
-class Unit:
-    """A UnitOfWork that records what the processor did with it."""
-
-    def __init__(self, job: str, queue_name: str = "default") -> None:
-        self.job = job
-        self.queue_name = queue_name
-        self.acked = self.requeued = 0
-
-    def acknowledge(self) -> None:
-        self.acked += 1
-
-    def requeue(self) -> None:
-        self.requeued += 1
 
 
 def payload(name: str, *args: Any, **extra: Any) -> str:
@@ -275,3 +263,75 @@ def test_a_reported_failure_is_logged_fail_and_counted_but_not_retried(
 
 def test_report_failure_outside_a_job_reports_nothing() -> None:
     assert kiq.report_failure("no job runs in this thread") is False
+
+
+# -- async jobs on the event loop ---------------------------------------------------------------------------
+class AsyncRemember(kiq.Job):
+    kiq_name = "tests.AsyncRemember"
+
+    async def perform(self, value: Any) -> str:
+        await asyncio.sleep(0.01)
+        seen.append((self.jid, value, self.job["class"]))
+        logging.getLogger("tests.jobs").info("inside %s", value)
+        return "remembered"
+
+
+class AsyncBoom(kiq.Job):
+    kiq_name = "tests.AsyncBoom"
+
+    async def perform(self) -> None:
+        await asyncio.sleep(0)
+        raise RuntimeError("async boom")
+
+
+def test_async_jobs_go_through_the_same_steps_as_a_threads(
+    config: kiq.Config, r: redis.Redis, log_output: io.StringIO
+) -> None:
+    entered: list[tuple[str, Any]] = []
+    current: contextvars.ContextVar[str] = contextvars.ContextVar("current", default="")
+
+    class Around(ServerMiddleware):
+        def call(self, job_instance: kiq.Job, job: dict[str, Any], queue: str) -> Wrapper:
+            token = current.set(job["jid"])  # what a middleware makes current is current inside the coroutine
+            try:
+                result = yield
+                entered.append(("result", result))
+            except RuntimeError as exc:
+                entered.append(("error", str(exc)))
+                raise
+            finally:
+                current.reset(token)
+
+    class Peek(ServerMiddleware):
+        def call(self, job_instance: kiq.Job, job: dict[str, Any], queue: str) -> Wrapper:
+            yield
+            entered.append(("inner", current.get() == job["jid"]))
+
+    config.server_middleware.add(Around)
+    config.server_middleware.add(Peek)
+    units = run_on_event_loop(
+        config, [payload("tests.AsyncRemember", n) for n in range(5)] + [payload("tests.AsyncBoom")]
+    )
+    assert all(unit.acked == 1 for unit in units)  # finished, or its failure recorded
+    assert sorted(value for _, value, _ in seen) == [0, 1, 2, 3, 4]
+    assert sorted(entered, key=str) == sorted(
+        [("inner", True)] * 5 + [("result", "remembered")] * 5 + [("error", "async boom")], key=str
+    )
+    (retry,) = r.zrange("retry", 0, -1)
+    assert json.loads(retry)["error_message"] == "async boom"
+    jids = {json.loads(unit.job)["jid"] for unit in units}
+    lines = log_output.getvalue().splitlines()
+    inside = [line for line in lines if "INFO: inside" in line]
+    assert len(inside) == 5 and all(any(f"jid={jid} " in line for jid in jids) for line in inside)
+    assert sum(line.endswith("INFO: done") for line in lines) == 5
+    assert sum(line.endswith("INFO: fail") for line in lines) == 1
+
+
+def test_an_async_job_given_to_a_processor_thread_fails_instead_of_being_acknowledged_unrun(
+    config: kiq.Config, r: redis.Redis
+) -> None:
+    unit = Unit(payload("tests.AsyncRemember", 1))  # a processor built without an event loop to hand it to
+    make_processor(config).process(unit)
+    assert seen == [] and unit.acked == 1
+    (retry,) = r.zrange("retry", 0, -1)
+    assert "returned a coroutine, which a processor thread does not await" in json.loads(retry)["error_message"]

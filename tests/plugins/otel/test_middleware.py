@@ -3,10 +3,11 @@ with the SDK's in-memory exporters (passed in as providers, never the global one
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import redis
@@ -22,9 +23,10 @@ from opentelemetry.trace import SpanKind, StatusCode
 import kiq
 import kiq.plugins.otel as otel
 from kiq.errors import Shutdown
-from kiq.payload import loads
+from kiq.payload import dumps, loads
 from kiq.server.launcher import Launcher
 from kiq.server.scheduled import Poller
+from tests.support import run_on_event_loop
 
 
 class Greet(kiq.Job):
@@ -447,3 +449,24 @@ def test_a_worker_with_an_sdk_provider_keeps_the_plugin_in_its_job_chain(config:
     config.plugins.hook.kiq_startup(config=config)
     assert otel.ServerTracing in config.server_middleware
     provider.shutdown()
+
+
+class AsyncGreet(kiq.Job):
+    """Records the span that is current inside its coroutine, across an await."""
+
+    current: ClassVar[list[trace.SpanContext]] = []
+
+    async def perform(self, name: str) -> None:
+        await asyncio.sleep(0.01)
+        AsyncGreet.current.append(trace.get_current_span().get_span_context())
+
+
+def test_an_async_jobs_process_span_is_current_inside_its_coroutine(
+    config: kiq.Config, r: redis.Redis, telemetry: Telemetry
+) -> None:
+    AsyncGreet.current.clear()
+    AsyncGreet.perform_bulk([["ada"], ["grace"], ["edsger"]])
+    run_on_event_loop(config, [dumps(job) for job in queued(r)])  # three coroutines awaiting on one loop at once
+    spans = {ids(span.get_span_context()): span for span in telemetry.finished("process default")}
+    assert len(spans) == 3 and {ids(context) for context in AsyncGreet.current} == set(spans)
+    assert all(span.status.status_code is StatusCode.UNSET and span.end_time for span in spans.values())

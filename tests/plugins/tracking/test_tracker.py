@@ -3,6 +3,7 @@ and on PostgreSQL (KIQ_TEST_DATABASE_URL). Jobs run in-process through the real 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Generator
 from typing import Any
 
@@ -12,7 +13,8 @@ import redis
 import kiq
 from kiq.plugins.tracking import Tracker, tracker_for
 from kiq.plugins.tracking.writer import Update
-from tests.jobs.tracking import Enroll, TrackedAlone, Untracked
+from tests.jobs.tracking import AsyncEnroll, Enroll, TrackedAlone, Untracked
+from tests.support import run_on_event_loop
 from tests.tracking_support import retry_now, track, work_off
 
 pytestmark = pytest.mark.usefixtures("tracking_db_url")
@@ -236,3 +238,24 @@ def test_a_task_failure_is_logged_as_a_failure_not_done(
     task = tracker.task(task_id)
     assert task is not None and (task["counts"]["failed"], task["counts"]["finished"]) == (1, 1)
     assert config.redis.zcard("retry") == 0  # a business failure is not retried
+
+
+def test_an_async_task_is_created_and_its_coroutines_tracked(config: kiq.Config, tracker: Tracker) -> None:
+    async def create() -> str:
+        try:
+            return await tracker.aio.create_task(AsyncEnroll, [[1, "ok"], [2, "fail"], [3, "ok"]], name="async")
+        finally:
+            await kiq.AsyncClient(config).close()
+
+    task_id = asyncio.run(create())
+    task = tracker.task(task_id)
+    assert task is not None and task["counts"]["enqueued"] == 3  # committed before the push
+    payloads = list(reversed(config.redis.lrange("queue:default", 0, -1)))
+    assert {kiq.payload.loads(raw)["task_id"] for raw in payloads} == {task_id}
+    units = run_on_event_loop(config, payloads)
+    tracker.writer.flush()
+    assert all(unit.acked == 1 for unit in units)  # each acknowledged once its outcome was committed
+    task = tracker.task(task_id)
+    assert task is not None and (task["counts"]["finished"], task["counts"]["failed"]) == (2, 1)
+    messages = {event["job_id"]: [m["text"] for m in event["messages"]] for event in task["events"]}
+    assert sorted(text for texts in messages.values() for text in texts) == [f"enrolling {n}" for n in (1, 2, 3)]

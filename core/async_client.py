@@ -1,0 +1,91 @@
+"""Pushing jobs from asyncio code without blocking the event loop: ``await MyJob.aio.perform_async(...)``, or
+``await kiq.AsyncClient(config).push(item)``.
+
+The job goes through exactly what ``kiq.Client`` does (normalizing, the client middleware, the strict check, the
+encoding: ``Client.encode``) and only the Redis round trip is awaited, on ``redis.asyncio``. So the wire format and
+every error are the same. Client middleware stay plain generators, run in the event loop's thread, and get the
+config's sync Redis client: a middleware that calls Redis blocks the loop for that round trip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
+
+import redis as redis_py
+
+from .client import Client, EncodedJob, queue_writes
+from .config import config_or_default
+from .redis import connect_async
+
+if TYPE_CHECKING:
+    import redis.asyncio as redis_async
+
+    from .config import Config
+
+# connections belong to the event loop that opened them: one client per loop, config and URL
+_clients: WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[int, str | None], redis_async.Redis]] = (
+    WeakKeyDictionary()
+)
+POOL_SIZE = 50  # connections per loop; a push waits for a free one rather than fail
+
+
+def async_redis(config: Config) -> redis_async.Redis:
+    """The config's asyncio Redis client for the running event loop (made on first use in each loop)."""
+    clients = _clients.setdefault(asyncio.get_running_loop(), {})
+    key = (id(config), config.redis_url)
+    client = clients.get(key)
+    if client is None:
+        client = clients[key] = connect_async(config.redis_url, config.embedded_dir, POOL_SIZE)
+    return client
+
+
+class AsyncClient:
+    """``kiq.Client`` for asyncio: ``await push(item)`` and ``await push_bulk(item)``, same items, same results.
+    ``redis`` sends the pushes to another Redis than the config's (an asyncio client)."""
+
+    def __init__(self, config: Config | None = None, redis: redis_async.Redis | None = None) -> None:
+        self.config = config_or_default(config)
+        self._client = Client(self.config)
+        self._redis = redis
+
+    @property
+    def redis(self) -> redis_async.Redis:
+        return self._redis if self._redis is not None else async_redis(self.config)
+
+    async def push(self, item: dict[str, Any]) -> str | None:
+        """Push one job; return its jid, or None when a client middleware halted the push."""
+        encoded = self._client.encode(item)
+        if encoded is None:
+            return None
+        await self._write([encoded])
+        return encoded[1]
+
+    async def push_bulk(self, item: dict[str, Any], batch_size: int = 1000) -> list[str | None]:
+        """Push one job per entry of ``item["args"]``; nothing is written unless every job is valid."""
+        with self._client.encode_bulk(item, batch_size) as (jids, batches):
+            for batch in batches:
+                await self._write(batch)
+        return jids
+
+    async def close(self) -> None:
+        """Close this loop's connections of the config (e.g. in an app's lifespan shutdown)."""
+        clients = _clients.get(asyncio.get_running_loop(), {})
+        client = clients.pop((id(self.config), self.config.redis_url), None)
+        if client is not None:
+            await client.aclose()
+
+    async def _write(self, jobs: list[EncodedJob]) -> None:
+        connection = self.redis
+        try:
+            await _send(connection, jobs)
+        except redis_py.ReadOnlyError:  # a failover left us talking to a replica: once more, on new connections
+            await connection.connection_pool.disconnect()
+            await _send(connection, jobs)
+
+
+async def _send(connection: redis_async.Redis, jobs: list[EncodedJob]) -> None:
+    pipe = connection.pipeline(transaction=False)
+    queue_writes(pipe, jobs)
+    await pipe.execute()
