@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from importlib.metadata import version
@@ -19,6 +20,15 @@ class BenchNoop(kiq.Job):
 
     def perform(self, index: int) -> None:
         pass
+
+
+class BenchAwait(kiq.Job):
+    """The I/O-bound job: awaits ``seconds`` (a network call's worth), on the worker's event loop."""
+
+    kiq_name = "BenchAwait"
+
+    async def perform(self, index: int, seconds: float = 0.05) -> None:
+        await asyncio.sleep(seconds)
 
 
 class BenchLatency(kiq.Job):

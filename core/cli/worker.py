@@ -49,6 +49,9 @@ def add_worker_command(commands: argparse._SubParsersAction[Any]) -> None:
         help="queue to fetch from, with an optional weight; repeatable, in priority order",
     )
     worker.add_argument("-c", "--concurrency", type=int, help="processor threads (default 10)")
+    worker.add_argument(
+        "-a", "--async-concurrency", type=int, help="async jobs each capsule's event loop awaits at once (default 200)"
+    )
     worker.add_argument("-t", "--timeout", type=float, help="seconds a stop waits for running jobs (default 25)")
     worker.add_argument("--fetch", help="fetch strategy: basic, reliable, a plugin's name or module:Class")
     worker.add_argument(
@@ -71,6 +74,7 @@ def worker_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "require": args.require,
         "queues": args.queues,
         "concurrency": args.concurrency,
+        "async_concurrency": args.async_concurrency,
         "timeout": args.timeout,
         "fetch": args.fetch,
         "plugins": [name for names in args.plugins for name in names.split(",") if name] if args.plugins else None,

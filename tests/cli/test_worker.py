@@ -39,11 +39,11 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_flags_map_to_settings_and_beat_env_and_file(tmp_path: Path) -> None:
     (tmp_path / "kiq.toml").write_text('concurrency = 3\ntag = "file"\nqueues = ["a"]\ntimeout = 4\n')
     args = build_parser().parse_args(
-        ["worker", "-r", "app.jobs", "-q", "critical,2", "-q", "default", "-c", "7", "--tag", "cli", "-v"]
+        ["worker", "-r", "app.jobs", "-q", "critical,2", "-q", "default", "-c", "7", "-a", "500", "--tag", "cli", "-v"]
     )
-    env = {"KIQ_CONCURRENCY": "5", "KIQ_TIMEOUT": "6", "KIQ_FETCH": "reliable"}
+    env = {"KIQ_CONCURRENCY": "5", "KIQ_TIMEOUT": "6", "KIQ_FETCH": "reliable", "KIQ_ASYNC_CONCURRENCY": "50"}
     config = Config.load(tmp_path / "kiq.toml", env=env, **worker_overrides(args))
-    assert config.concurrency == 7 and config.tag == "cli"  # flag > env > file
+    assert config.concurrency == 7 and config.async_concurrency == 500 and config.tag == "cli"  # flag > env > file
     assert config.queues == [("critical", 2), ("default", 0)] and config.require == ["app.jobs"]
     assert config.timeout == 6.0 and config.fetch == "reliable"  # env > file, no flag given
     assert config.log_level == "DEBUG"
