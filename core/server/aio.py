@@ -43,6 +43,7 @@ class EventLoop(JobRunner):
         self._slots: set[Slot] = set()
         self._tasks: dict[Slot, asyncio.Task[None]] = {}  # the loop thread's only
         self._count = 0
+        self._cancelling = False  # a hard shutdown cancelled the jobs (a job's own CancelledError is its error)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._ready = threading.Event()
@@ -113,6 +114,7 @@ class EventLoop(JobRunner):
         self._room.release()
 
     def _cancel_all(self) -> None:
+        self._cancelling = True
         for task in self._tasks.values():
             task.cancel()
 
@@ -128,8 +130,13 @@ class EventLoop(JobRunner):
             result = instance.perform(*args)
             if inspect.isawaitable(result):
                 result = await result
-        except asyncio.CancelledError:
-            resume(steps, error=Shutdown())  # requeued by the hard shutdown that cancelled it
+        except asyncio.CancelledError as exc:
+            if self._cancelling:
+                resume(steps, error=Shutdown())  # requeued by the hard shutdown that cancelled it
+            else:  # the job cancelled itself (or something it awaited): its failure, through the retry rules
+                error = RuntimeError(f"{type(instance).__qualname__}.perform was cancelled: {exc}")
+                error.__cause__ = exc
+                resume(steps, error=error)
         except BaseException as exc:
             resume(steps, error=exc)
         else:

@@ -335,3 +335,19 @@ def test_an_async_job_given_to_a_processor_thread_fails_instead_of_being_acknowl
     assert seen == [] and unit.acked == 1
     (retry,) = r.zrange("retry", 0, -1)
     assert "returned a coroutine, which a processor thread does not await" in json.loads(retry)["error_message"]
+
+
+class CancelsItself(kiq.Job):
+    kiq_name = "tests.CancelsItself"
+
+    async def perform(self) -> None:
+        asyncio.current_task().cancel()  # type: ignore[union-attr]
+        await asyncio.sleep(1)
+
+
+def test_a_job_that_cancels_itself_fails_through_the_retry_rules(config: kiq.Config, r: redis.Redis) -> None:
+    """Only a hard shutdown's cancellation means "requeued, do not acknowledge": any other would lose the job."""
+    (unit,) = run_on_event_loop(config, [payload("tests.CancelsItself")])
+    assert unit.acked == 1
+    (retry,) = r.zrange("retry", 0, -1)
+    assert json.loads(retry)["error_message"].startswith("CancelsItself.perform was cancelled")
