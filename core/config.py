@@ -49,6 +49,7 @@ class Config:
     async_concurrency: int
     queues: Queues
     timeout: float
+    job_timeout: float
     fetch: str
     require: list[str]
     max_retries: int

@@ -39,6 +39,12 @@ class Shutdown(BaseException):
     """
 
 
+class JobTimeout(BaseException):
+    """A job ran past its time limit (the ``timeout`` option or the ``job_timeout`` setting): raised in its thread,
+    or its coroutine was cancelled. A failure, through the retry rules like any error; a BaseException, so
+    ``except Exception`` in job code does not swallow it and run on past the limit."""
+
+
 def error_class(exc: BaseException) -> str:
     """The name to record for an error (Sidekiq's ``error_class``, OpenTelemetry's ``error.type``): bare for
     builtins (``ValueError``), else ``module.QualName``."""

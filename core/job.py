@@ -23,20 +23,23 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 R = TypeVar("R")
 
-# Sidekiq's options and their types, and kiq's check_args; other options pass through to the payload for middleware
-# to read, unless they are a near miss of one of these (or of a plugin's, checked at push)
+
+def _is_seconds(value: Any) -> bool:
+    return (type(value) is int and 0 < value < 2**53) or (type(value) is float and math.isfinite(value) and value > 0)
+
+
+# Sidekiq's options and their types, and kiq's check_args and timeout; other options pass through to the payload for
+# middleware to read, unless they are a near miss of one of these (or of a plugin's, checked at push)
 _OPTION_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "queue": (lambda v: isinstance(v, str) and bool(v), "a non-empty string"),
     "retry": (lambda v: isinstance(v, bool) or (isinstance(v, int) and v >= 0), "true, false or a count"),
     "retry_queue": (lambda v: isinstance(v, str) and bool(v), "a non-empty string"),
-    "retry_for": (
-        lambda v: (type(v) is int and 0 < v < 2**53) or (type(v) is float and math.isfinite(v) and v > 0),
-        "seconds > 0",
-    ),
+    "retry_for": (lambda v: _is_seconds(v), "seconds > 0"),
     "backtrace": (lambda v: isinstance(v, bool) or (isinstance(v, int) and v > 0), "true, false or a count"),
     "dead": (lambda v: isinstance(v, bool), "true or false"),
     "tags": (lambda v: isinstance(v, list) and all(isinstance(t, str) for t in v), "a list of strings"),
     "check_args": (lambda v: isinstance(v, bool), "true or false"),
+    "timeout": (lambda v: v is None or _is_seconds(v), "seconds > 0 (a time limit), or None"),
 }
 
 

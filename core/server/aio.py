@@ -17,11 +17,13 @@ import asyncio
 import inspect
 import threading
 import time
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Shutdown
 from ..logging import thread_id
 from .processor import JobRunner, Slot, begin, resume
+from .time_limit import time_limit, timed_out
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -126,10 +128,11 @@ class EventLoop(JobRunner):
         if call is None:
             return
         instance, args = call
+        limit = time_limit(job, self.default_time_limit)
         try:
             result = instance.perform(*args)
             if inspect.isawaitable(result):
-                result = await result
+                result = await (_limited(result, limit, job) if limit else result)
         except asyncio.CancelledError as exc:
             if self._cancelling:
                 resume(steps, error=Shutdown())  # requeued by the hard shutdown that cancelled it
@@ -141,3 +144,16 @@ class EventLoop(JobRunner):
             resume(steps, error=exc)
         else:
             resume(steps, result)
+
+
+async def _limited(awaitable: Awaitable[Any], limit: float, job: dict[str, Any]) -> Any:
+    """Await a job's coroutine for at most ``limit`` seconds: past it, the coroutine is cancelled and the job fails
+    with ``JobTimeout`` (a ``TimeoutError`` the job raised itself stays its own error)."""
+    scope = asyncio.timeout(limit)
+    try:
+        async with scope:
+            return await awaitable
+    except TimeoutError:
+        if scope.expired():
+            raise timed_out(job, limit) from None
+        raise

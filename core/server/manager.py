@@ -21,9 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import DEFAULT_CAPSULE
 from ..fetcher import Capsule
+from ..payload import parse_payload
 from .aio import EventLoop
 from .fetch import fetcher_for
 from .processor import JobRunner, Processor, RedisOutage, Slot
+from .time_limit import Watchdog
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -56,9 +58,16 @@ class Manager:
         self._loop_lock = threading.Lock()
         self.event_loop: EventLoop | None = None
         outage = outage or RedisOutage(capsule.config)
+        watchdog = Watchdog(f"kiq-{capsule.name}-watchdog")  # time limits; its thread starts with the first one
         self.processors = [
             Processor(
-                capsule.config, self.fetcher, self.stopping, outage, f"kiq-{capsule.name}-{index}", self._run_async
+                capsule.config,
+                self.fetcher,
+                self.stopping,
+                outage,
+                f"kiq-{capsule.name}-{index}",
+                self._run_async,
+                watchdog,
             )
             for index in range(capsule.concurrency)
         ]
@@ -120,10 +129,13 @@ class Manager:
         busy = [processor for processor in self.processors if processor.unit is not None]
         loop = self.event_loop
         running = loop.slots if loop is not None else []
-        units = [unit for slot in [*(p.slot for p in busy), *running] if (unit := slot.unit) is not None]
+        slots = [*(processor.slot for processor in busy), *running]
+        units = [unit for slot in slots if (unit := slot.unit) is not None]
         log.warning(
             "terminating %d busy threads and %d async jobs of capsule %s", len(busy), len(running), self.capsule.name
         )
+        for slot in slots:  # the operator sees what hung, and for how long
+            log.warning("requeued %s", describe_running(slot))
         self.fetcher.bulk_requeue(units)
         for processor in busy:
             processor.kill()
@@ -143,3 +155,12 @@ class Manager:
                     loop.start()
                     self.event_loop = loop
         return loop.hand_off(unit, job, job_class, self.stopping)
+
+
+def describe_running(slot: Slot) -> str:
+    """``Sleepy jid=ab12… after 31 s``: a job in flight, for the log."""
+    work = slot.work
+    if work is None:
+        return "a job that had not started yet"
+    job = parse_payload(work[1]) if work[1] else {}
+    return f"{job.get('class')} jid={job.get('jid')} after {time.time() - work[2]:.0f} s"

@@ -29,6 +29,7 @@ from ..logging import JobLogger, thread_id
 from ..payload import parse_payload
 from . import acknowledgement, dead
 from .retry import Handled, JobRetry
+from .time_limit import Watchdog, time_limit, timed_out
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -109,6 +110,7 @@ class JobRunner:
         self.job_logger = JobLogger()
         self.processed = 0
         self.failed = 0
+        self.default_time_limit = config.job_timeout  # read once: a Config attribute costs a lookup per job
 
     def steps(self, slot: Slot, unit: UnitOfWork, job: dict[str, Any], job_class: type[Any] | None) -> JobSteps:
         """Everything around ``perform`` for one parsed job (``job_class`` from the registry, None if unknown), as a
@@ -200,8 +202,10 @@ class Processor(JobRunner):
     event loop (``run_async``), and the thread fetches on as soon as the loop has room for it."""
 
     def __init__(self, config: Config, fetcher: Fetcher, stopping: threading.Event, outage: RedisOutage,
-                 name: str, run_async: AsyncHandOff | None = None) -> None:  # fmt: skip
+                 name: str, run_async: AsyncHandOff | None = None,
+                 watchdog: Watchdog | None = None) -> None:  # fmt: skip
         super().__init__(config)
+        self.watchdog = watchdog or Watchdog(f"{name}-watchdog")
         self.fetcher = fetcher
         self.stopping = stopping
         self.outage = outage
@@ -273,9 +277,11 @@ class Processor(JobRunner):
             instance, args = next(steps)
         except StopIteration:
             return  # ended before perform (e.g. a middleware halted the job)
+        job = instance.job
+        limit = time_limit(job, self.default_time_limit) if self.default_time_limit or "timeout" in job else 0
         try:
             try:
-                result = _perform(instance, args)
+                result = self._perform_limited(instance, args, limit) if limit else _perform(instance, args)
             except BaseException as exc:
                 steps.throw(exc)
             else:
@@ -283,6 +289,16 @@ class Processor(JobRunner):
         except StopIteration:
             return
         raise RuntimeError("the steps of a job asked to run it twice")
+
+    def _perform_limited(self, instance: Any, args: list[Any], limit: float) -> Any:
+        """``perform`` under the watchdog: ``JobTimeout`` if it runs past ``limit`` seconds (kiq.server.time_limit)."""
+        watchdog = self.watchdog
+        limit_id = watchdog.arm(limit)
+        try:
+            return _perform(instance, args)
+        finally:
+            if watchdog.disarm(limit_id):
+                raise timed_out(instance.job, limit)
 
     def kill(self) -> None:
         """Raise ``Shutdown`` in this thread (at its next Python bytecode; a blocking C call finishes first)."""

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import redis
 
-from ..errors import Shutdown, error_class
+from ..errors import JobTimeout, Shutdown, error_class
 from ..keys import RETRY
 from ..payload import dumps, epoch, loads
 from . import dead
@@ -52,7 +52,7 @@ MAX_DELAY = 100 * 365 * 24 * 3600  # seconds: a retry_in answer beyond a century
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # What counts as a job failure: every Exception, and SystemExit (a job calling sys.exit() failed; it must not
 # silently end a processor thread). KeyboardInterrupt/GeneratorExit are not failures of a job.
-_FAILURES = (Exception, SystemExit)
+_FAILURES = (Exception, SystemExit, JobTimeout)
 
 
 class Handled(Exception):

@@ -4,6 +4,7 @@ at once, through the retry rules, and a stop or a kill -9 loses none of them."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import time
 from collections.abc import Callable
@@ -63,7 +64,10 @@ def test_term_requeues_awaiting_jobs_and_exits_0(start_worker: StartWorker, e2e_
     requeued = {json.loads(raw)["args"][1] for raw in r.lrange("queue:default", 0, -1)}
     assert requeued == {str(n) for n in range(20)}
     assert r.scard("napped") == 0 and r.zcard("retry") == 0
-    assert "terminating 0 busy threads and 20 async jobs" in worker.output()
+    output = worker.output()
+    assert "terminating 0 busy threads and 20 async jobs" in output
+    assert output.count("WARNING: requeued Nap jid=") == 20  # what hung, and for how long
+    assert re.search(r"requeued Nap jid=[0-9a-f]{24} after \d+ s", output)
 
 
 def test_a_raising_coroutine_is_retried_then_dead(start_worker: StartWorker, e2e_config: kiq.Config) -> None:
