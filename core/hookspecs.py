@@ -8,9 +8,9 @@ plugin keeps its state on ``self``.
 Two kinds of hooks, two failure rules:
 
 - **Contributions** (``kiq_settings``, ``kiq_job_options``, ``kiq_client_middleware``, ``kiq_server_middleware``,
-  ``kiq_fetcher``, ``kiq_cli``) shape the process when a plugin is registered or the worker starts; a failure stops
-  the start with an error naming the plugin. The first four are pluggy *historic* hooks: a plugin registered at any
-  time gets them called once.
+  ``kiq_fetcher``, ``kiq_cli``, ``kiq_check``) shape the process when a plugin is registered or the worker starts;
+  a failure stops the start with an error naming the plugin. The first four are pluggy *historic* hooks: a plugin
+  registered at any time gets them called once.
 - **Notifications** (everything else) report what happens while kiq runs. Each implementation runs on its own:
   one that raises is logged and reported to the ``kiq_error`` hooks, and the others still run (a raising
   ``kiq_error`` implementation is only logged). A context manager it returns is entered the same way.
@@ -37,7 +37,7 @@ hookimpl = pluggy.HookimplMarker("kiq")
 # the hooks whose implementations are isolated from each other (see the module's doc)
 NOTIFICATIONS = frozenset(
     {"kiq_error", "kiq_death", "kiq_startup", "kiq_quiet", "kiq_shutdown", "kiq_heartbeat", "kiq_operation",
-     "kiq_push_bulk"}
+     "kiq_push_bulk", "kiq_job_dropped"}
 )  # fmt: skip
 
 
@@ -71,6 +71,13 @@ def kiq_fetcher(name: str, config: Config, capsule: Capsule) -> Fetcher | None:
     """Return a fetcher for the ``fetch`` setting ``name`` if this plugin provides it, else None. Name the plugin
     in the ``kiq.fetchers`` entry point group too, so that ``fetch = "<name>"`` loads it."""
     raise NotImplementedError
+
+
+@hookspec
+def kiq_check(config: Config) -> None:
+    """Check, in a worker whose job modules are imported, that this plugin can run as configured (e.g. that the
+    jobs its settings name are registered); raise ``kiq.ConfigError`` saying what is wrong to stop the worker
+    before it fetches anything (``kiq worker`` prints it in one line and exits with status 2)."""
 
 
 @hookspec
@@ -121,3 +128,11 @@ def kiq_shutdown(config: Config) -> None:
 @hookspec
 def kiq_heartbeat(config: Config) -> None:
     """Called on every heartbeat (every ``heartbeat_interval`` seconds) from the heartbeat thread."""
+
+
+@hookspec
+def kiq_job_dropped(job: dict[str, Any], reason: str, config: Config) -> None:
+    """A worker dropped a job without running it, and it did not die: a plugin's server middleware decided it must
+    not run (e.g. the expiry plugin: its deadline passed before it started). Not a failure: no retry, no death hooks,
+    and the job is acknowledged. ``reason`` says why, for logs and records (e.g. a tracking status); a plugin may also
+    release what the job held (e.g. a unique lock). Called by the plugin that drops the job."""

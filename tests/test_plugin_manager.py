@@ -12,6 +12,7 @@ import redis
 
 import kiq
 from kiq.plugin_manager import resolve
+from kiq.server.launcher import Launcher
 
 
 class Audit(kiq.ClientMiddleware):
@@ -226,3 +227,28 @@ def test_a_failing_contribution_stops_with_an_error_naming_the_plugin() -> None:
     with pytest.raises(kiq.ConfigError, match="plugin 'BadSettings' failed to set up: RuntimeError: cannot declare"):
         config.add_plugin(BadSettings())
     assert config.plugins.find(BadSettings) is None  # not left half registered
+
+
+def test_a_plugins_start_up_check_stops_the_worker_before_it_starts(config: kiq.Config, r: redis.Redis) -> None:
+    started: list[str] = []
+
+    class Checks:
+        @kiq.hookimpl
+        def kiq_check(self, config: kiq.Config) -> None:
+            raise kiq.ConfigError("the report job is not registered")
+
+        @kiq.hookimpl
+        def kiq_startup(self, config: kiq.Config) -> None:
+            started.append("started")
+
+    class Breaks:
+        @kiq.hookimpl
+        def kiq_check(self, config: kiq.Config) -> None:
+            raise RuntimeError("no such table")
+
+    for plugin, message in ((Checks(), "the report job is not registered"), (Breaks(), "start-up check failed")):
+        config.add_plugin(plugin)
+        with pytest.raises(kiq.ConfigError, match=message):
+            Launcher(config).run()
+        config.plugins.unregister(plugin)
+    assert started == [] and r.scard("processes") == 0  # nothing started, nothing registered

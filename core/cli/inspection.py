@@ -18,9 +18,8 @@ from ..api import DeadSet, JobRecord, JobSet, Process, ProcessSet, Queue, RetryS
 from ..config import Config
 from ..errors import KiqError
 from ..payload import printable
-from ..redis import EmbeddedRedis
 from ..settings import did_you_mean
-from .output import ago, duration, print_json, print_table, report, short, when
+from .output import ago, duration, inspected_config, inspection_options, print_json, print_table, report, short, when
 
 SETS: dict[str, tuple[type[JobSet], str]] = {
     "retries": (RetrySet, "the retry set"),
@@ -32,13 +31,7 @@ Job = TypeVar("Job", bound=JobRecord)
 
 def add_commands(commands: argparse._SubParsersAction[Any]) -> None:
     """Register the inspection subcommands on the ``kiq`` parser."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("-C", "--config", help="config file (default: kiq.toml or [tool.kiq] in pyproject.toml)")
-    common.add_argument(
-        "--redis-url", help="Redis to inspect (default: the redis_url setting, else the embedded Redis if it runs)"
-    )
-    common.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
-    common.add_argument("--utc", action="store_true", help="show times in UTC (default: local time, with its zone)")
+    common = inspection_options()
     limit = argparse.ArgumentParser(add_help=False)
     limit.add_argument("-n", "--limit", type=int, default=50, help="list at most N jobs (0: all; default 50)")
 
@@ -85,25 +78,6 @@ def _guarded(command: Callable[[argparse.Namespace, Config], int]) -> Callable[[
             raise KiqError(f"cannot talk to Redis at {config.redis_url}: {exc}") from exc
 
     return run
-
-
-def inspected_config(args: argparse.Namespace) -> Config:
-    """The settings, with the Redis to inspect: ``--redis-url``, else the ``redis_url`` setting, else the embedded
-    server if it runs. Never a new embedded server: started in whatever directory the command was run from, it
-    would be empty, and the command would report zeros instead of saying it looks at the wrong place."""
-    overrides = {"redis_url": args.redis_url} if args.redis_url else {}
-    config = Config.load(args.config, **overrides)
-    if config.redis_url is None:
-        server = EmbeddedRedis(config.embedded_dir)
-        url = server.running_url()
-        if url is None:
-            raise KiqError(
-                f"no Redis to inspect: redis_url is not set and no embedded Redis is running in {server.dir}; "
-                "give --redis-url URL or set KIQ_REDIS_URL, or run kiq from the project directory (where kiq worker "
-                "started the embedded one)"
-            )
-        config.redis_url = url
-    return config
 
 
 # -- commands ---------------------------------------------------------------------------------------------

@@ -1,4 +1,6 @@
-"""What the CLI commands print: aligned tables for people, JSON for scripts, and times with their zone."""
+"""What the inspection commands share, kiq's and plugins' (``kiq periodic``, ``kiq limiters``): their common options,
+the Redis they look at, and what they print: aligned tables for people, JSON for scripts, times with their zone.
+The one module of ``kiq.cli`` that plugins use (an import contract allows it)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,10 @@ import sys
 import time
 from collections.abc import Sequence
 from typing import Any
+
+from ..config import Config
+from ..errors import KiqError
+from ..redis import EmbeddedRedis
 
 
 def report(args: argparse.Namespace, result: dict[str, Any], message: str) -> int:
@@ -64,3 +70,35 @@ def when(timestamp: float, utc: bool = False) -> str:
     if not utc:
         moment = moment.astimezone()
     return f"{moment.strftime('%Y-%m-%d %H:%M:%S %Z')} ({ago(timestamp)})"
+
+
+def inspection_options() -> argparse.ArgumentParser:
+    """The options every inspection command takes (``parents=[inspection_options()]``): ``-C FILE``,
+    ``--redis-url URL``, ``--json``, ``--utc``."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-C", "--config", help="config file (default: kiq.toml or [tool.kiq] in pyproject.toml)")
+    common.add_argument(
+        "--redis-url", help="Redis to inspect (default: the redis_url setting, else the embedded Redis if it runs)"
+    )
+    common.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
+    common.add_argument("--utc", action="store_true", help="show times in UTC (default: local time, with its zone)")
+    return common
+
+
+def inspected_config(args: argparse.Namespace) -> Config:
+    """The settings, with the Redis to inspect: ``--redis-url``, else the ``redis_url`` setting, else the embedded
+    server if it runs. Never a new embedded server: started in whatever directory the command was run from, it
+    would be empty, and the command would report zeros instead of saying it looks at the wrong place."""
+    overrides = {"redis_url": args.redis_url} if args.redis_url else {}
+    config = Config.load(args.config, **overrides)
+    if config.redis_url is None:
+        server = EmbeddedRedis(config.embedded_dir)
+        url = server.running_url()
+        if url is None:
+            raise KiqError(
+                f"no Redis to inspect: redis_url is not set and no embedded Redis is running in {server.dir}; "
+                "give --redis-url URL or set KIQ_REDIS_URL, or run kiq from the project directory (where kiq worker "
+                "started the embedded one)"
+            )
+        config.redis_url = url
+    return config

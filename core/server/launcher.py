@@ -20,6 +20,7 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ConfigError, KiqError
 from ..fetcher import Capsule
 from ..keys import PROCESS_TTL, PROCESSES, STATS_TTL, signals_key, stat_key, work_key
 from ..payload import dumps, new_jid
@@ -75,7 +76,14 @@ class Launcher:
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def run(self) -> None:
-        """Fire ``kiq_startup``, then start the heartbeat, the poller and the processors; returns at once."""
+        """Run the plugins' ``kiq_check`` (a ConfigError stops the start here), fire ``kiq_startup``, then start the
+        heartbeat, the poller and the processors; returns at once."""
+        try:
+            self.config.plugins.hook.kiq_check(config=self.config)
+        except KiqError:
+            raise
+        except Exception as exc:  # a check that failed instead of saying what is wrong
+            raise ConfigError(f"a plugin's start-up check failed: {type(exc).__name__}: {exc}") from exc
         self.config.plugins.hook.kiq_startup(config=self.config)
         self._heartbeat = threading.Thread(target=self._beat_loop, name="kiq-heartbeat", daemon=True)
         self._heartbeat.start()

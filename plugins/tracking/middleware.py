@@ -112,6 +112,8 @@ class TrackingServerMiddleware(ServerMiddleware):
         submit = self.plugin.tracker(self.config).writer.submit
         run = run_number(job)
         submit(job_update(job, WORKING, run * 4 + WORKING_PHASE, attempts=run))
+        dropped: list[str] = []  # why an inner layer dropped the job unrun (kiq_job_dropped), if it did
+        token = dropping.set((job, dropped))
         try:
             yield
         except TaskFailure as exc:
@@ -124,7 +126,21 @@ class TrackingServerMiddleware(ServerMiddleware):
         except BaseException as exc:  # a retry is pending unless the death hook says otherwise
             submit(outcome(job, ENQUEUED, run * 4 + OUTCOME_PHASE, last_error=describe(exc)))
             raise
-        submit(outcome(job, FINISHED, run * 4 + OUTCOME_PHASE))
+        finally:
+            dropping.reset(token)
+        if dropped:
+            submit(dropped_outcome(job, dropped[0]))
+        else:
+            submit(outcome(job, FINISHED, run * 4 + OUTCOME_PHASE))
+
+
+# the job the tracking middleware is running in this context, and where a kiq_job_dropped for it leaves its reason
+dropping: ContextVar[tuple[dict[str, Any], list[str]] | None] = ContextVar("kiq_tracking_dropping", default=None)
+
+
+def dropped_outcome(job: dict[str, Any], reason: str) -> Update:
+    """A job dropped without running (e.g. expired): ``failed``, with the reason as its error."""
+    return outcome(job, FAILED, run_number(job) * 4 + OUTCOME_PHASE, last_error=f"dropped: {reason}"[:MAX_ERROR])
 
 
 def outcome(job: dict[str, Any], status: str, version: int, **fields: Any) -> Update:

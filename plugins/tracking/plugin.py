@@ -9,7 +9,14 @@ from typing import Any
 import kiq
 
 from . import cli
-from .middleware import TrackingClientMiddleware, TrackingServerMiddleware, death_update
+from .middleware import (
+    TrackingClientMiddleware,
+    TrackingServerMiddleware,
+    death_update,
+    dropped_outcome,
+    dropping,
+    is_tracked,
+)
 from .tracker import Tracker
 
 SETTINGS = [
@@ -61,6 +68,16 @@ class TrackingPlugin:
         update = death_update(job, exc)
         if update is not None:
             self.tracker(config).writer.submit(update)
+
+    @kiq.hookimpl
+    def kiq_job_dropped(self, job: dict[str, Any], reason: str, config: kiq.Config) -> None:
+        if not is_tracked(job) or not isinstance(job.get("jid"), str):
+            return
+        running = dropping.get()
+        if running is not None and running[0] is job:  # inside the tracking layer: it records the outcome
+            running[1].append(reason)
+        else:  # dropped by an outer layer, before tracking's own ran
+            self.tracker(config).writer.submit(dropped_outcome(job, reason))
 
     @kiq.hookimpl
     def kiq_startup(self, config: kiq.Config) -> None:

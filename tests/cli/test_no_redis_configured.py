@@ -12,7 +12,8 @@ import redis
 from kiq.cli import main
 from kiq.redis import EmbeddedRedis
 
-COMMANDS = ["stats", "queues", "retries", "scheduled", "dead", "processes"]
+# kiq's and the plugins' (kiq periodic, kiq limiters): all share kiq.cli.output.inspected_config
+COMMANDS = ["stats", "queues", "retries", "scheduled", "dead", "processes", "periodic", "limiters"]
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ and on PostgreSQL (KIQ_TEST_DATABASE_URL). Jobs run in-process through the real 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Generator
 from typing import Any
 
@@ -259,3 +260,34 @@ def test_an_async_task_is_created_and_its_coroutines_tracked(config: kiq.Config,
     assert task is not None and (task["counts"]["finished"], task["counts"]["failed"]) == (2, 1)
     messages = {event["job_id"]: [m["text"] for m in event["messages"]] for event in task["events"]}
     assert sorted(text for texts in messages.values() for text in texts) == [f"enrolling {n}" for n in (1, 2, 3)]
+
+
+class Perishable(kiq.Job):
+    kiq_options = {"track": True, "expires_in": 0.05}
+
+    def perform(self, number: int) -> None: ...
+
+
+def test_a_job_dropped_unrun_is_recorded_failed_with_the_reason(config: kiq.Config, tracker: Tracker) -> None:
+    """Dropped by a layer outside tracking's (the expiry plugin's, outermost) or inside it (any middleware that
+    announces kiq_job_dropped): either way ``failed`` with the reason, never ``finished`` or ``enqueued`` forever."""
+
+    class DropOdd(kiq.ServerMiddleware):  # inside tracking's layer
+        def call(self, job_instance: Any, job: dict[str, Any], queue: str) -> Generator[None]:
+            if job["args"][0] % 2:
+                self.config.plugins.hook.kiq_job_dropped(job=job, reason="odd numbers are off", config=self.config)
+                return
+            yield
+
+    config.add_plugin("expiry")
+    config.server_middleware.add(DropOdd)
+    expired = Perishable.set(config=config).perform_async(0)
+    time.sleep(0.1)  # past its deadline
+    fresh = [Perishable.set(config=config, expires_in=60).perform_async(n) for n in (1, 2)]
+    assert work_off(config) == 3
+    tracker.writer.flush()
+    events = {jid: tracker.event(jid) for jid in [expired, *fresh]}
+    outcomes = {jid: (event["status"], event["last_error"]) for jid, event in events.items() if event}
+    assert outcomes[expired][0] == "failed" and outcomes[expired][1].startswith("dropped: expired")
+    assert outcomes[fresh[0]] == ("failed", "dropped: odd numbers are off")
+    assert outcomes[fresh[1]] == ("finished", None)

@@ -1,0 +1,162 @@
+"""What the unique, expiry and limiter plugins add to a job, in microseconds, on a real Redis.
+
+    .venv/bin/python bench/plugin_overhead.py [--jobs 5000] [--redis-url redis://127.0.0.1:6390/0]
+
+Without ``--redis-url`` it runs on the embedded Redis in a temporary directory (a unix socket). Each figure is the
+median of ``--runs`` runs of ``--jobs`` jobs, against the same path without the plugin:
+
+1. the push (``perform_async``): the unique lock is one more round trip (a Lua script); expiry adds a field;
+2. the server chain around a no-op ``perform``: the unique release (one round trip), the expiry check, and the
+   limiter plugin's middleware when no limiter is used (a ``try`` block);
+3. one use of each limiter inside ``perform`` (``with limiter:``): a round trip to enter, and one more to leave for
+   the concurrent limiter.
+
+A ``PING`` round trip is printed too: the plugins' costs are mostly round trips. The flushed database is the one
+of the URL given: use a Redis of your own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import kiq
+from kiq.config import set_default_config
+from kiq.plugins.limiter import bucket, concurrent, window
+from kiq.redis import EmbeddedRedis
+
+
+class Plain(kiq.Job):
+    kiq_name = "BenchPlain"
+
+    def perform(self, number: int) -> None:
+        pass
+
+
+class Unique(Plain):
+    kiq_name = "BenchUnique"
+    kiq_options = {"unique_for": 600}
+
+
+class Expiring(Plain):
+    kiq_name = "BenchExpiring"
+    kiq_options = {"expires_in": 600}
+
+
+def per_job(run: Callable[[int], None], jobs: int, runs: int, reset: Callable[[], None]) -> float:
+    """Median seconds per job of ``run(jobs)`` over ``runs`` runs, ``reset`` before each."""
+    times = []
+    for _ in range(runs):
+        reset()
+        started = time.perf_counter()
+        run(jobs)
+        times.append((time.perf_counter() - started) / jobs)
+    return statistics.median(times)
+
+
+def pushing(job_class: type[kiq.Job]) -> Callable[[int], None]:
+    def run(jobs: int) -> None:
+        for number in range(jobs):
+            job_class.perform_async(number)
+
+    return run
+
+
+def performing(config: kiq.Config, job_class: type[kiq.Job]) -> Callable[[int], None]:
+    """The server chain around a no-op perform, for the jobs the push left in the queue (as a worker gets them)."""
+
+    def run(jobs: int) -> None:
+        chain = config.server_middleware
+        for raw in config.redis.lrange("queue:default", 0, jobs - 1):
+            job = kiq.loads(raw)
+            instance = job_class()
+            instance.jid, instance.job = job["jid"], job
+            chain.invoke((instance, job, "default"), lambda: instance.perform(*job["args"]))  # noqa: B023
+
+    return run
+
+
+def using(make: Callable[[], Any]) -> Callable[[int], None]:
+    def run(jobs: int) -> None:
+        limiter = make()
+        for _ in range(jobs):
+            with limiter:
+                pass
+
+    return run
+
+
+def measure(url: str, jobs: int, runs: int) -> list[tuple[str, float, float]]:
+    """(what, µs per job, µs more than without the plugin)."""
+    configs = {name: kiq.Config(redis_url=url, plugins=plugins) for name, plugins in
+               (("plain", []), ("unique", ["unique"]), ("expiry", ["expiry"]), ("limiter", ["limiter"]))}  # fmt: skip
+    redis = configs["plain"].redis
+
+    def flush() -> None:
+        redis.flushdb()
+
+    def in_config(name: str, run: Callable[[int], None], prepare: Callable[[int], None] | None = None) -> float:
+        set_default_config(configs[name])
+
+        def reset() -> None:
+            flush()
+            if prepare is not None:
+                prepare(jobs)
+
+        return per_job(run, jobs, runs, reset)
+
+    def pings(count: int) -> None:
+        for _ in range(count):
+            redis.ping()
+
+    ping = per_job(pings, jobs, runs, flush)
+    push = in_config("plain", pushing(Plain))
+    chain = in_config("plain", performing(configs["plain"], Plain), pushing(Plain))
+    rows = [
+        ("PING round trip (reference)", ping, 0.0),
+        ("push, no plugin", push, 0.0),
+        ("push, unique (takes the lock)", in_config("unique", pushing(Unique)), push),
+        ("push, expiry (stamps expires_at)", in_config("expiry", pushing(Expiring)), push),
+        ("server chain, no plugin", chain, 0.0),
+        ("server chain, unique (releases the lock)",
+         in_config("unique", performing(configs["unique"], Unique), pushing(Unique)), chain),
+        ("server chain, expiry (checks the deadline)",
+         in_config("expiry", performing(configs["expiry"], Expiring), pushing(Expiring)), chain),
+        ("server chain, limiter plugin, no limiter used",
+         in_config("limiter", performing(configs["limiter"], Plain), pushing(Plain)), chain),
+        ("with concurrent(...): enter + leave", in_config("limiter", using(lambda: concurrent("b", 10**9))), 0.0),
+        ("with window(...): enter", in_config("limiter", using(lambda: window("b", 10**9, 1.0))), 0.0),
+        ("with bucket(...): enter", in_config("limiter", using(lambda: bucket("b", 10**9, 1.0))), 0.0),
+    ]  # fmt: skip
+    for config in configs.values():
+        config.redis.close()
+    return [(what, seconds * 1e6, (seconds - base) * 1e6 if base else 0.0) for what, seconds, base in rows]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=5_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--redis-url", help="a Redis to flush and use (default: the embedded one, in a temp dir)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="kiq-bench-") as scratch:
+        server = None if args.redis_url else EmbeddedRedis(scratch)
+        url = args.redis_url if server is None else server.ensure_running()
+        try:
+            rows = measure(url, args.jobs, args.runs)
+        finally:
+            if server is not None:
+                server.stop()
+    print(f"Redis: {url}; {args.jobs} jobs, median of {args.runs} runs\n")
+    print("| what | µs per job | added by the plugin (µs) |")
+    print("| --- | ---: | ---: |")
+    for what, micros, added in rows:
+        print(f"| {what} | {micros:.1f} | {f'{added:+.1f}' if added else ''} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""The limiters' Lua scripts: each decides and records one admission atomically, on Redis's own clock (``TIME``), so
+hosts whose clocks disagree still share one limit. Each also records the limiter's definition in the registry hash
+that ``kiq limiters`` lists (one ``HSET`` in the same round trip, so the listing never misses a limiter in use).
+
+Every script returns ``{granted, seconds, microseconds, wait_ms}``: 1 or 0, Redis's time of the decision, and when
+refused, how long until a retry may succeed.
+"""
+
+from __future__ import annotations
+
+# KEYS: the holders (ZSET token -> expiry in ms), the registry. ARGV: limit, lock timeout ms, token, registry field,
+# definition. Holders whose lock timed out (their worker was killed, or they ran too long) are dropped first.
+CONCURRENT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+redis.call('HSET', KEYS[2], ARGV[4], ARGV[5])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
+  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  end
+  return {1, t[1], t[2], 0}
+end
+return {0, t[1], t[2], 50}
+"""
+
+# KEYS: the log of admissions (ZSET token -> time in ms), the registry. ARGV: limit, interval ms, token, registry
+# field, definition. A sliding window: an admission is granted while fewer than `limit` were granted in the last
+# `interval`, so no span of that length ever holds more.
+WINDOW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+local interval = tonumber(ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[4], ARGV[5])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - interval)
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('ZADD', KEYS[1], now, ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {1, t[1], t[2], 0}
+end
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {0, t[1], t[2], math.max(1, math.ceil(tonumber(oldest[2]) + interval - now))}
+"""
+
+# KEYS: the bucket (HASH tokens, at), the registry. ARGV: capacity, interval ms, registry field, definition.
+# A token bucket: it holds up to `capacity` tokens and refills continuously at `capacity` per `interval`; each
+# admission takes one. A bucket unused for an interval is full again, so its key expires then.
+BUCKET = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+local capacity = tonumber(ARGV[1])
+local interval = tonumber(ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
+local tokens = tonumber(redis.call('HGET', KEYS[1], 'tokens'))
+local at = tonumber(redis.call('HGET', KEYS[1], 'at'))
+if tokens == nil or at == nil then
+  tokens, at = capacity, now
+end
+tokens = math.min(capacity, tokens + math.max(0, now - at) * capacity / interval)
+local granted, wait = 0, 0
+if tokens >= 1 then
+  tokens, granted = tokens - 1, 1
+else
+  wait = math.max(1, math.ceil((1 - tokens) * interval / capacity))
+end
+redis.call('HSET', KEYS[1], 'tokens', tokens, 'at', now)
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return {granted, t[1], t[2], wait}
+"""

@@ -1,0 +1,90 @@
+"""The periodic plugin: the ``periodic`` setting, jobs declared in code, and the scheduler a worker runs from its
+start to its quiet."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+
+import kiq
+
+from . import cli
+from .entries import PeriodicJob, from_table, parse_setting
+from .scheduler import Scheduler
+from .store import prune, publish
+
+log = logging.getLogger("kiq.periodic")
+
+SETTINGS = [
+    kiq.Setting(
+        "periodic",
+        [],
+        parse_setting,
+        "periodic jobs: [[periodic]] tables with cron, class, and optionally args, queue, tz, name",
+    )
+]
+
+
+class PeriodicPlugin:
+    """``plugins = ["periodic"]`` in the workers; every worker runs the schedule, and each tick is enqueued once."""
+
+    def __init__(self) -> None:
+        self.declared: list[PeriodicJob] = []  # from code (register), besides the setting's
+        self.scheduler: Scheduler | None = None
+
+    def declare(self, job: PeriodicJob) -> None:
+        if self.scheduler is not None:
+            raise kiq.ConfigError(
+                f"periodic job {job.name!r} declared after the worker started: declare periodic jobs in "
+                "configure_server or in the periodic setting"
+            )
+        self.declared.append(job)
+
+    def schedule(self, config: kiq.Config) -> list[PeriodicJob]:
+        """Every periodic job of this config: the setting's, then those declared in code."""
+        return [*map(from_table, config.get("periodic")), *self.declared]
+
+    @kiq.hookimpl
+    def kiq_settings(self) -> list[kiq.Setting]:
+        return SETTINGS
+
+    @kiq.hookimpl
+    def kiq_check(self, config: kiq.Config) -> None:
+        unknown = sorted({job.job for job in self.schedule(config) if job.job not in kiq.registry})
+        if unknown:
+            raise kiq.ConfigError(
+                f"periodic jobs name classes this worker does not register: {', '.join(unknown)} (registered: "
+                f"{', '.join(kiq.registry.names())}); import the modules that define them with -r / require"
+            )
+
+    @kiq.hookimpl
+    def kiq_startup(self, config: kiq.Config) -> None:
+        jobs = self.schedule(config)
+        if not jobs:
+            return
+        prune(config.redis, time.time())
+        self.scheduler = Scheduler(config, [(job, kiq.registry.get(job.job)) for job in jobs])
+        self.scheduler.start()
+        self.publish(config)
+        log.info("periodic: %d job(s) scheduled", len(jobs))
+
+    @kiq.hookimpl
+    def kiq_heartbeat(self, config: kiq.Config) -> None:
+        self.publish(config)
+
+    def publish(self, config: kiq.Config) -> None:
+        """List this worker's jobs for ``kiq periodic`` while it runs them: for a minute (or three heartbeats, if
+        longer) after its start and each heartbeat."""
+        if self.scheduler is not None and self.scheduler.running:
+            until = time.time() + max(60.0, 3 * config.heartbeat_interval)
+            publish(config.redis, [job for job, _ in self.scheduler.jobs], until)
+
+    @kiq.hookimpl
+    def kiq_quiet(self) -> None:
+        if self.scheduler is not None:  # a quiet process starts no new work; the other workers go on enqueueing
+            self.scheduler.stop()
+
+    @kiq.hookimpl
+    def kiq_cli(self, commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+        cli.add_commands(commands)

@@ -1,0 +1,81 @@
+"""The scheduler thread every worker runs: it sleeps until the next tick of any periodic job, claims the tick in
+Redis (see store.py) and, when it won the claim, pushes the job through the client (so client middleware applies).
+
+Ticks missed while no worker ran are not replayed: a starting scheduler begins with the first tick after it starts
+(Sidekiq Enterprise's rule), and one that falls behind (a long pause) skips to the next tick after now.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import redis as redis_py
+
+import kiq
+
+from .entries import PeriodicJob, shown
+from .store import CLAIM, LAST_TICKS
+
+log = logging.getLogger("kiq.periodic")
+
+
+class Scheduler:
+    """Enqueues ``jobs`` (each with the class it names, found in the registry at start) at their ticks."""
+
+    def __init__(self, config: kiq.Config, jobs: list[tuple[PeriodicJob, type[kiq.Job]]]) -> None:
+        self.config = config
+        self.jobs = jobs
+        self._client = kiq.Client(config)
+        self._claim = config.redis.register_script(CLAIM)
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kiq-periodic", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive() and not self._stopped.is_set()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop scheduling; a push in progress finishes first."""
+        self._stopped.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        started = time.time()
+        plan = [job.next_tick(started) for job, _ in self.jobs]
+        while True:
+            if self._stopped.wait(max(0.0, min(plan) - time.time())):
+                return
+            now = time.time()
+            for index, tick in enumerate(plan):
+                if tick <= now:
+                    job, job_class = self.jobs[index]
+                    self.fire(job, job_class, tick)
+                    plan[index] = job.next_tick(time.time())  # ticks missed meanwhile are skipped
+
+    def fire(self, job: PeriodicJob, job_class: type[kiq.Job], tick: float) -> str | None:
+        """Claim ``tick`` of ``job`` and, if this process won it, push the job; its jid, else None."""
+        try:
+            if not self._claim(keys=[LAST_TICKS], args=[job.id, int(tick)]):
+                return None
+            jid = self._client.push(self.item(job, job_class, tick))
+        except Exception as exc:  # Redis away, or a push refused: reported, and the next tick comes as usual
+            context = f"periodic job {job.name!r}: enqueueing its tick of {shown(tick, job.tz)} failed"
+            self.config.handle_exception(exc, {"context": context}, traceback=not isinstance(exc, redis_py.RedisError))
+            return None
+        log.info("periodic job %r (%s) enqueued for %s: %s", job.name, job.cron, shown(tick, job.tz), jid)
+        return jid
+
+    @staticmethod
+    def item(job: PeriodicJob, job_class: type[kiq.Job], tick: float) -> dict[str, Any]:
+        """The push: the job with its arguments, and ``periodic_at``, the tick it runs for (epoch seconds)."""
+        item: dict[str, Any] = {"class": job_class, "args": list(job.args), "periodic_at": tick}
+        if job.queue is not None:
+            item["queue"] = job.queue
+        return item
