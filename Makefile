@@ -69,5 +69,14 @@ bench: $(MODULES)
 	$(BENCH_VENV)/bin/python -m pip install -q --no-deps -r bench/requirements-nodeps.txt
 	$(BENCH_VENV)/bin/python -m bench --jobs 100000 --max-drain-seconds 120 $(BENCH_ARGS)
 
+# The I/O-bound drain: async jobs that each await 50 ms, kiq async vs arq, taskiq and Dramatiq (AsyncIO),
+# each one worker process awaiting 1,000 jobs at once; needs only redis-server.
+.PHONY: bench-io
+bench-io: $(MODULES)
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install -q -r bench/requirements.txt
+	$(BENCH_VENV)/bin/python -m pip install -q --no-deps -r bench/requirements-nodeps.txt
+	$(BENCH_VENV)/bin/python -m bench --io --jobs 20000 --io-concurrency 1000 --max-drain-seconds 120 $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) build .kiq .pytest_cache .mypy_cache .ruff_cache

@@ -1,4 +1,5 @@
-"""``python -m bench``: run the benchmark (docs/bench.md), or re-render a saved run with ``--report FILE``."""
+"""``python -m bench``: run the benchmark (docs/bench.md), or re-render a saved run with ``--report FILE``.
+``--io``: the I/O-bound drain instead (async jobs that each await 50 ms; kiq async, arq, taskiq, Dramatiq)."""
 
 from __future__ import annotations
 
@@ -13,24 +14,36 @@ from pathlib import Path
 from bench import machine, report
 from bench.redis_server import RedisServer
 from bench.runner import Runner, Settings
-from bench.systems import BY_NAME, SYSTEMS, Toolchain
+from bench.systems import BY_NAME, IO_BY_NAME, Toolchain
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACKING_URL = "postgresql+psycopg://kiq:kiq@127.0.0.1:5433/kiq"
+# what a run's JSON keeps of its settings, per kind of drain
+SETTINGS_SAVED = {
+    "noop": ("jobs", "single_jobs", "latency_jobs", "latency_rate", "drain_runs"),
+    "io": ("jobs", "drain_runs", "io_concurrency", "io_seconds"),
+}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--jobs", type=int, default=100_000, help="no-op jobs per drain (default 100,000)")
+    parser.add_argument("--jobs", type=int, help="jobs per drain (default 100,000; with --io 20,000)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 10,000 jobs, 2,000 single pushes")
+    parser.add_argument(
+        "--io", action="store_true", help="the I/O-bound drain: async jobs that each await --io-seconds, no latency"
+    )
+    parser.add_argument("--io-concurrency", type=int, default=1000, help="jobs every system awaits at once (--io)")
+    parser.add_argument("--io-seconds", type=float, default=0.05, help="what each job awaits (--io; default 0.05)")
     parser.add_argument("--single-jobs", type=int, help="jobs pushed one by one (default: min(jobs, 10,000))")
     parser.add_argument("--latency-jobs", type=int, default=200)
     parser.add_argument("--latency-rate", type=float, default=100.0, help="latency jobs pushed per second")
-    parser.add_argument("--systems", default=",".join(s.name for s in SYSTEMS), help="comma-separated names")
+    parser.add_argument("--systems", help="comma-separated names (default: all of the drain's kind)")
     parser.add_argument("--port", type=int, default=6391, help="port of the run's private redis-server")
     parser.add_argument("--max-drain-seconds", type=float, default=300.0, help="a slower drain is cut here")
     parser.add_argument(
-        "--drain-runs", type=int, default=3, help="bulk pushes + drains per system; medians reported (slow ones: once)"
+        "--drain-runs",
+        type=int,
+        help="bulk pushes + drains per system, medians reported (default 3, slow: once; --io 1)",
     )
     parser.add_argument("--kiq-python", default=str(ROOT / ".venv/bin/python"))
     parser.add_argument("--peer-python", default=str(ROOT / ".venv-bench/bin/python"))
@@ -43,10 +56,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.quick:
         args.jobs = 10_000
         args.single_jobs = args.single_jobs or 2_000
+    args.jobs = args.jobs or (20_000 if args.io else 100_000)
+    args.drain_runs = args.drain_runs or (1 if args.io else 3)
     args.single_jobs = args.single_jobs or min(args.jobs, 10_000)
-    unknown = [name for name in args.systems.split(",") if name not in BY_NAME]
+    known = IO_BY_NAME if args.io else BY_NAME
+    args.systems = args.systems or ",".join(known)
+    unknown = [name for name in args.systems.split(",") if name not in known]
     if unknown:
-        parser.error(f"unknown systems {unknown}; known: {', '.join(BY_NAME)}")
+        parser.error(f"unknown systems {unknown}; known{' with --io' if args.io else ''}: {', '.join(known)}")
     return args
 
 
@@ -62,26 +79,27 @@ def main(argv: list[str] | None = None) -> int:
     try:
         yjit = not args.no_yjit and machine.yjit_available()
         tools = Toolchain(
-            ROOT, server.url, args.kiq_python, args.peer_python, args.tracking_url, args.tracking_schema, yjit
-        )
-        stem = time.strftime("bench-%Y%m%d-%H%M%S")
+            ROOT, server.url, args.kiq_python, args.peer_python, args.tracking_url, args.tracking_schema, yjit,
+            io_concurrency=args.io_concurrency,
+        )  # fmt: skip
+        stem = time.strftime("bench-io-%Y%m%d-%H%M%S" if args.io else "bench-%Y%m%d-%H%M%S")
         run = {
             "command": shlex.join(["python", "-m", "bench", *(sys.argv[1:] if argv is None else argv)]),
             "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
             "machine": machine.describe(args.kiq_python, args.peer_python, server.version(), yjit),
-            "settings": {
-                k: args.__dict__[k] for k in ("jobs", "single_jobs", "latency_jobs", "latency_rate", "drain_runs")
-            },
+            "kind": "io" if args.io else "noop",
+            "settings": {k: args.__dict__[k] for k in SETTINGS_SAVED["io" if args.io else "noop"]},
             "results": [],
         }
         settings = Settings(
             args.jobs, args.single_jobs, args.latency_jobs, args.latency_rate, args.max_drain_seconds,
-            logs=args.out / "logs", drain_runs=max(1, args.drain_runs),
+            logs=args.out / "logs", drain_runs=max(1, args.drain_runs), io=args.io, io_seconds=args.io_seconds,
         )  # fmt: skip
         runner = Runner(tools, settings)
+        known = IO_BY_NAME if args.io else BY_NAME
         for name in args.systems.split(","):
             print(f"== {name}", flush=True)
-            result = runner.run(BY_NAME[name])
+            result = runner.run(known[name])
             run["results"].append(result.to_json())
             print(f"   {result.error or _summary(result.to_json())}", flush=True)
         run["machine"]["load average at end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -94,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _summary(result: dict[str, object]) -> str:
-    parts = [f"{header} {result[key]:,.1f} {unit}" for key, header, unit, _ in report.METRICS if result[key]]
+    metrics = report.IO_METRICS if result.get("in_flight") else report.METRICS
+    parts = [f"{header} {result[key]:,.1f} {unit}" for key, header, unit, _ in metrics if result[key]]
     return "; ".join(parts)
 
 

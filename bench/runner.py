@@ -7,6 +7,13 @@ harness polls the queue's length every ~2 ms; the clock starts at the first poll
 latency: ``latency_jobs`` at ``latency_rate``/s, each job records (perform start - push time) → the keys where
 failed jobs would land must be empty and the worker's log free of tracebacks → stop the worker (SIGTERM to its
 process group, SIGKILL after 30 s).
+
+The I/O-bound drain (``Settings.io``, ``python -m bench --io``): FLUSHALL → push ``jobs`` async jobs that each
+await ``io_seconds`` with the bulk API → start the worker → the clock starts at the first poll that sees a job
+taken (the queue shorter, or a job counted started: arq leaves a job in its queue until it ends) and stops at the
+first that sees all ``jobs`` counted finished (bench/systems/io_done.py: a system's queue is empty up to a
+prefetch and a job's duration before its last job ends) → peak RSS and the worker's CPU time over the drain →
+failures checked as above → stop the worker. No single pushes and no latency phase: it measures throughput.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import signal
 import statistics
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +34,7 @@ import redis
 from bench import procs
 from bench.systems import System, Toolchain
 from bench.systems.common import LATENCY_KEY
+from bench.systems.io_done import FINISHED_KEY, STARTED_KEY
 
 POLL = 0.002  # seconds between queue-length polls while draining
 RSS_EVERY = 0.25  # seconds between RSS samples
@@ -43,6 +52,8 @@ class Settings:
     max_drain_seconds: float
     logs: Path
     drain_runs: int = 3  # drains per system; the median is reported (noise on a shared machine is large)
+    io: bool = False  # the I/O-bound drain instead of the no-op one
+    io_seconds: float = 0.05  # what each I/O job awaits
 
 
 @dataclass
@@ -64,6 +75,9 @@ class Result:
     latency_p99_ms: float | None = None
     latency_count: int = 0
     peak_rss_mib: float | None = None
+    in_flight: int | None = None  # the I/O drain: jobs the worker may await at once
+    cpu_us_per_job: float | None = None  # the I/O drain: the worker's CPU time (user + sys) over the drain / jobs
+    cpu_us_per_job_runs: list[float] = field(default_factory=list)  # per drain; cpu_us_per_job is their median
     notes: list[str] = field(default_factory=list)
     error: str | None = None
 
@@ -91,13 +105,19 @@ class Runner:
         # nothing of the caller's kiq/Redis settings may leak into a measured process
         env = {k: v for k, v in os.environ.items() if not k.startswith(("KIQ_", "REDIS_", "RUBYOPT"))}
         env.update(PYTHONPATH=str(self.tools.root), BENCH_REDIS_URL=self.tools.redis_url, **system.env(self.tools))
+        env["BENCH_IO_SECONDS"] = repr(self.settings.io_seconds)  # what the I/O drain's jobs await
         return env
 
     def run(self, system: System) -> Result:
-        result = Result(system.name, system.label, system.concurrency, jobs=self.settings.jobs)
+        concurrency = system.concurrency.replace("{n}", f"{self.tools.io_concurrency:,}")
+        result = Result(system.name, system.label, concurrency, jobs=self.settings.jobs)
         self.settings.logs.mkdir(parents=True, exist_ok=True)
         try:
-            self._run(system, result)
+            if self.settings.io:
+                result.in_flight = system.in_flight or self.tools.io_concurrency
+                self._run_io(system, result)
+            else:
+                self._run(system, result)
         except BenchError as exc:
             result.error = str(exc)
         finally:
@@ -128,26 +148,28 @@ class Runner:
             if queued != settings.jobs:
                 raise BenchError(f"after the bulk push {system.queue_key} holds {queued} jobs, not {settings.jobs}")
             log_path = settings.logs / f"{system.name}.log"
-            with log_path.open("wb") as log:
-                worker = subprocess.Popen(
-                    system.worker(self.tools), cwd=self.tools.root, env=self.environment(system),
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                )  # fmt: skip
-                try:
-                    self.drain(system, worker, result, log_path)
-                    assert result.drain_rate is not None and result.drain_seconds is not None
-                    result.drain_rates.append(result.drain_rate)
-                    # a slow system's drain is long enough to be steady: once is enough (and saves minutes)
-                    last = last or result.drain_seconds > SLOW_DRAIN_SECONDS
-                    if last:
-                        self.latency(system, worker, result, log_path)
-                    self.check_failures(system, log_path)
-                finally:
-                    self.stop(worker)
+            worker = self.start_worker(system, log_path)
+            try:
+                self.drain(system, worker, result, log_path)
+                assert result.drain_rate is not None and result.drain_seconds is not None
+                result.drain_rates.append(result.drain_rate)
+                # a slow system's drain is long enough to be steady: once is enough (and saves minutes)
+                last = last or result.drain_seconds > SLOW_DRAIN_SECONDS
+                if last:
+                    self.latency(system, worker, result, log_path)
+                self.check_failures(system, log_path)
+            finally:
+                self.stop(worker)
             if last:
                 break
+        self._medians(result, bulk_rates)
+
+    def _medians(self, result: Result, bulk_rates: list[float]) -> None:
+        settings = self.settings
         result.drain_rate = statistics.median(result.drain_rates)
         result.push_bulk_rate = statistics.median(bulk_rates)
+        if result.cpu_us_per_job_runs:
+            result.cpu_us_per_job = statistics.median(result.cpu_us_per_job_runs)
         if result.settled_rates:
             result.settled_rate = statistics.median(result.settled_rates)
             result.notes.append(
@@ -159,7 +181,37 @@ class Runner:
             runs = len(result.drain_rates)
             result.notes.append(f"drain and push bulk: medians of {runs} runs (drain {low:,.0f} to {high:,.0f} jobs/s)")
 
+    def _run_io(self, system: System, result: Result) -> None:
+        """The I/O-bound drain: a bulk push, then the drain timed to the last job finished, ``drain_runs`` times."""
+        settings = self.settings
+        bulk_rates: list[float] = []
+        for run in range(settings.drain_runs):
+            self._reset(system)
+            bulk = self.push(system, "bulk", settings.jobs)
+            result.version = bulk["version"]
+            bulk_rates.append(settings.jobs / bulk["seconds"])
+            if run == 0 and bulk["note"]:
+                result.notes.append(bulk["note"])
+            queued = self.queue_length(system)
+            if queued != settings.jobs:
+                raise BenchError(f"after the bulk push {system.queue_key} holds {queued} jobs, not {settings.jobs}")
+            log_path = settings.logs / f"{system.name}.log"
+            worker = self.start_worker(system, log_path)
+            try:
+                self.io_drain(system, worker, result, log_path)
+                self.check_failures(system, log_path)
+            finally:
+                self.stop(worker)
+        self._medians(result, bulk_rates)
+
     # -- phases ---------------------------------------------------------------------------------------
+    def start_worker(self, system: System, log_path: Path) -> subprocess.Popen[bytes]:
+        with log_path.open("wb") as log:  # the child keeps its own descriptor
+            return subprocess.Popen(
+                system.worker(self.tools), cwd=self.tools.root, env=self.environment(system),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+
     def push(self, system: System, mode: str, count: int) -> dict[str, Any]:
         args = [*system.pusher(self.tools), mode, str(count), "--rate", str(self.settings.latency_rate)]
         output = self._check_call(system, args, f"push {mode}")
@@ -181,12 +233,15 @@ class Runner:
                 settle.kill()
                 settle.wait()
 
-    def _wait_first_taken(self, system: System, worker: subprocess.Popen[bytes], log: Path) -> tuple[float, float]:
-        """Poll until the queue is shorter than it was filled: (perf_counter, epoch) of that poll."""
+    def _wait_first_taken(
+        self, system: System, worker: subprocess.Popen[bytes], log: Path, started: Callable[[], bool] | None = None
+    ) -> tuple[float, float]:
+        """Poll until the queue is shorter than it was filled (or ``started()``): (perf_counter, epoch) of that
+        poll."""
         boot_deadline = time.monotonic() + BOOT_TIMEOUT
         while True:
             polled_at, polled_wall = time.perf_counter(), time.time()
-            if self.queue_length(system) < self.settings.jobs:
+            if self.queue_length(system) < self.settings.jobs or (started is not None and started()):
                 return polled_at, polled_wall
             if worker.poll() is not None:
                 raise BenchError(f"the worker exited with {worker.returncode} before taking a job: {_tail(log)}")
@@ -195,13 +250,20 @@ class Runner:
             time.sleep(POLL / 2)  # finer while waiting for the first job: its time starts the clock
 
     def _clock_drain(
-        self, system: System, worker: subprocess.Popen[bytes], result: Result, log: Path, started: float
+        self,
+        system: System,
+        worker: subprocess.Popen[bytes],
+        result: Result,
+        log: Path,
+        started: float,
+        left: Callable[[], int] | None = None,
     ) -> None:
+        """Poll until ``left()`` (default: the queue's length) is 0; the drain's time, rate and peak RSS."""
         peak_rss = procs.rss_kib(worker.pid)
         next_rss = started + RSS_EVERY
         while True:
             now = time.perf_counter()
-            remaining = self.queue_length(system)
+            remaining = self.queue_length(system) if left is None else left()
             if remaining == 0:
                 break
             if now - started > self.settings.max_drain_seconds:
@@ -220,6 +282,24 @@ class Runner:
         result.drain_rate = result.drained / result.drain_seconds
         peak_mib = max(peak_rss, procs.peak_rss_kib(worker.pid)) / 1024
         result.peak_rss_mib = max(result.peak_rss_mib or 0.0, peak_mib)  # the largest over repeated drains
+
+    def io_drain(self, system: System, worker: subprocess.Popen[bytes], result: Result, log: Path) -> None:
+        """From the first job taken or started to the last one finished, by the jobs' own counters."""
+        started, _ = self._wait_first_taken(system, worker, log, started=lambda: self._counter(STARTED_KEY) > 0)
+        cpu_before = _cpu_seconds(worker.pid)
+
+        def unfinished() -> int:
+            return max(0, self.settings.jobs - self._counter(FINISHED_KEY))
+
+        self._clock_drain(system, worker, result, log, started, left=unfinished)
+        cpu = _cpu_seconds(worker.pid) - cpu_before
+        assert result.drain_rate is not None
+        result.drain_rates.append(result.drain_rate)
+        if result.drained:
+            result.cpu_us_per_job_runs.append(cpu / result.drained * 1e6)
+
+    def _counter(self, key: str) -> int:
+        return int(self.redis.get(key) or 0)
 
     def _start_settle(self, system: System) -> subprocess.Popen[str] | None:
         if system.settle is None:
@@ -297,6 +377,19 @@ class Runner:
         if done.returncode != 0:
             raise BenchError(f"{what} failed ({done.returncode}): {done.stderr[-1500:]}")
         return done.stdout
+
+
+def _cpu_seconds(root: int) -> float:
+    """User + system CPU time of ``root``'s process tree (its live processes) from /proc, in seconds."""
+    ticks = 0
+    for pid in procs.tree(root):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()  # after comm, which may hold spaces: state is fields[0]
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime (the 14th and 15th of the whole line)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _tail(log: Path, chars: int = 1500) -> str:

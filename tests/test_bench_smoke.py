@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bench import procs, report
 from bench.runner import percentile
-from bench.systems import BY_NAME, Toolchain
+from bench.systems import BY_NAME, IO_BY_NAME, Toolchain
 
 
 def _result(system: str, label: str, drain: float, p50: float, **extra: object) -> dict[str, object]:
@@ -67,3 +67,35 @@ def test_tracking_runs_in_its_own_schema() -> None:
     env = BY_NAME["kiq_tracking"].env(tools)
     assert env["KIQ_TRACKING_DATABASE_URL"] == "postgresql+psycopg://u:p@h/db?options=-csearch_path%3Dkiq_bench"
     assert BY_NAME["kiq_otel"].worker(tools)[-2:] == ["--fetch", "reliable"]
+
+
+def _io_run(*results: dict[str, object]) -> dict[str, object]:
+    settings = {"jobs": 20_000, "io_seconds": 0.05}
+    return {"kind": "io", "command": "c", "date": "d", "machine": {}, "settings": settings, "results": list(results)}
+
+
+def test_io_table_gives_ratios_to_the_best_peer_the_ceiling_and_the_targets() -> None:
+    run = _io_run(
+        _result("kiq_io", "kiq async", 15000.0, 0.0, in_flight=1000, cpu_us_per_job=50.0),
+        _result("taskiq_io", "taskiq", 3000.0, 0.0, in_flight=1000, cpu_us_per_job=300.0),
+        _result("arq_io", "arq", 1500.0, 0.0, in_flight=1000, cpu_us_per_job=600.0),
+        _result("dramatiq_io", "Dramatiq", 0.0, 0.0, error="the worker exited with 1"),
+    )
+    text = report.markdown(run)
+    kiq_row = next(line for line in text.splitlines() if line.startswith("| kiq async"))
+    assert "| 5.00x | 75% of 20,000 |" in kiq_row
+    assert "| 0.50x |" in next(line for line in text.splitlines() if line.startswith("| arq"))
+    assert "15,000 / 3,000 (taskiq) = **5.00x**: met" in text
+    assert "kiq async **15,000** jobs/s: met" in text
+    assert "- Dramatiq: the worker exited with 1" in text
+
+
+def test_io_systems_await_the_runs_concurrency() -> None:
+    tools = Toolchain(Path("."), "redis://x", "py", "py", "postgresql://", "s", False, io_concurrency=500)
+    assert IO_BY_NAME["kiq_io"].worker(tools)[-2:] == ["-a", "500"]
+    assert "-a" not in IO_BY_NAME["kiq_io_default"].worker(tools)  # kiq's default: 200
+    assert IO_BY_NAME["arq_io"].env(tools) == {"BENCH_IO_CONCURRENCY": "500"}
+    taskiq = IO_BY_NAME["taskiq_io"].worker(tools)
+    assert taskiq[taskiq.index("--max-async-tasks") + 1] == "500"
+    dramatiq = IO_BY_NAME["dramatiq_io"].worker(tools)
+    assert dramatiq[dramatiq.index("--threads") + 1] == "500"

@@ -2,6 +2,8 @@
 
 Every worker runs one process with 10 concurrent jobs where the system has that (RQ has no thread pool),
 logs at WARNING, and is timed by the harness from outside (bench/runner.py), never by its own counters.
+``IO_SYSTEMS`` are the I/O-bound drain's (``--io``): async jobs that each await 50 ms, one worker process per
+system, every one allowed the same number of jobs in flight (``--io-concurrency``, 1,000 by default).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class Toolchain:
     tracking_url: str  # the database; the run uses its own schema in it, reset before the tracking system runs
     tracking_schema: str
     yjit: bool
+    io_concurrency: int = 1000  # the I/O drain: jobs every system awaits at once
 
     @property
     def tracking_url_in_schema(self) -> str:
@@ -48,13 +51,14 @@ class System:
     queue_key: str  # what the harness polls (LLEN, or ZCARD when queue_is_zset)
     env: EnvFor = field(default=lambda tools: {})
     failure_keys: tuple[str, ...] = ()  # where failed jobs would land; checked empty after the run
-    concurrency: str = f"{CONCURRENCY} threads"
+    concurrency: str = f"{CONCURRENCY} threads"  # "{n}": the I/O drain's concurrency (Toolchain.io_concurrency)
     setup: Command | None = None  # run before the system's first push
     # + COUNT TIMEOUT: started with the worker; after a line on stdin, waits until COUNT jobs' side effects are
     # stored elsewhere (the tracking database) and prints {"at": epoch seconds, "finished": n}; the drain is then
     # also timed to that point ("settled")
     settle: Command | None = None
     queue_is_zset: bool = False
+    in_flight: int | None = None  # the I/O drain: jobs the worker awaits at once, when not Toolchain.io_concurrency
 
 
 def _kiq(name: str, label: str, *worker_args: str, env: EnvFor = lambda tools: {}, **kwargs: Command) -> System:
@@ -76,11 +80,12 @@ def _kiq(name: str, label: str, *worker_args: str, env: EnvFor = lambda tools: {
 
 def _peer(name: str, label: str, module: str, worker: list[str], queue_key: str, **kwargs: object) -> System:
     """``worker``: the command after the peer venv's script or ``python`` (the first word), with
-    ``{url}`` for the Redis URL."""
+    ``{url}`` for the Redis URL and ``{n}`` for the I/O drain's concurrency."""
 
     def command(t: Toolchain) -> list[str]:
         program = t.peer_python if worker[0] == "python" else t.peer_script(worker[0])
-        return [program, *(word.replace("{url}", t.redis_url) for word in worker[1:])]
+        words = (word.replace("{url}", t.redis_url).replace("{n}", str(t.io_concurrency)) for word in worker[1:])
+        return [program, *words]
 
     return System(
         name=name,
@@ -165,3 +170,59 @@ SYSTEMS: list[System] = [
 
 BY_NAME = {system.name: system for system in SYSTEMS}
 BASELINE = "sidekiq"
+
+
+# -- the I/O-bound drain (``--io``): async jobs that each await 50 ms, every system at the same concurrency -------
+def _kiq_io(name: str, label: str, concurrency: str, *async_args: str, in_flight: int | None = None) -> System:
+    def worker(t: Toolchain) -> list[str]:
+        command = [t.kiq_python, "-m", "kiq.cli", "worker", "-r", "bench.systems.kiq_io", "-c", str(CONCURRENCY)]
+        return [*command, "--redis-url", t.redis_url, *(a.replace("{n}", str(t.io_concurrency)) for a in async_args)]
+
+    return System(
+        name=name,
+        label=label,
+        worker=worker,
+        pusher=lambda t: [t.kiq_python, "-m", "bench.systems.common", "bench.systems.kiq_io"],
+        queue_key="queue:default",
+        env=lambda t: {"KIQ_REDIS_URL": t.redis_url, "KIQ_LOG_LEVEL": "WARNING"},
+        failure_keys=("retry", "dead"),
+        concurrency=concurrency,
+        in_flight=in_flight,
+    )
+
+
+N = "{n}"  # replaced by the run's --io-concurrency
+IO_SYSTEMS: list[System] = [
+    _kiq_io("kiq_io", "kiq async", f"{N} coroutines (-a {N})", "-a", N),
+    _kiq_io("kiq_io_default", "kiq async, default -a", "200 coroutines (default -a)", in_flight=200),
+    _peer(
+        "arq_io",
+        "arq",
+        "arq_io",
+        ["python", "-m", "bench.systems.arq_io"],
+        "arq:queue",
+        env=lambda t: {"BENCH_IO_CONCURRENCY": str(t.io_concurrency)},
+        concurrency=f"{N} coroutines (max_jobs)",
+        queue_is_zset=True,
+    ),
+    _peer(
+        "taskiq_io",
+        "taskiq",
+        "taskiq_io",
+        f"taskiq worker bench.systems.taskiq_io:broker --workers 1 --max-async-tasks {N} --max-prefetch 0 "
+        "--log-level WARNING".split(),
+        "taskiq",
+        concurrency=f"{N} coroutines (--max-async-tasks)",
+    ),
+    _peer(
+        "dramatiq_io",
+        "Dramatiq (AsyncIO)",
+        "dramatiq_io",
+        ["dramatiq", "bench.systems.dramatiq_io", "--processes", "1", "--threads", N],
+        "dramatiq:default",
+        env=lambda t: {"BENCH_IO_CONCURRENCY": str(t.io_concurrency)},  # its connection pool's size
+        failure_keys=("dramatiq:default.DQ", "dramatiq:default.XQ"),
+        concurrency=f"{N} threads, 1 event loop",
+    ),
+]
+IO_BY_NAME = {system.name: system for system in IO_SYSTEMS}
