@@ -8,6 +8,7 @@ limiter plugin's middleware turns that into a reschedule of the job with a backo
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
@@ -100,21 +101,48 @@ class Limiter:
 
     def acquire(self) -> Lease:
         """Room for one, waiting up to ``wait_timeout`` seconds; ``OverLimit`` when there is none by then."""
-        redis = (self.config or kiq.default_config()).redis
-        script = redis.register_script(self.script)
+        config = self.config or kiq.default_config()
+        script = config.redis.register_script(self.script)
         deadline = time.monotonic() + self.wait_timeout
         while True:
             token = kiq.new_jid()
-            granted, secs, micros, wait_ms = script(keys=[self.key, REGISTRY], args=self.script_args(token))
-            if granted:
-                return Lease(self, int(secs) + int(micros) / 1_000_000, token, redis)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise OverLimit(self)
-            time.sleep(min(left, int(wait_ms) / 1000))
+            granted = self._granted(script(keys=[self.key, REGISTRY], args=self.script_args(token)), token, deadline)
+            if isinstance(granted, Lease):
+                return granted
+            time.sleep(granted)
+
+    async def acquire_async(self) -> Lease:
+        """``acquire`` for an ``async def`` job (``async with limiter:``): it waits without blocking the event loop."""
+        config = self.config or kiq.default_config()
+        script = kiq.AsyncClient(config).redis.register_script(self.script)
+        deadline = time.monotonic() + self.wait_timeout
+        while True:
+            token = kiq.new_jid()
+            reply = await script(keys=[self.key, REGISTRY], args=self.script_args(token))
+            granted = self._granted(reply, token, deadline)
+            if isinstance(granted, Lease):
+                return granted
+            await asyncio.sleep(granted)
+
+    def _granted(self, reply: Any, token: str, deadline: float) -> Lease | float:
+        """The script's answer: the lease, or how long to wait before asking again (``OverLimit`` past the deadline).
+        A lease is given back on the sync client: one fast command, also from an event loop."""
+        granted, secs, micros, wait_ms = reply
+        if granted:
+            redis = (self.config or kiq.default_config()).redis
+            return Lease(self, int(secs) + int(micros) / 1_000_000, token, redis)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise OverLimit(self)
+        return float(min(left, int(wait_ms) / 1000))
 
     def __enter__(self) -> Lease:
-        lease = self.acquire()
+        return self._hold(self.acquire())
+
+    async def __aenter__(self) -> Lease:
+        return self._hold(await self.acquire_async())
+
+    def _hold(self, lease: Lease) -> Lease:
         _held.set((*_held.get(), lease))
         return lease
 
@@ -123,6 +151,9 @@ class Limiter:
         index = max(i for i, lease in enumerate(held) if lease.limiter is self)
         _held.set(held[:index] + held[index + 1 :])
         held[index].release()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.__exit__(*exc_info)
 
     def __repr__(self) -> str:
         return f"<{self.describe()}>"

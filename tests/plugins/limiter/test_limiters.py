@@ -3,6 +3,8 @@ real), waits up to ``wait_timeout`` for room and then raises ``OverLimit``, and 
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import threading
 import time
 
@@ -121,3 +123,44 @@ def test_limiter_keys_expire_when_unused(config: kiq.Config, r: redis.Redis) -> 
     for key in ("kiq:limiter:window:w", "kiq:limiter:bucket:b"):
         assert 0 < r.pttl(key) <= 5000
     assert not r.exists("kiq:limiter:concurrent:c")  # its holder left: nothing to keep
+
+
+def test_async_with_waits_for_room_without_blocking_the_event_loop(config: kiq.Config) -> None:
+    one = concurrent("async-api", 1, wait_timeout=5, config=config)
+    spans: list[tuple[float, float]] = []
+    ticks: list[float] = []
+
+    async def holder() -> None:
+        async with one:
+            started = time.monotonic()
+            await asyncio.sleep(0.1)
+            spans.append((started, time.monotonic()))
+
+    async def ticker() -> None:  # runs on the same loop while the holders wait
+        for _ in range(20):
+            ticks.append(time.monotonic())
+            await asyncio.sleep(0.01)
+
+    async def main() -> None:
+        try:
+            await asyncio.gather(holder(), holder(), holder(), ticker())
+        finally:
+            await kiq.AsyncClient(config).close()
+
+    asyncio.run(main())
+    spans.sort()
+    assert len(spans) == 3
+    assert all(earlier[1] <= later[0] for earlier, later in itertools.pairwise(spans))  # one at a time
+    assert max(b - a for a, b in itertools.pairwise(ticks)) < 0.09  # the loop never stalled on a waiting holder
+    assert config.redis.zcard("kiq:limiter:concurrent:async-api") == 0
+    with pytest.raises(OverLimit):
+
+        async def over() -> None:
+            try:
+                first, second = (concurrent("async-api", 1, wait_timeout=w, config=config) for w in (0, 0.2))
+                async with first, second:  # the second waits 0.2 s for the slot the first holds
+                    pass
+            finally:
+                await kiq.AsyncClient(config).close()
+
+        asyncio.run(over())
