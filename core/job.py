@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, TypeVar
 
+from . import sink
 from .client import Arity, Client, refuse_near_misses
 from .errors import ConfigError
 from .job_registry import registry, wire_name
@@ -87,6 +88,14 @@ def _is_async(function: Any, what: str) -> bool:
     return inspect.iscoroutinefunction(function)
 
 
+class _CapturedJobs:
+    """``MyJob.jobs``: the jobs of this class that ``kiq.testing.fake()`` captured (``[]`` outside it)."""
+
+    def __get__(self, instance: Any, owner: type[Job]) -> list[dict[str, Any]]:
+        current = sink.current
+        return [] if current is None else current.jobs_of(owner.kiq_name)
+
+
 class _AsyncPushes:
     """``MyJob.aio``: the class's pushes for asyncio code (``await MyJob.aio.perform_async(...)``)."""
 
@@ -110,6 +119,7 @@ class Job:
     _kiq_arity: ClassVar[Arity | None] = None  # what a push must give perform (kiq.client checks it)
     _kiq_async: ClassVar[bool] = False  # perform is an async def: the worker awaits it on its event loop
     aio: ClassVar[_AsyncPushes] = _AsyncPushes()
+    jobs: ClassVar[_CapturedJobs] = _CapturedJobs()
 
     jid: str
     job: dict[str, Any]
@@ -299,6 +309,11 @@ class JobFunction(Generic[P, R]):
 
     def perform_bulk(self, args: Iterable[list[Any]], batch_size: int = 1000) -> list[str | None]:
         return self.job_class.perform_bulk(args, batch_size)
+
+    @property
+    def jobs(self) -> list[dict[str, Any]]:
+        """The captured jobs of this function (``kiq.testing.fake()``)."""
+        return self.job_class.jobs
 
     @property
     def aio(self) -> AsyncJobSetter:

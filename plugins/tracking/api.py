@@ -25,5 +25,10 @@ def create_task(
 
 
 def message(job: Job | str, text: str) -> None:
-    """``Tracker.message`` on the default config (inside a job: the worker's)."""
-    tracker_for().message(job, text)
+    """``Tracker.message`` on the default config (inside a job: the worker's). Nothing happens where that config
+    does not track (a unit test calling ``perform``, ``kiq.testing``, a worker without the plugin): a progress
+    message never opens a tracking database of its own."""
+    config = default_config()
+    plugin = config.plugins.find(TrackingPlugin)
+    if plugin is not None:
+        plugin.tracker(config).message(job, text)
