@@ -47,6 +47,8 @@ class Config:
     embedded_dir: str
     concurrency: int
     async_concurrency: int
+    processes: int
+    max_memory_mb: int
     queues: Queues
     timeout: float
     job_timeout: float

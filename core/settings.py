@@ -151,6 +151,13 @@ class Setting:
         return cls(name, default, as_str_list, help)
 
 
+def as_processes(raw: Any) -> int:
+    """``processes``: a count >= 0, or ``auto`` (0: one per core, counted when the worker starts)."""
+    if isinstance(raw, str) and raw.strip().lower() == "auto":
+        return 0
+    return as_int(0)(raw)
+
+
 DAY = 24 * 60 * 60
 
 CORE_SETTINGS = [
@@ -158,6 +165,8 @@ CORE_SETTINGS = [
     Setting.text("embedded_dir", ".kiq", "where the embedded Redis keeps its socket and data"),
     Setting.integer("concurrency", 10, 1, "processor threads per worker process"),
     Setting.integer("async_concurrency", 200, 1, "async jobs each capsule's event loop awaits at once"),
+    Setting("processes", 1, as_processes, "worker processes kiq worker forks (a swarm); 0 or auto: one per core"),
+    Setting.integer("max_memory_mb", 0, 0, "a swarm child using more memory is stopped and replaced; 0: no limit"),
     Setting("queues", [("default", 0)], as_queues, "queues to fetch from, 'name' or 'name,weight'"),
     Setting.number("timeout", 25.0, 0, "seconds a stop waits for running jobs before requeueing them"),
     Setting.number("job_timeout", 0.0, 0, "seconds a job may run before kiq.JobTimeout interrupts it; 0: no limit"),

@@ -14,6 +14,7 @@ import redis
 import kiq
 import kiq.api
 from kiq.redis import EmbeddedRedis
+from kiq.server.launcher import SECOND_STOP_AFTER
 from tests.jobs.basic import AppendToFile, Record, Sleepy
 from tests.support import FAST, WorkerProcess, identity_of, raw_redis, wait_until
 
@@ -100,7 +101,10 @@ def test_a_second_term_requeues_the_running_job_and_exits_at_once(
     worker = start_worker("-r", "tests.jobs.basic", "-t", "25", env=FAST)
     wait_until(lambda: r.llen("started") == 1, 30, message="the long job to start")
     worker.signal(signal.SIGTERM)
+    worker.signal(signal.SIGTERM)  # the same stop delivered twice at once (Ctrl-C to a process group): one stop
     wait_until(lambda: "shutting down" in worker.output(), 10, message="the stop to begin")
+    time.sleep(SECOND_STOP_AFTER + 0.2)
+    assert worker.proc.poll() is None and "stopping now" not in worker.output()
     started = time.monotonic()
     worker.signal(signal.SIGINT)  # an impatient operator's Ctrl-C
     assert worker.wait(10) == 0

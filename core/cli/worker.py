@@ -1,9 +1,5 @@
-"""``kiq worker``: load the settings, import the jobs, run a Launcher, and turn signals into its actions.
-
-Signal handlers do no work: the C-level handler writes the signal number into a pipe (``signal.set_wakeup_fd``)
-and the main thread reads it and acts (Launcher.handle_signal); remote signals from the heartbeat are written into
-the same pipe.
-"""
+"""``kiq worker``: load the settings, import the jobs, then run one worker process (kiq.server.swarm.serve) or a
+swarm of them (``-p N``, kiq.server.swarm.Swarm)."""
 
 from __future__ import annotations
 
@@ -11,8 +7,6 @@ import argparse
 import importlib
 import logging
 import os
-import select
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,8 +15,7 @@ from ..config import Config, enter_server_mode
 from ..errors import ConfigError
 from ..job_registry import registry
 from ..logging import setup_logging
-from ..server.launcher import WORKER_SIGNALS, Launcher
-from ..version import __version__
+from ..server.swarm import Swarm, serve
 
 log = logging.getLogger("kiq")
 
@@ -50,6 +43,9 @@ def add_worker_command(commands: argparse._SubParsersAction[Any]) -> None:
     )
     worker.add_argument("-c", "--concurrency", type=int, help="processor threads (default 10)")
     worker.add_argument(
+        "-p", "--processes", help="worker processes to fork (a swarm); 0 or auto: one per core (default 1)"
+    )
+    worker.add_argument(
         "-a", "--async-concurrency", type=int, help="async jobs each capsule's event loop awaits at once (default 200)"
     )
     worker.add_argument("-t", "--timeout", type=float, help="seconds a stop waits for running jobs (default 25)")
@@ -75,6 +71,7 @@ def worker_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "queues": args.queues,
         "concurrency": args.concurrency,
         "async_concurrency": args.async_concurrency,
+        "processes": args.processes,
         "timeout": args.timeout,
         "fetch": args.fetch,
         "plugins": [name for names in args.plugins for name in names.split(",") if name] if args.plugins else None,
@@ -99,20 +96,10 @@ def run_worker(args: argparse.Namespace) -> int:
             "that define the jobs (kiq.Job subclasses or @kiq.job functions)"
         )
     setup_logging(config.log_level, config.log_format)  # a configure_server callback may have changed them
-    with SignalPipe() as signals:
-        launcher = Launcher(config, signal_sink=signals.send)
-        log.info(
-            "kiq %s starting: identity=%s concurrency=%d queues=%s fetch=%s redis=%s jobs=%d",
-            __version__, launcher.identity, config.concurrency,
-            ",".join(f"{name},{weight}" if weight else name for name, weight in config.queues),
-            config.fetch, config.redis_url or f"embedded ({config.embedded_dir})", len(registry.names()),
-        )  # fmt: skip
-        launcher.run()
-        while not launcher.done.is_set():
-            for name in signals.wait(timeout=0.2):
-                log.info("got %s", name)
-                launcher.handle_signal(name)
-        return 0
+    processes = config.processes or os.cpu_count() or 1
+    if processes > 1 or config.max_memory_mb:  # a memory limit needs a parent to replace the worker
+        return Swarm(config, processes).run()
+    return serve(config)
 
 
 def import_required(names: list[str]) -> None:
@@ -159,55 +146,3 @@ def _module_name(name: str, cwd: Path) -> str:
     if not parts:
         raise ConfigError(f"-r {name}: name a module, file or package directory, not the project root")
     return ".".join(parts)
-
-
-class SignalPipe:
-    """The self-pipe: the C-level handler writes the signal number into a pipe (``signal.set_wakeup_fd``) and
-    the main thread reads it and acts, so no work runs inside a signal handler. Remote signals from the
-    heartbeat are written into the same pipe."""
-
-    def __init__(self) -> None:
-        self.read_fd, self.write_fd = os.pipe()
-        for fd in (self.read_fd, self.write_fd):
-            os.set_blocking(fd, False)
-        self._previous: dict[int, Any] = {}
-        self._previous_wakeup = -1
-
-    def __enter__(self) -> SignalPipe:
-        self._previous_wakeup = signal.set_wakeup_fd(self.write_fd, warn_on_full_buffer=False)
-        for name in WORKER_SIGNALS:
-            signum = getattr(signal, f"SIG{name}", None)
-            if signum is not None:
-                self._previous[signum] = signal.signal(signum, _ignore)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-        signal.set_wakeup_fd(self._previous_wakeup)
-        os.close(self.read_fd)
-        os.close(self.write_fd)
-
-    def send(self, name: str) -> None:
-        """Deliver a signal by name (from another thread), as if the process had received it."""
-        signum = getattr(signal, f"SIG{name}", None)
-        if name not in WORKER_SIGNALS or signum is None:
-            log.warning("ignoring unknown signal %r", name)
-            return
-        try:
-            os.write(self.write_fd, bytes([signum]))
-        except BlockingIOError:
-            log.warning("signal pipe full; dropped %s", name)
-
-    def wait(self, timeout: float | None = None) -> list[str]:
-        """Block until signals arrive (at most ``timeout`` s); their names in order."""
-        select.select([self.read_fd], [], [], timeout)
-        try:
-            data = os.read(self.read_fd, 64)
-        except BlockingIOError:
-            return []
-        return [signal.Signals(signum).name[3:] for signum in data if signum in self._previous]
-
-
-def _ignore(signum: int, frame: object) -> None:
-    """The Python-level handler: nothing to do, the wakeup fd already carries the signal to the main loop."""

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, KiqError
 from ..fetcher import Capsule
+from ..job_registry import registry
 from ..keys import PROCESS_TTL, PROCESSES, STATS_TTL, signals_key, stat_key, work_key
 from ..payload import dumps, new_jid
 from ..version import __version__
@@ -44,6 +45,7 @@ def make_identity() -> str:
 # What a signal asks of a worker, whether it comes from the OS or from the API through the heartbeat
 # (Sidekiq's set, plus HUP: a closed terminal stops the worker gracefully instead of killing it mid-job).
 STOP_SIGNALS = ("INT", "TERM", "HUP")
+SECOND_STOP_AFTER = 1.0  # seconds: a stop signal this long after the first cuts the stop short
 WORKER_SIGNALS = (*STOP_SIGNALS, "TSTP", "TTIN")
 
 
@@ -54,8 +56,14 @@ class Launcher:
     heartbeat; the CLI routes it to its main loop. The default is ``handle_signal``, right away.
     """
 
-    def __init__(self, config: Config, signal_sink: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        signal_sink: Callable[[str], None] | None = None,
+        swarm: tuple[int, int | None] | None = None,
+    ) -> None:
         self.config = config
+        self.swarm = swarm  # (parent pid, index) of a swarm's child (kiq.server.swarm)
         self.identity = make_identity()
         config.identity = self.identity
         self.capsules: list[Capsule] = capsules_for(config, self.identity)
@@ -71,10 +79,26 @@ class Launcher:
         self._heartbeat: threading.Thread | None = None
         self._poller: Poller | None = None
         self._stopped = False
+        self._stop_began = 0.0
         self._cut_short = threading.Event()  # a second TERM: requeue the running jobs now
         self.done = threading.Event()  # set when a stop has finished
 
     # -- lifecycle ------------------------------------------------------------------------------------
+    @property
+    def stopping(self) -> bool:
+        return self._stopped
+
+    def announce(self) -> None:
+        """The start line: who, what from where."""
+        config = self.config
+        log.info(
+            "kiq %s starting: identity=%s concurrency=%d queues=%s fetch=%s redis=%s jobs=%d%s",
+            __version__, self.identity, config.concurrency,
+            ",".join(f"{name},{weight}" if weight else name for name, weight in config.queues),
+            config.fetch, config.redis_url or f"embedded ({config.embedded_dir})", len(registry.names()),
+            "" if self.swarm is None else f" swarm_parent={self.swarm[0]} swarm_index={self.swarm[1]}",
+        )  # fmt: skip
+
     def run(self) -> None:
         """Run the plugins' ``kiq_check`` (a ConfigError stops the start here), fire ``kiq_startup``, then start the
         heartbeat, the poller and the processors; returns at once."""
@@ -112,6 +136,7 @@ class Launcher:
         if self._stopped:
             return
         self._stopped = True
+        self._stop_began = time.monotonic()
         deadline = time.monotonic() + self.config.timeout
         self.quiet()
         log.info("shutting down: waiting up to %.1f s for running jobs", self.config.timeout)
@@ -254,6 +279,7 @@ class Launcher:
             "version": __version__,
             "embedded": False,
             "heartbeat_interval": self.config.heartbeat_interval,
+            **({} if self.swarm is None else {"swarm_parent": self.swarm[0], "swarm_index": self.swarm[1]}),
         }
 
     def info_json(self) -> str:
@@ -267,7 +293,10 @@ class Launcher:
         TSTP: quiet, TTIN: thread dump."""
         if name in STOP_SIGNALS:
             if self._stopped:
-                self.stop_now()
+                # the same stop can arrive twice at once: Ctrl-C or systemd signal a swarm's parent and children
+                # together, and the parent passes it on; only a later one means "now"
+                if time.monotonic() - self._stop_began > SECOND_STOP_AFTER:
+                    self.stop_now()
             else:
                 threading.Thread(target=self.stop, name="kiq-stop", daemon=True).start()
         elif name == "TSTP":

@@ -1,0 +1,178 @@
+"""Running worker processes: ``serve`` runs one (a Launcher until it is stopped); a ``Swarm`` forks ``processes``
+children after the app was imported (copy-on-write, Sidekiq Enterprise's swarm) and supervises them.
+
+Each child is a full worker with its own identity in the process registry (its ``info`` names its parent and its
+index). The parent restarts a child that dies (with a backoff that grows while children keep dying young, logged),
+replaces a child whose memory grew past ``max_memory_mb`` (stopped gracefully first), and passes signals on: TERM,
+INT and HUP stop every child within ``timeout`` (a second one cuts it short), TSTP quiets them, TTIN dumps their
+threads. A child that exits by itself with status 0 (stopped from the API or Sidekiq's Web UI) is not replaced;
+when no child is left the parent exits. Children stop gracefully when the parent is gone (``PR_SET_PDEATHSIG``, and
+a check of the parent pid each loop), so a killed parent leaves no orphan fetching jobs; with reliable fetch even
+``kill -9`` of the whole tree loses no job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+
+from ..config import Config
+from .launcher import STOP_SIGNALS, Launcher
+from .signals import SignalPipe
+
+log = logging.getLogger("kiq")
+
+YOUNG = 10.0  # seconds: a child that dies younger counts toward a growing restart delay
+MAX_RESTART_DELAY = 30.0
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def serve(config: Config, parent: int | None = None, index: int | None = None) -> int:
+    """Run a worker in this process until a stop signal (or, in a swarm's child, the parent's end) ends it."""
+    with SignalPipe() as signals:
+        launcher = Launcher(config, signal_sink=signals.send, swarm=None if parent is None else (parent, index))
+        launcher.announce()
+        launcher.run()
+        while not launcher.done.is_set():
+            for name in signals.wait(timeout=0.2):
+                log.info("got %s", name)
+                launcher.handle_signal(name)
+            if parent is not None and os.getppid() != parent and not launcher.stopping:
+                log.warning("the swarm's parent %d is gone: stopping", parent)
+                launcher.handle_signal("TERM")
+        return 0
+
+
+@dataclass
+class Child:
+    index: int
+    pid: int = 0
+    started: float = 0.0
+    young_deaths: int = 0  # consecutive deaths within YOUNG seconds of a start
+    restart_at: float | None = None  # when a dead child is started again
+    replacing: bool = False  # stopped by the parent (memory): started again at once
+
+
+@dataclass
+class Swarm:
+    """The parent of ``count`` worker processes."""
+
+    config: Config
+    count: int
+    children: list[Child] = field(default_factory=list)
+
+    def run(self) -> int:
+        stopping_since: float | None = None
+        with SignalPipe() as signals:
+            self._signals = signals
+            self.children = [Child(index) for index in range(self.count)]
+            for child in self.children:
+                self._start(child)
+            log.info("swarm of %d worker processes started (parent pid %d)", self.count, os.getpid())
+            while True:
+                for name in signals.wait(timeout=0.5):
+                    log.info("got %s: passing it to the children", name)
+                    if name in STOP_SIGNALS and stopping_since is None:
+                        stopping_since = time.monotonic()
+                    self._signal_all(name)
+                self._reap(stopping=stopping_since is not None)
+                if not any(child.pid for child in self.children) and (
+                    stopping_since is not None or all(child.restart_at is None for child in self.children)
+                ):
+                    log.info("swarm stopped")
+                    return 0
+                if stopping_since is None:
+                    self._restart_due()
+                    self._check_memory()
+                elif time.monotonic() - stopping_since > self.config.timeout + 10:
+                    self._signal_all("KILL")  # children that ignore a stop this long are stuck
+
+    def _start(self, child: Child) -> None:
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # the child: a worker of its own, never back into the parent's loop
+            code = 1
+            try:
+                self._signals.forget()
+                _die_with(parent)
+                code = serve(self.config, parent=parent, index=child.index)
+            except BaseException:
+                log.exception("swarm child %d failed", child.index)
+            finally:
+                logging.shutdown()
+                os._exit(code)
+        child.pid, child.started, child.restart_at, child.replacing = pid, time.monotonic(), None, False
+
+    def _signal_all(self, name: str) -> None:
+        signum = signal.SIGKILL if name == "KILL" else getattr(signal, f"SIG{name}")
+        for child in self.children:
+            if child.pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child.pid, signum)
+
+    def _reap(self, stopping: bool) -> None:
+        for child in self.children:
+            if not child.pid:
+                continue
+            pid, status = os.waitpid(child.pid, os.WNOHANG)
+            if pid == 0:
+                continue
+            code = os.waitstatus_to_exitcode(status)
+            child.pid = 0
+            if stopping or (code == 0 and not child.replacing):
+                log.info("swarm child %d (pid %d) exited with %d", child.index, pid, code)
+                continue  # stopped on purpose (by us, or from the API): not replaced
+            lived = time.monotonic() - child.started
+            child.young_deaths = child.young_deaths + 1 if lived < YOUNG and not child.replacing else 0
+            delay = 0.0 if child.replacing else min(MAX_RESTART_DELAY, 0.5 * 2**child.young_deaths)
+            log.warning(
+                "swarm child %d (pid %d) exited with %d after %.0f s; restarting in %.1f s",
+                child.index, pid, code, lived, delay,
+            )  # fmt: skip
+            child.restart_at = time.monotonic() + delay
+
+    def _restart_due(self) -> None:
+        now = time.monotonic()
+        for child in self.children:
+            if not child.pid and child.restart_at is not None and child.restart_at <= now:
+                self._start(child)
+
+    def _check_memory(self) -> None:
+        limit_kb = self.config.max_memory_mb * 1024
+        if not limit_kb:
+            return
+        for child in self.children:
+            if child.pid and not child.replacing and (rss := _rss_kb(child.pid)) > limit_kb:
+                log.warning(
+                    "swarm child %d (pid %d) uses %d MB, over max_memory_mb %d: stopping it to replace it",
+                    child.index, child.pid, rss // 1024, self.config.max_memory_mb,
+                )  # fmt: skip
+                child.replacing = True
+                os.kill(child.pid, signal.SIGTERM)
+
+
+def _die_with(parent: int) -> None:
+    """Have the kernel send this process TERM when its parent dies (Linux); then check the parent did not die
+    before that was set."""
+    libc_name = ctypes.util.find_library("c")
+    if libc_name is not None:
+        ctypes.CDLL(libc_name, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # already gone: nothing started yet, nothing to stop
+        os._exit(0)
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
