@@ -45,6 +45,7 @@ class Config:
 
     redis_url: str | None
     embedded_dir: str
+    shards: dict[str, str]
     concurrency: int
     async_concurrency: int
     processes: int
@@ -81,6 +82,7 @@ class Config:
         # named capsules besides the default one: name -> (queues, concurrency); see add_capsule
         self.capsules: dict[str, tuple[Queues, int]] = {}
         self._redis: redis.Redis | None = None
+        self._shard_configs: dict[str, Config] = {}
         sources = [*_sources, Source("arguments", settings)]
         # plugins first: they may declare settings that the other sources use
         for source in sources:
@@ -202,6 +204,23 @@ class Config:
         except ValueError as exc:
             raise ConfigError(f"capsule {name!r}: {exc}") from exc
 
+    # -- shards -------------------------------------------------------------------------------------------
+    def shard_url(self, name: str) -> str:
+        """The Redis URL of the shard ``name`` (the ``shards`` setting)."""
+        try:
+            return self.shards[name]
+        except KeyError:
+            known = ", ".join(sorted(self.shards)) or "none"
+            raise ConfigError(f"no shard {name!r}{did_you_mean(name, self.shards)}; the shards are: {known}") from None
+
+    def for_shard(self, name: str) -> Config:
+        """A config like this one (its settings, its plugins by name), on the shard ``name``'s Redis: for the API
+        and the CLI to look at that shard, or a client to push there (``Job.set(shard=...)`` uses it)."""
+        shard = self._shard_configs.get(name)
+        if shard is None:
+            shard = self._shard_configs[name] = Config(**{**self.settings, "redis_url": self.shard_url(name)})
+        return shard
+
     # -- errors -------------------------------------------------------------------------------------------
     def handle_exception(self, exc: BaseException, context: dict[str, Any], traceback: bool = True) -> None:
         """Log an error with its context and pass it to every ``kiq_error`` hook (each one's failure is only
@@ -224,7 +243,17 @@ class Config:
 
 # what a Config holds besides settings (any other name assigned to it must be a setting)
 _ATTRIBUTES = frozenset(
-    {"client_middleware", "server_middleware", "job_options", "plugins", "server", "identity", "capsules", "_redis"}
+    {
+        "client_middleware",
+        "server_middleware",
+        "job_options",
+        "plugins",
+        "server",
+        "identity",
+        "capsules",
+        "_redis",
+        "_shard_configs",
+    }
 )
 
 

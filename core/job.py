@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, TypeVar
 
 from . import sink
 from .client import Arity, Client, refuse_near_misses
+from .config import config_or_default
 from .errors import ConfigError
 from .job_registry import registry, wire_name
 from .payload import DEFAULT_OPTIONS, check_options, finite_seconds
@@ -189,6 +190,9 @@ class JobSetter:
     def __init__(self, job_class: type[Job], options: dict[str, Any]) -> None:
         options = dict(options)
         self._config: Config | None = options.pop("config", None)
+        self._shard: str | None = options.pop("shard", None)  # where the push goes; not written into the job
+        if self._shard is not None and not (isinstance(self._shard, str) and self._shard):
+            raise ConfigError(f"{job_class.__qualname__}: shard must be a shard's name, got {self._shard!r:.80}")
         _check_options(options, job_class.__qualname__)
         self.job_class = job_class
         self.options = options
@@ -197,6 +201,8 @@ class JobSetter:
         merged = {**self.options, **options}
         if self._config is not None:
             merged.setdefault("config", self._config)
+        if self._shard is not None:
+            merged.setdefault("shard", self._shard)
         return JobSetter(self.job_class, merged)
 
     def perform_async(self, *args: Any) -> str | None:
@@ -235,7 +241,10 @@ class JobSetter:
         return {**cls._kiq_merged_options, **self.options, "class": cls, "args": args}
 
     def _client(self) -> Client:
-        return Client(self._config)
+        if self._shard is None:
+            return Client(self._config)
+        config = config_or_default(self._config)  # its middleware, the shard's Redis (Sidekiq's Client.via)
+        return Client(config, redis=config.for_shard(self._shard).redis)
 
 
 class AsyncJobSetter:
@@ -259,9 +268,13 @@ class AsyncJobSetter:
         return await self._client().push_bulk(self.setter._bulk(args), batch_size=batch_size)
 
     def _client(self) -> AsyncClient:
-        from .async_client import AsyncClient  # the asyncio client is loaded by the first asyncio push
+        from .async_client import AsyncClient, async_redis  # loaded by the first asyncio push
 
-        return AsyncClient(self.setter._config)
+        shard = self.setter._shard
+        if shard is None:
+            return AsyncClient(self.setter._config)
+        config = config_or_default(self.setter._config)
+        return AsyncClient(config, redis=async_redis(config.for_shard(shard)))
 
 
 class FunctionJob(Job, abstract=True):

@@ -13,6 +13,7 @@ less simply than a dict of ``Setting`` objects.
 from __future__ import annotations
 
 import difflib
+import json
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -151,6 +152,22 @@ class Setting:
         return cls(name, default, as_str_list, help)
 
 
+def as_shards(raw: Any) -> dict[str, str]:
+    """``shards``: name -> Redis URL, from a TOML table, a dict, JSON, or ``name=url`` pairs (the environment)."""
+    if isinstance(raw, str):
+        text = raw.strip()
+        if text.startswith("{"):
+            raw = json.loads(text)
+        else:
+            pairs = [item.partition("=") for item in text.replace(",", " ").split()]
+            if any(not name or not url for name, _, url in pairs):
+                raise ValueError(f"expected name=url pairs, got {raw!r:.80}")
+            raw = {name: url for name, _, url in pairs}
+    if not isinstance(raw, dict) or not all(isinstance(k, str) and k and isinstance(v, str) for k, v in raw.items()):
+        raise ValueError(f"expected a table of shard names to Redis URLs, got {raw!r:.80}")
+    return dict(raw)
+
+
 def as_processes(raw: Any) -> int:
     """``processes``: a count >= 0, or ``auto`` (0: one per core, counted when the worker starts)."""
     if isinstance(raw, str) and raw.strip().lower() == "auto":
@@ -163,6 +180,7 @@ DAY = 24 * 60 * 60
 CORE_SETTINGS = [
     Setting.text("redis_url", None, "Redis URL; unset: the embedded server in embedded_dir"),
     Setting.text("embedded_dir", ".kiq", "where the embedded Redis keeps its socket and data"),
+    Setting("shards", {}, as_shards, "named Redis servers besides redis_url: name -> URL (see Sharding)"),
     Setting.integer("concurrency", 10, 1, "processor threads per worker process"),
     Setting.integer("async_concurrency", 200, 1, "async jobs each capsule's event loop awaits at once"),
     Setting("processes", 1, as_processes, "worker processes kiq worker forks (a swarm); 0 or auto: one per core"),

@@ -80,6 +80,7 @@ def inspection_options() -> argparse.ArgumentParser:
     common.add_argument(
         "--redis-url", help="Redis to inspect (default: the redis_url setting, else the embedded Redis if it runs)"
     )
+    common.add_argument("--shard", metavar="NAME", help="look at this shard (a name in the shards setting)")
     common.add_argument("--json", action="store_true", help="print JSON for scripts instead of a table")
     common.add_argument("--utc", action="store_true", help="show times in UTC (default: local time, with its zone)")
     return common
@@ -91,6 +92,8 @@ def inspected_config(args: argparse.Namespace) -> Config:
     would be empty, and the command would report zeros instead of saying it looks at the wrong place."""
     overrides = {"redis_url": args.redis_url} if args.redis_url else {}
     config = Config.load(args.config, **overrides)
+    if getattr(args, "shard", None):
+        return config.for_shard(args.shard)
     if config.redis_url is None:
         server = EmbeddedRedis(config.embedded_dir)
         url = server.running_url()

@@ -58,6 +58,12 @@ def add_worker_command(commands: argparse._SubParsersAction[Any]) -> None:
     )
     worker.add_argument("-C", "--config", help="config file (default: kiq.toml or [tool.kiq] in pyproject.toml)")
     worker.add_argument("--redis-url", help="Redis URL (default: the embedded server in ./.kiq)")
+    worker.add_argument(
+        "--shard",
+        action="append",
+        metavar="NAME",
+        help="serve this shard (a name in the shards setting) instead of redis_url; repeatable: -p workers each",
+    )
     worker.add_argument("--tag", help="a tag shown with this process in the process list")
     worker.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     worker.add_argument("--log-format", choices=("plain", "json"), help="log lines as text (default) or JSON")
@@ -97,8 +103,13 @@ def run_worker(args: argparse.Namespace) -> int:
         )
     setup_logging(config.log_level, config.log_format)  # a configure_server callback may have changed them
     processes = config.processes or os.cpu_count() or 1
-    if processes > 1 or config.max_memory_mb:  # a memory limit needs a parent to replace the worker
-        return Swarm(config, processes).run()
+    shards = list(dict.fromkeys(args.shard or []))
+    for name in shards:
+        config.shard_url(name)  # an unknown name stops the start here, with the known ones
+    if processes > 1 or len(shards) > 1 or config.max_memory_mb:  # a memory limit needs a parent to replace workers
+        return Swarm(config, processes, shards or [None]).run()
+    if shards:
+        config.redis_url = config.shard_url(shards[0])
     return serve(config)
 
 

@@ -52,6 +52,7 @@ def serve(config: Config, parent: int | None = None, index: int | None = None) -
 @dataclass
 class Child:
     index: int
+    shard: str | None = None  # the shard it serves (its Redis), None: redis_url
     pid: int = 0
     started: float = 0.0
     young_deaths: int = 0  # consecutive deaths within YOUNG seconds of a start
@@ -64,17 +65,20 @@ class Swarm:
     """The parent of ``count`` worker processes."""
 
     config: Config
-    count: int
+    count: int  # per shard
+    shards: list[str | None] = field(default_factory=lambda: [None])
     children: list[Child] = field(default_factory=list)
 
     def run(self) -> int:
         stopping_since: float | None = None
         with SignalPipe() as signals:
             self._signals = signals
-            self.children = [Child(index) for index in range(self.count)]
+            self.children = [
+                Child(index, shard) for index, shard in enumerate(s for s in self.shards for _ in range(self.count))
+            ]
             for child in self.children:
                 self._start(child)
-            log.info("swarm of %d worker processes started (parent pid %d)", self.count, os.getpid())
+            log.info("swarm of %d worker processes started (parent pid %d)", len(self.children), os.getpid())
             while True:
                 for name in signals.wait(timeout=0.5):
                     log.info("got %s: passing it to the children", name)
@@ -101,6 +105,8 @@ class Swarm:
             try:
                 self._signals.forget()
                 _die_with(parent)
+                if child.shard is not None:
+                    self.config.redis_url = self.config.shard_url(child.shard)
                 code = serve(self.config, parent=parent, index=child.index)
             except BaseException:
                 log.exception("swarm child %d failed", child.index)
