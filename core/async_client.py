@@ -16,7 +16,7 @@ from weakref import WeakKeyDictionary
 import redis as redis_py
 
 from . import sink
-from .client import Client, EncodedJob, queue_writes
+from .client import Client, EncodedJob, check_replicated, queue_writes
 from .config import config_or_default
 from .redis import connect_async
 
@@ -75,7 +75,7 @@ class AsyncClient:
         clients = _clients.get(asyncio.get_running_loop(), {})
         client = clients.pop((id(self.config), self.config.redis_url), None)
         if client is not None:
-            await client.aclose()
+            await client.aclose(close_connection_pool=True)  # the pool is ours: close its connections too
 
     async def _write(self, jobs: list[EncodedJob]) -> None:
         if sink.current is not None:  # kiq.testing's fake or inline mode
@@ -83,13 +83,12 @@ class AsyncClient:
             return
         connection = self.redis
         try:
-            await _send(connection, jobs)
+            await self._send(connection, jobs)
         except redis_py.ReadOnlyError:  # a failover left us talking to a replica: once more, on new connections
             await connection.connection_pool.disconnect()
-            await _send(connection, jobs)
+            await self._send(connection, jobs)
 
-
-async def _send(connection: redis_async.Redis, jobs: list[EncodedJob]) -> None:
-    pipe = connection.pipeline(transaction=False)
-    queue_writes(pipe, jobs)
-    await pipe.execute()
+    async def _send(self, connection: redis_async.Redis, jobs: list[EncodedJob]) -> None:
+        pipe = connection.pipeline(transaction=False)
+        queue_writes(pipe, jobs, self.config)
+        check_replicated(await pipe.execute(), jobs, self.config)

@@ -16,7 +16,7 @@ import redis as redis_py
 
 from . import sink
 from .config import config_or_default
-from .errors import ConfigError, InvalidJobError
+from .errors import ConfigError, InvalidJobError, NotReplicated
 from .keys import QUEUES, SCHEDULE, queue_key
 from .payload import DEFAULT_OPTIONS, check_args, check_job, encode_checked, finite_seconds, new_jid, new_jids
 from .settings import did_you_mean
@@ -198,15 +198,16 @@ class Client:
 
         def send(connection: redis.Redis) -> None:
             pipe = connection.pipeline(transaction=False)
-            queue_writes(pipe, jobs)
-            pipe.execute()
+            queue_writes(pipe, jobs, self.config)
+            check_replicated(pipe.execute(), jobs, self.config)
 
         _retry_on_failover(send, self.redis)
 
 
-def queue_writes(pipe: Any, jobs: list[EncodedJob]) -> None:
+def queue_writes(pipe: Any, jobs: list[EncodedJob], config: Config) -> None:
     """Queue on ``pipe`` (a sync or an asyncio pipeline) the commands that write ``jobs``: ``ZADD schedule`` for
-    the scheduled ones, ``SADD queues`` + one ``LPUSH`` per queue for the others."""
+    the scheduled ones, ``SADD queues`` + one ``LPUSH`` per queue for the others; then, with ``push_replicas``, a
+    ``WAIT`` for that many replicas (asynchronous replication loses what a failover finds unreplicated)."""
     scheduled: dict[str, float] = {}
     queued: dict[str, list[str]] = {}
     for queue, _, at, data in jobs:
@@ -219,6 +220,18 @@ def queue_writes(pipe: Any, jobs: list[EncodedJob]) -> None:
     for queue, payloads in queued.items():
         pipe.sadd(QUEUES, queue)
         pipe.lpush(queue_key(queue), *payloads)
+    if config.push_replicas:
+        pipe.wait(config.push_replicas, int(config.push_replicas_timeout * 1000))
+
+
+def check_replicated(results: list[Any], jobs: list[EncodedJob], config: Config) -> None:
+    """``NotReplicated`` when the ``WAIT`` that ``queue_writes`` added came back short."""
+    wanted = config.push_replicas
+    if wanted and results[-1] < wanted:
+        raise NotReplicated(
+            f"{len(jobs)} job(s) written to the Redis master, but {results[-1]} of {wanted} replicas confirmed them "
+            f"within {config.push_replicas_timeout:g} s: a failover now could lose them"
+        )
 
 
 def refuse_near_misses(names: Iterable[Any], options: Collection[str], owner: str) -> None:

@@ -46,6 +46,8 @@ class Config:
     redis_url: str | None
     embedded_dir: str
     shards: dict[str, str]
+    push_replicas: int
+    push_replicas_timeout: float
     concurrency: int
     async_concurrency: int
     processes: int

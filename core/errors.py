@@ -39,6 +39,11 @@ class Shutdown(BaseException):
     """
 
 
+class NotReplicated(KiqError):
+    """A push was written to the Redis master, but fewer replicas than ``push_replicas`` confirmed it within
+    ``push_replicas_timeout``: a failover now could lose it. The job is queued; pushing it again may run it twice."""
+
+
 class JobTimeout(BaseException):
     """A job ran past its time limit (the ``timeout`` option or the ``job_timeout`` setting): raised in its thread,
     or its coroutine was cancelled. A failure, through the retry rules like any error; a BaseException, so

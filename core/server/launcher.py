@@ -80,6 +80,7 @@ class Launcher:
         self._poller: Poller | None = None
         self._stopped = False
         self._stop_began = 0.0
+        self._master: tuple[str, int] | None = None  # with Sentinel: the master's address at the last heartbeat
         self._cut_short = threading.Event()  # a second TERM: requeue the running jobs now
         self.done = threading.Event()  # set when a stop has finished
 
@@ -229,10 +230,25 @@ class Launcher:
                 manager.fetcher.heartbeat()
             except Exception as exc:
                 self.config.handle_exception(exc, {"context": f"fetcher heartbeat of capsule {manager.capsule.name}"})
+        self._note_failover()
         self.config.plugins.hook.kiq_heartbeat(config=self.config)
         if signal_name:
             log.info("received remote signal %s", signal_name)
             self.signal_sink(signal_name)
+
+    def _note_failover(self) -> None:
+        """With Sentinel, log once when the master changed (redis-py follows it on its own; the operator should
+        know). Asks the Sentinels once per heartbeat; nothing for other URLs."""
+        master_address = getattr(self.config.redis.connection_pool, "get_master_address", None)
+        if master_address is None:
+            return
+        try:
+            current = tuple(master_address())
+        except Exception:  # Sentinels unreachable: the outage is reported by the Redis calls themselves
+            return
+        if self._master is not None and current != self._master:
+            log.warning("Redis failed over: the master is now %s:%s (was %s:%s)", *current, *self._master)
+        self._master = current
 
     def _totals(self) -> tuple[int, int]:
         runners = [runner for manager in self.managers for runner in manager.runners]

@@ -37,11 +37,12 @@ class Sleepy(kiq.Job):
 
 
 class AppendToFile(kiq.Job):
-    """Appends its jid to the file ``path``: a trace that needs no Redis write (for tests where Redis refuses
-    writes, e.g. at maxmemory)."""
+    """After ``seconds``, appends its jid to the file ``path``: a trace that needs no Redis write (for tests where
+    Redis refuses writes, e.g. at maxmemory, or loses them, in a failover)."""
 
     kiq_name = "AppendToFile"
 
-    def perform(self, path: str) -> None:
+    def perform(self, path: str, seconds: float = 0) -> None:
+        time.sleep(seconds)
         with open(path, "a") as out:
             out.write(self.jid + "\n")
