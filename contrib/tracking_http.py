@@ -5,14 +5,17 @@
     GET /tasks?ids=<id>,<id>             several tasks at once: {"tasks": [...], "missing": [...]}
     GET /tasks/<id>/events?since=<cursor>&limit=<n>
                                          events changed after the cursor: {"events", "cursor", "more"}
-    GET /jobs/<jid>                      one job's event (its ``task_id`` only with an ``authorize`` hook)
+    GET /jobs/<jid>                      one job's event (its ``task_id`` only with an ``authorize`` hook), with its
+                                         ``result`` when the results plugin keeps it
     GET /tasks/<id>/page                 the HTML status page (polls the endpoints above)
+    GET /batches/<bid>                   a batch's status (kiq.plugins.batch), read from the tracker's Redis
 
 Unknown ids answer 404, malformed ids or parameters 400, other methods 405, a request the ``authorize`` hook
 denies 403, and a database that cannot be reached 503: never a 500.
 
 Without a hook, a task id is what grants reading a task (128 random bits), so the endpoints never hand one out:
-``/jobs/<jid>`` leaves it out, as jids appear in every log line. With ``authorize(request, resource)``, every
+``/jobs/<jid>`` leaves it out, as jids appear in every log line. A bid (128 random bits too) likewise grants
+reading its batch's status. With ``authorize(request, resource)``, every
 answer that holds data is first allowed by the hook, given the framework's own request (so the host app's
 sessions and users reach it) and a ``Resource`` that says what is read.
 """
@@ -29,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 from urllib.parse import parse_qs
 
+from kiq.plugins.batch import status as batch_status
 from kiq.plugins.tracking import Tracker, tracker_for
 
 from .tracking_page import content_security_policy, new_nonce, render_page
@@ -40,6 +44,7 @@ log = logging.getLogger("kiq.tracking")
 
 TASK_ID = re.compile(r"[0-9a-f]{32}")
 JOB_ID = re.compile(r"[0-9A-Za-z_-]{1,64}")
+BATCH_ID = JOB_ID  # a bid: ours are 22 URL-safe characters, Sidekiq Pro's 14
 MAX_IDS = 100
 MAX_LIMIT = 10_000
 ALLOW = "GET, HEAD"
@@ -68,9 +73,10 @@ class Resource:
     the denied ones are answered as missing); ``id`` and ``task_id`` are the task id.
     ``kind`` "job": ``/jobs/<jid>``; ``id`` is the jid and ``task_id`` the task the job belongs to, or None for a
     job tracked on its own or not tracked at all (the hook is asked before the answer says which).
+    ``kind`` "batch": ``/batches/<bid>``; ``id`` is the bid, ``task_id`` None.
     """
 
-    kind: Literal["task", "job"]
+    kind: Literal["task", "job", "batch"]
     id: str
     task_id: str | None
 
@@ -242,6 +248,13 @@ class TrackingEndpoints(Generic[RequestT]):
                 if self.authorize is None:  # a task id grants reading the whole task: not from a jid alone
                     del event["task_id"]
                 return _json(200, event)
+            case ["batches", raw_bid]:
+                if not BATCH_ID.fullmatch(raw_bid):
+                    raise BadRequest(f"malformed batch id {raw_bid[:64]!r}")
+                if not self._allows(request, Resource("batch", raw_bid, None)):
+                    raise Forbidden
+                batch = batch_status(raw_bid, self.tracker.config)
+                return _json(200, batch.as_dict()) if batch is not None else _error(404, "no such batch")
         return _error(404, "not found")
 
 

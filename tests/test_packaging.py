@@ -44,7 +44,17 @@ def test_the_package_ships_its_type_marker_and_entry_points() -> None:
     entry_points = importlib.metadata.entry_points()
     assert [ep.value for ep in entry_points.select(group="console_scripts", name="kiq")] == ["kiq.cli:main"]
     plugins = {ep.name for ep in entry_points.select(group="kiq.plugins")}
-    assert plugins == {"reliable_fetch", "tracking", "otel", "periodic", "unique", "expiry", "limiter"}
+    assert plugins == {
+        "reliable_fetch",
+        "tracking",
+        "otel",
+        "periodic",
+        "unique",
+        "expiry",
+        "limiter",
+        "batch",
+        "results",
+    }
 
 
 def test_linters_are_a_dev_group_not_the_test_extra() -> None:

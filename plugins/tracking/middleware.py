@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kiq import ClientMiddleware, ServerMiddleware, Shutdown, Wrapper, hold_acknowledgement, report_failure
+from kiq.plugins.results import tracked_result
 
 from .statuses import ENQUEUED, ERROR, FAILED, FINISHED, WORKING
 from .writer import Update
@@ -115,7 +116,7 @@ class TrackingServerMiddleware(ServerMiddleware):
         dropped: list[str] = []  # why an inner layer dropped the job unrun (kiq_job_dropped), if it did
         token = dropping.set((job, dropped))
         try:
-            yield
+            value = yield
         except TaskFailure as exc:
             submit(outcome(job, FAILED, run * 4 + OUTCOME_PHASE, last_error=describe(exc)))
             report_failure(f"{type(exc).__name__}: {exc}")
@@ -131,7 +132,8 @@ class TrackingServerMiddleware(ServerMiddleware):
         if dropped:
             submit(dropped_outcome(job, dropped[0]))
         else:
-            submit(outcome(job, FINISHED, run * 4 + OUTCOME_PHASE))
+            result = tracked_result(job, value, self.config)  # with the results plugin, for jobs that keep theirs
+            submit(outcome(job, FINISHED, run * 4 + OUTCOME_PHASE, result=result))
 
 
 # the job the tracking middleware is running in this context, and where a kiq_job_dropped for it leaves its reason

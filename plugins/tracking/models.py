@@ -36,7 +36,7 @@ class Task(Base):
 
 
 class Event(Base):
-    """The lifecycle of one job: its status, arguments, progress messages and last error."""
+    """The lifecycle of one job: its status, arguments, progress messages, last error and result."""
 
     __tablename__ = "kiq_tracking_events"
     __table_args__ = (Index("ix_kiq_tracking_events_task_seq", "task_id", "seq"),)
@@ -50,6 +50,8 @@ class Event(Base):
     messages: Mapped[list[Any]] = mapped_column(JSON)  # [{"at": epoch, "text": str}, ...]
     attempts: Mapped[int] = mapped_column(Integer, default=0)  # runs started
     last_error: Mapped[str | None] = mapped_column(Text, default=None)
+    # the results plugin's record of the value the job returned ({"value": ...} or {"error": ...}), as JSON text
+    result: Mapped[str | None] = mapped_column(Text, default=None)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
     # orders status writes that may arrive out of order (run number * 4 + phase, see middleware.py)

@@ -30,11 +30,12 @@ from sqlalchemy import (
     event,
     func,
     insert,
+    inspect,
     select,
     text,
     update,
 )
-from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from .models import JOB_CLASS_LENGTH, Base, Cursor, Event, Task
@@ -56,6 +57,7 @@ EVENT_COLUMNS = (
     Event.messages,
     Event.attempts,
     Event.last_error,
+    Event.result,
     Event.created_at,
     Event.updated_at,
     Event.seq,
@@ -70,11 +72,12 @@ EVENT_COLUMNS = (
 # merges updates per job, so no row is proposed twice in one statement (which ON CONFLICT would refuse).
 PG_UPSERT = text(f"""
 INSERT INTO kiq_tracking_events AS e
-    (job_id, task_id, job_class, params, status, version, attempts, last_error, messages, created_at, updated_at, seq)
+    (job_id, task_id, job_class, params, status, version, attempts, last_error, result, messages, created_at,
+    updated_at, seq)
 SELECT v.job_id, v.task_id, v.job_class, coalesce(v.params, 'null'), coalesce(v.status, '{ENQUEUED}'), v.version,
-    coalesce(v.attempts, 0), v.last_error, v.messages, v.at, v.at, :first + v.n
+    coalesce(v.attempts, 0), v.last_error, v.result, v.messages, v.at, v.at, :first + v.n
 FROM json_to_recordset(CAST(:batch AS json)) AS v(n bigint, job_id text, task_id text, job_class text, params json,
-    status text, version int, attempts int, last_error text, messages json, at double precision)
+    status text, version int, attempts int, last_error text, result text, messages json, at double precision)
 WHERE v.status IS NOT NULL OR EXISTS (SELECT FROM kiq_tracking_events x WHERE x.job_id = v.job_id)
 ON CONFLICT (job_id) DO UPDATE SET
     status = CASE WHEN excluded.version >= e.version THEN excluded.status ELSE e.status END,
@@ -83,6 +86,7 @@ ON CONFLICT (job_id) DO UPDATE SET
         THEN excluded.attempts ELSE e.attempts END,
     last_error = CASE WHEN excluded.version >= e.version
         THEN coalesce(excluded.last_error, e.last_error) ELSE e.last_error END,
+    result = CASE WHEN excluded.version >= e.version THEN coalesce(excluded.result, e.result) ELSE e.result END,
     messages = CASE WHEN json_array_length(excluded.messages) = 0 THEN e.messages
         ELSE jsonb_path_query_array(coalesce(e.messages::jsonb, '[]') || excluded.messages::jsonb,
                                     '$[last - {MAX_MESSAGES - 1} to last]')::json END,
@@ -107,6 +111,7 @@ def _batch_json(updates: Sequence[Update]) -> str | None:
                     "version": NO_STATUS if u.status is None else u.version,
                     "attempts": u.attempts,
                     "last_error": u.last_error,
+                    "result": u.result,
                     "messages": u.messages[-MAX_MESSAGES:],
                     "at": u.at,
                 }
@@ -132,6 +137,7 @@ def make_storable(updates: Sequence[Update]) -> None:
         u.job_id, u.task_id, u.status = _storable(u.job_id), _storable(u.task_id), _storable(u.status)
         u.job_class = _storable(u.job_class)[:JOB_CLASS_LENGTH]
         u.params, u.last_error, u.messages = _storable(u.params), _storable(u.last_error), _storable(u.messages)
+        u.result = _storable(u.result)
 
 
 def _storable(value: Any) -> Any:
@@ -181,6 +187,7 @@ class Store:
             if self._schema_ready:
                 return
             Base.metadata.create_all(self.engine)
+            self._add_missing_columns()
             try:
                 with self.engine.begin() as conn:
                     if conn.execute(select(Cursor.id)).first() is None:
@@ -188,6 +195,21 @@ class Store:
             except IntegrityError:
                 pass  # another process inserted it first
             self._schema_ready = True
+
+    def _add_missing_columns(self) -> None:
+        """Nullable columns newer than a table made by an older kiq (``result``): added in place, on SQLite and
+        PostgreSQL. Another process may add one at the same moment: its ALTER wins, and ours is not needed."""
+        present = {column["name"] for column in inspect(self.engine).get_columns(Event.__tablename__)}
+        for column in Event.__table__.columns:
+            if column.name in present:
+                continue
+            kind = column.type.compile(dialect=self.engine.dialect)
+            try:
+                with self.engine.begin() as conn:
+                    conn.exec_driver_sql(f"ALTER TABLE {Event.__tablename__} ADD COLUMN {column.name} {kind}")
+            except DBAPIError:
+                if column.name not in {c["name"] for c in inspect(self.engine).get_columns(Event.__tablename__)}:
+                    raise
 
     def connect(self) -> Connection:
         self.init_schema()
@@ -324,9 +346,15 @@ def _read_modify_write(conn: Connection, updates: Sequence[Update], first: int) 
     stored = {
         row.job_id: row
         for row in conn.execute(
-            select(Event.job_id, Event.status, Event.version, Event.attempts, Event.last_error, Event.messages).where(
-                Event.job_id.in_(ids)
-            )
+            select(
+                Event.job_id,
+                Event.status,
+                Event.version,
+                Event.attempts,
+                Event.last_error,
+                Event.result,
+                Event.messages,
+            ).where(Event.job_id.in_(ids))
         )
     }
     inserts: list[dict[str, Any]] = []
@@ -347,6 +375,7 @@ def _read_modify_write(conn: Connection, updates: Sequence[Update], first: int) 
                     "version": u.version,
                     "attempts": u.attempts or 0,
                     "last_error": u.last_error,
+                    "result": u.result,
                     "messages": messages,
                     "created_at": u.at,
                     "updated_at": u.at,
@@ -364,6 +393,7 @@ def _read_modify_write(conn: Connection, updates: Sequence[Update], first: int) 
                 "version": u.version if fresh else row.version,
                 "attempts": u.attempts if fresh and u.attempts is not None else row.attempts,
                 "last_error": u.last_error if fresh and u.last_error is not None else row.last_error,
+                "result": u.result if fresh and u.result is not None else row.result,
                 "messages": (list(row.messages or []) + messages)[-MAX_MESSAGES:],
                 "updated_at": u.at,
                 "seq": seq,
@@ -392,7 +422,18 @@ def _event_json(row: Any) -> dict[str, Any]:
         "messages": row.messages,
         "attempts": row.attempts,
         "last_error": row.last_error,
+        "result": _result(row.result),
         "created_at": row.created_at,
         "updated_at": row.updated_at,
         "seq": row.seq,
     }
+
+
+def _result(text: str | None) -> Any:
+    """The stored result record as JSON data: ``{"value": ...}`` or ``{"error": ...}``; None when there is none."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:  # not written by kiq: shown as it is rather than failing the whole answer
+        return {"error": f"unreadable result record: {text[:200]}"}

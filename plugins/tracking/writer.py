@@ -50,6 +50,7 @@ class Update:
     at: float = field(default_factory=time.time)
     # run once by the writer thread when this update is committed or given up for good (see the module doc)
     callbacks: list[Callback] = field(default_factory=list)
+    result: str | None = None  # the results plugin's record of the value returned, with a finished status
 
     def absorb(self, newer: Update) -> None:
         """Become this update followed by ``newer`` (which arrived later); in place, as it runs on job threads."""
@@ -68,6 +69,8 @@ class Update:
                 self.attempts = newer.attempts
             if newer.last_error is not None:
                 self.last_error = newer.last_error
+            if newer.result is not None:
+                self.result = newer.result
 
 
 class Writer:

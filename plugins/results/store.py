@@ -1,0 +1,58 @@
+"""Reading results by jid: ``result(jid)`` answers the value a job returned, waiting for it up to ``wait`` seconds."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import kiq
+
+from .record import result_key
+
+
+class NoResult(kiq.KiqError, LookupError):
+    """No result is stored for the job: it has not finished (or failed so far), its result expired, or its result is
+    not kept (no ``result_ttl``, or the results plugin is not in the worker)."""
+
+
+class ResultError(kiq.KiqError):
+    """The job has a result record, but no value: it returned something that is not strict JSON, it died, or it was
+    dropped without running. The message says which."""
+
+
+def answer(jid: str, text: str | bytes | None) -> Any:
+    """The value in a stored record; raises NoResult (none stored) or ResultError (an error recorded)."""
+    if text is None:
+        raise NoResult(f"no result for job {jid}: not finished yet, expired, or not kept (see result_ttl)")
+    record = kiq.loads(text if isinstance(text, str) else text.decode())
+    if "error" in record:
+        raise ResultError(str(record["error"]))
+    return record["value"]
+
+
+def pauses(wait: float) -> Iterator[float | None]:
+    """The pauses between reads while waiting ``wait`` seconds for a result: from 10 ms, doubling up to 0.2 s; then
+    None, after which the last read is the answer."""
+    if not math.isfinite(wait) or wait < 0:
+        raise ValueError(f"wait must be a number of seconds >= 0, got {wait!r}")
+    deadline = time.monotonic() + wait
+    pause = 0.01
+    while (left := deadline - time.monotonic()) > 0:
+        yield min(pause, left)
+        pause = min(pause * 2, 0.2)
+    yield None
+
+
+def result(jid: str, config: kiq.Config | None = None, wait: float = 0.0) -> Any:
+    """The value job ``jid`` returned (kept by the results plugin in the worker, for jobs with ``result_ttl`` or
+    the ``job_result_ttl`` setting). ``wait``: seconds to wait for it to appear. Raises ``NoResult`` if there is
+    none, ``ResultError`` if the job's value could not be kept (the message says why)."""
+    redis = (config or kiq.default_config()).redis
+    for pause in pauses(wait):
+        text = redis.get(result_key(jid))
+        if text is not None or pause is None:
+            return answer(jid, text)
+        time.sleep(pause)
+    raise AssertionError("pauses() ends with None")
