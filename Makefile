@@ -78,5 +78,11 @@ bench-io: $(MODULES)
 	$(BENCH_VENV)/bin/python -m pip install -q --no-deps -r bench/requirements-nodeps.txt
 	$(BENCH_VENV)/bin/python -m bench --io --jobs 20000 --io-concurrency 1000 --max-drain-seconds 120 $(BENCH_ARGS)
 
+# What a second process buys (issue 16): kiq -p 1 / -p 2 beside one and two Ruby Sidekiq processes, no-op and
+# CPU-bound (~1 ms spin) drains in one run; needs only redis-server and Ruby Sidekiq (bench/processes.py).
+.PHONY: bench-procs
+bench-procs: $(MODULES)
+	$(VENV)/bin/python -m bench --processes --jobs 20000 --cpu-jobs 5000 --drain-runs 2 $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) build .kiq .pytest_cache .mypy_cache .ruff_cache

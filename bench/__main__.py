@@ -1,5 +1,7 @@
 """``python -m bench``: run the benchmark (docs/bench.md), or re-render a saved run with ``--report FILE``.
-``--io``: the I/O-bound drain instead (async jobs that each await 50 ms; kiq async, arq, taskiq, Dramatiq)."""
+``--io``: the I/O-bound drain instead (async jobs that each await 50 ms; kiq async, arq, taskiq, Dramatiq).
+``--processes``: kiq ``-p 1``/``-p 2`` beside one and two Ruby Sidekiq processes, no-op and CPU-bound drains
+(bench/processes.py, which takes its own options)."""
 
 from __future__ import annotations
 
@@ -68,6 +70,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if "--processes" in (sys.argv[1:] if argv is None else argv):
+        from bench import processes
+
+        return processes.main(argv)
     args = parse_args(argv)
     if args.report:
         run = json.loads(args.report.read_text())

@@ -99,3 +99,34 @@ def test_io_systems_await_the_runs_concurrency() -> None:
     assert taskiq[taskiq.index("--max-async-tasks") + 1] == "500"
     dramatiq = IO_BY_NAME["dramatiq_io"].worker(tools)
     assert dramatiq[dramatiq.index("--threads") + 1] == "500"
+
+
+def test_processes_table_gives_speedups_and_ratios_to_one_sidekiq() -> None:
+    from bench import processes
+
+    def row(system: str, kind: str, rate: float, **extra: object) -> dict[str, object]:
+        label = f"{system} label"
+        base = {"system": system, "label": label, "version": "1", "concurrency": "c", "drain_rate": rate}
+        return {**base, "kind": kind, "cores_busy": 1.0, "peak_rss_mib": 50.0, "notes": [], "error": None, **extra}
+
+    rates = {"kiq_p1": (90.0, 900.0), "kiq_p2": (135.0, 1800.0), "sidekiq_x1": (30.0, 900.0), "sidekiq_x2": (45.0, 0)}
+    results = [row(name, "noop", noop) for name, (noop, _) in rates.items()]
+    results += [row(name, "cpu", cpu) for name, (_, cpu) in rates.items() if cpu]
+    results.append(row("sidekiq_x2", "cpu", 0.0, error="the worker exited with 1"))
+    run = {"command": "c", "date": "d", "machine": {}, "settings": {"spin_seconds": 0.001}, "results": results}
+    lines = processes.table(run).splitlines()
+    kiq2 = next(line for line in lines if line.startswith("| kiq_p2"))
+    assert "135 (4.50x) | 1.50x | 1,800 (2.00x) | 2.00x | 2,000" in kiq2
+    sidekiq2 = next(line for line in lines if line.startswith("| sidekiq_x2"))
+    assert "45 (1.50x) | 1.50x | error | -" in sidekiq2
+    assert any("the worker exited with 1" in line for line in lines)
+
+
+def test_spin_burns_about_the_cpu_asked() -> None:
+    import time
+
+    from bench.systems.kiq_cpu import spin
+
+    before = time.thread_time()
+    spin(0.002)
+    assert 0.002 <= time.thread_time() - before < 0.05
