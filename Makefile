@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint view typecheck imports pytest bench clean
+.PHONY: demo test lint view typecheck imports pytest bench clean docs site
 
 # kiq is installed editable in setuptools' strict mode: a tree of links in build/ to the files the wheel would
 # hold, so a module left out of the package list fails in the tests as it would for users, and nothing else of the
@@ -32,7 +32,7 @@ FORCE:
 demo: $(MODULES)
 	$(PY) examples/demo.py
 
-test: lint pytest
+test: lint site pytest
 
 pytest: $(MODULES)
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -59,6 +59,20 @@ typecheck: view
 # the layers of core/, no import cycles, plugins and contrib on the public API (contracts in pyproject.toml)
 imports: view
 	PYTHONPATH=$(VIEW) $(VENV)/bin/lint-imports --no-cache
+
+# The documentation site (mkdocs.yml), from docs/ and the docstrings (of the view above), into build/site: any
+# warning fails it. Its tools are the docs dependency group, pinned. `make test` builds it before the tests, so
+# tests/test_docs.py checks the fresh site; `make docs` builds it and runs only that test.
+DOCS_STAMP := $(VENV)/.docs-stamp
+$(DOCS_STAMP): pyproject.toml $(STAMP)
+	$(INSTALL) --group docs
+	touch $@
+
+site: $(DOCS_STAMP) view
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+docs: site
+	$(PY) -m pytest -q tests/test_docs.py
 
 # The peers live in their own venv (their redis-py pins conflict with each other and would change what kiq runs
 # with); the harness starts its own redis-server, and needs Ruby Sidekiq and PostgreSQL (see the README).

@@ -1,0 +1,9 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    path("admin/kiq/", include("kiq.contrib.django.urls")),
+    path("admin/", admin.site.urls),
+]
