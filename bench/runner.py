@@ -130,6 +130,19 @@ class Runner:
         if system.setup is not None:
             self._check_call(system, system.setup(self.tools), "setup")
 
+    def _fill(self, system: System, result: Result, bulk_rates: list[float], first: bool) -> str:
+        """An empty Redis, then the queue filled by the system's bulk push (its rate noted); the system's version."""
+        settings = self.settings
+        self._reset(system)
+        bulk = self.push(system, "bulk", settings.jobs)
+        bulk_rates.append(settings.jobs / bulk["seconds"])
+        if first and bulk["note"]:
+            result.notes.append(bulk["note"])
+        queued = self.queue_length(system)
+        if queued != settings.jobs:
+            raise BenchError(f"after the bulk push {system.queue_key} holds {queued} jobs, not {settings.jobs}")
+        return str(bulk["version"])
+
     def _run(self, system: System, result: Result) -> None:
         settings = self.settings
         self._reset(system)
@@ -139,14 +152,7 @@ class Runner:
         bulk_rates: list[float] = []  # the bulk push that fills the queue runs before every drain
         for run in range(settings.drain_runs):
             last = run == settings.drain_runs - 1
-            self._reset(system)
-            bulk = self.push(system, "bulk", settings.jobs)
-            bulk_rates.append(settings.jobs / bulk["seconds"])
-            if run == 0 and bulk["note"]:
-                result.notes.append(bulk["note"])
-            queued = self.queue_length(system)
-            if queued != settings.jobs:
-                raise BenchError(f"after the bulk push {system.queue_key} holds {queued} jobs, not {settings.jobs}")
+            self._fill(system, result, bulk_rates, first=run == 0)
             log_path = settings.logs / f"{system.name}.log"
             worker = self.start_worker(system, log_path)
             try:
@@ -186,15 +192,7 @@ class Runner:
         settings = self.settings
         bulk_rates: list[float] = []
         for run in range(settings.drain_runs):
-            self._reset(system)
-            bulk = self.push(system, "bulk", settings.jobs)
-            result.version = bulk["version"]
-            bulk_rates.append(settings.jobs / bulk["seconds"])
-            if run == 0 and bulk["note"]:
-                result.notes.append(bulk["note"])
-            queued = self.queue_length(system)
-            if queued != settings.jobs:
-                raise BenchError(f"after the bulk push {system.queue_key} holds {queued} jobs, not {settings.jobs}")
+            result.version = self._fill(system, result, bulk_rates, first=run == 0)
             log_path = settings.logs / f"{system.name}.log"
             worker = self.start_worker(system, log_path)
             try:
