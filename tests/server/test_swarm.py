@@ -15,7 +15,7 @@ import redis
 
 import kiq
 from kiq.api import ProcessSet
-from tests.jobs.basic import Record, Sleepy
+from tests.jobs.basic import Sleepy
 from tests.support import FAST, WorkerProcess, wait_until
 
 pytestmark = pytest.mark.slow
@@ -51,27 +51,31 @@ def test_a_swarm_runs_jobs_in_every_child_and_stops_with_its_parent(
     start_worker: StartWorker, e2e_config: kiq.Config
 ) -> None:
     r = e2e_config.redis
-    swarm = start_worker(*JOBS, "-p", "3", env=FAST)
-    found = three(r, swarm)
+    swarm = start_worker("-r", "tests.server.test_swarm", "-p", "2", env=FAST)
+    found = wait_until(lambda: len(c := children(r, swarm.pid)) == 2 and c, 30, message="2 children")
     assert {info["pid"] for info in found.values()}.isdisjoint({swarm.pid})
-    Record.perform_bulk([[str(n)] for n in range(300)])
-    wait_until(lambda: r.hlen("performed") == 300, 30)
+    WhoRuns.perform_bulk([[n] for n in range(300)])
+    wait_until(lambda: r.llen("ran_in") == 300, 30)
+    assert {int(pid) for pid in r.lrange("ran_in", 0, -1)} == {info["pid"] for info in found.values()}  # both took jobs
     swarm.signal(signal.SIGTERM)  # the parent only: it passes the stop on
     assert swarm.wait(30) == 0
     assert not any(alive(info["pid"]) for info in found.values())
     assert r.scard("processes") == 0  # every child deregistered itself
-    assert "swarm of 3 worker processes started" in swarm.output() and "swarm stopped" in swarm.output()
+    assert "swarm of 2 worker processes started" in swarm.output() and "swarm stopped" in swarm.output()
 
 
 def test_a_dead_child_is_restarted_and_signals_reach_every_child(
     start_worker: StartWorker, e2e_config: kiq.Config
 ) -> None:
     r = e2e_config.redis
-    swarm = start_worker(*JOBS, "-p", "3", env=FAST)
+    Sleepy.perform_bulk([[0.5]] * 60)  # in flight when a child is killed: its jobs must come back (reliable fetch)
+    swarm = start_worker(*JOBS, "-p", "3", "-c", "4", "--fetch", "reliable", env=FAST)
     before = three(r, swarm)
+    wait_until(lambda: r.llen("started") >= 12, 30, message="every child busy")
     os.kill(before[1]["pid"], signal.SIGKILL)
     wait_until(lambda: children(r, swarm.pid).get(1, {}).get("pid") not in (None, before[1]["pid"]), 30)
     assert f"swarm child 1 (pid {before[1]['pid']}) exited with -9" in swarm.output()
+    wait_until(lambda: len(set(r.lrange("finished", 0, -1))) == 60, 60, message="every job, the killed child's too")
     swarm.signal(signal.SIGTTIN)  # thread dumps from every child
     wait_until(lambda: swarm.output().count("thread kiq-default-0") >= 3, 10, message="3 dumps")
     swarm.signal(signal.SIGTSTP)  # quiet every child
@@ -122,6 +126,16 @@ def test_children_stopped_from_the_api_are_not_replaced(start_worker: StartWorke
     ProcessSet(e2e_config).stop()  # every process, through the registry (Sidekiq's Web UI does the same)
     assert swarm.wait(30) == 0  # no child left: the parent exits too
     assert "restarting" not in swarm.output()
+
+
+class WhoRuns(kiq.Job):
+    """Records the pid of the process that ran it."""
+
+    kiq_name = "tests.WhoRuns"
+
+    def perform(self, n: int) -> None:
+        time.sleep(0.005)
+        kiq.default_config().redis.rpush("ran_in", os.getpid())
 
 
 class Hog(kiq.Job):
