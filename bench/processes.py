@@ -27,6 +27,7 @@ from typing import Any
 
 from bench import machine
 from bench.redis_server import RedisServer
+from bench.report import machine_lines, render_table
 from bench.runner import BOOT_TIMEOUT, BenchError, Result, Runner, Settings, _cpu_seconds, _tail
 from bench.systems import CONCURRENCY, System, Toolchain
 
@@ -198,16 +199,11 @@ def table(run: dict[str, Any]) -> str:
         rss = [f"{r['peak_rss_mib']:.0f}" if r.get("peak_rss_mib") else "-" for r in (n, c)]
         row.append(" / ".join(rss))
         rows.append(row)
-    lines = ["| " + " | ".join(row) + " |" for row in rows]
-    if notes:
-        lines += ["", *[f"- {note}" for note in notes]]
-    return "\n".join(lines) + "\n"
+    return render_table(rows, notes)
 
 
 def markdown(run: dict[str, Any]) -> str:
-    lines = [f"- command: `{run['command']}`", f"- date: {run['date']}"]
-    lines += [f"- {key}: {value}" for key, value in run["machine"].items()]
-    return table(run) + "\n" + "\n".join(lines) + "\n"
+    return f"{table(run)}\n{machine_lines(run)}"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

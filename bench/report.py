@@ -64,6 +64,11 @@ def table(results: list[dict[str, Any]], baseline: str = BASELINE) -> str:
             row += [cell(result.get(key), base.get(key) if base else None) for key, *_ in METRICS]
             notes += [f"{result['label']}: {note}" for note in result.get("notes", [])]
         rows.append(row)
+    return render_table(rows, notes)
+
+
+def render_table(rows: list[list[str]], notes: list[str]) -> str:
+    """A Markdown table (``rows[0]`` the header, ``rows[1]`` its rule), then the notes as a list."""
     lines = ["| " + " | ".join(row) + " |" for row in rows]
     if notes:
         lines += ["", *[f"- {note}" for note in notes]]
@@ -119,10 +124,7 @@ def io_table(run: dict[str, Any]) -> str:
         row.insert(5, f"{rate / top:.0%} of {top:,.0f}" if rate and top else "-")
         rows.append(row)
         notes += [f"{result['label']}: {note}" for note in result.get("notes", [])]
-    lines = ["| " + " | ".join(row) + " |" for row in rows]
-    if notes:
-        lines += ["", *[f"- {note}" for note in notes]]
-    return "\n".join(lines) + "\n"
+    return render_table(rows, notes)
 
 
 def io_targets(run: dict[str, Any]) -> str:
