@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 QUEUES = "queues"  # SET of queue names
 QUEUE_PREFIX = "queue:"  # LIST per queue: LPUSH to push, RPOP/BRPOP to fetch (FIFO)
 SCHEDULE = "schedule"  # ZSET, score = when the job runs (epoch seconds)
@@ -37,3 +39,39 @@ def signals_key(identity: str) -> str:
 def stat_key(name: str, day: str | None = None) -> str:
     """``stat:processed``/``stat:failed``, or the counter of one UTC day (``YYYY-MM-DD``)."""
     return f"stat:{name}" if day is None else f"stat:{name}:{day}"
+
+
+# -- job metrics (Sidekiq 7's lib/sidekiq/metrics: tracking.rb writes them, query.rb reads them) ----------------
+METRICS_TTL = 8 * 60 * 60  # seconds the per-minute metrics hash and histograms live (Sidekiq's SHORT_TERM)
+# Upper bounds (exclusive) in ms of the 26 histogram buckets: a job of ``ms`` counts in the first bucket whose
+# bound is greater than ``ms``. The last one is Sidekiq's "Slow" bucket (1e20 in Ruby).
+HISTOGRAM_BOUNDS_MS: tuple[float, ...] = (
+    20, 30, 45, 65, 100,
+    150, 225, 335, 500, 750,
+    1100, 1700, 2500, 3800, 5750,
+    8500, 13000, 20000, 30000, 45000,
+    65000, 100000, 150000, 225000, 335000,
+    float("inf"),
+)  # fmt: skip
+HISTOGRAM_LABELS: tuple[str, ...] = (
+    "20ms", "30ms", "45ms", "65ms", "100ms",
+    "150ms", "225ms", "335ms", "500ms", "750ms",
+    "1.1s", "1.7s", "2.5s", "3.8s", "5.75s",
+    "8.5s", "13s", "20s", "30s", "45s",
+    "65s", "100s", "150s", "225s", "335s",
+    "Slow",
+)  # fmt: skip
+
+
+def metrics_key(minute: time.struct_time) -> str:
+    """HASH of one UTC minute's counts, ``j|YYYYMMDD|H:M`` (hour and minute not zero-padded), with the fields
+    ``<class>|p`` (processed, failures included), ``<class>|f`` (failed) and ``<class>|ms`` (milliseconds spent in
+    the jobs that succeeded)."""
+    return f"j|{minute.tm_year:04d}{minute.tm_mon:02d}{minute.tm_mday:02d}|{minute.tm_hour}:{minute.tm_min}"
+
+
+def histogram_key(name: str, minute: time.struct_time) -> str:
+    """One class's execution-time histogram of one UTC minute, ``<class>-DD-HH:M`` (day of month and hour
+    zero-padded, minute not): a string of 26 unsigned 16-bit big-endian counters (BITFIELD ``u16 #i``), one per
+    bucket of ``HISTOGRAM_BOUNDS_MS``, saturating at 65,535."""
+    return f"{name}-{minute.tm_mday:02d}-{minute.tm_hour:02d}:{minute.tm_min}"

@@ -198,6 +198,7 @@ CORE_SETTINGS = [
     Setting.number("dead_timeout", 180.0 * DAY, 0, "seconds a job stays in the dead set"),
     Setting.number("poll_interval", 5.0, 0.1, "average seconds between scheduled/retry polls"),
     Setting.number("heartbeat_interval", 10.0, 0.1, "seconds between heartbeats"),
+    Setting.boolean("metrics", True, "per-job-class execution metrics in Sidekiq 7's format, written each heartbeat"),
     Setting.text("tag", None, "a tag shown with this process in the process list"),
     Setting.choice("log_level", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"), "log level of the worker"),
     Setting.choice("log_format", "plain", ("plain", "json"), "log line format of the worker"),

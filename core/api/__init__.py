@@ -1,5 +1,6 @@
 """The data API (Sidekiq's ``sidekiq/api``): look at and act on queues, scheduled jobs, retries, dead jobs,
-processes and running jobs. Everything reads Sidekiq 7's keys, so it works on a Redis shared with Ruby.
+processes and running jobs, and read the per-class job metrics. Everything reads Sidekiq 7's keys, so it works
+on a Redis shared with Ruby.
 
 Every class takes an optional ``Config`` (default: the process-wide one)::
 
@@ -10,21 +11,38 @@ Every class takes an optional ``Config`` (default: the process-wide one)::
     RetrySet().find_job(jid).retry()                   # enqueue a retry now
     DeadSet().retry_all()
     ProcessSet().quiet()                               # stop fetching in every live worker
+    Metrics().top_jobs(minutes=60).jobs                # per job class: processed, failed, avg_ms, p95_ms
 """
 
 from __future__ import annotations
 
 from ..server.scheduled import cleanup_processes
 from .job_sets import DeadSet, JobSet, RetrySet, ScheduledSet, SortedEntry
+from .metrics import (
+    HISTOGRAM_BOUNDS_MS,
+    HISTOGRAM_LABELS,
+    JobClassMetrics,
+    JobMetricsSeries,
+    Metrics,
+    MetricsReport,
+    MinuteMetrics,
+)
 from .process_set import Process, ProcessSet, Work, Workers
 from .queue import Queue
 from .records import JobRecord
 from .stats import Stats
 
 __all__ = [
+    "HISTOGRAM_BOUNDS_MS",
+    "HISTOGRAM_LABELS",
     "DeadSet",
+    "JobClassMetrics",
+    "JobMetricsSeries",
     "JobRecord",
     "JobSet",
+    "Metrics",
+    "MetricsReport",
+    "MinuteMetrics",
     "Process",
     "ProcessSet",
     "Queue",

@@ -4,8 +4,9 @@ Every ``heartbeat_interval`` seconds the heartbeat writes Sidekiq 7's process re
 ``kiq processes`` list this process: ``SADD processes <identity>``; HASH ``<identity>`` with ``info`` (JSON),
 ``busy``, ``beat``, ``quiet``, ``rss``, ``rtt_us`` (expires in 60 s); HASH ``<identity>:work`` (thread id →
 ``{"queue", "payload", "run_at"}``, from the processors' in-memory state); it adds the processed/failed
-counters to ``stat:processed``/``stat:failed`` and the daily ``stat:*:YYYY-MM-DD`` keys; and it pops a
-signal (TSTP, TERM, TTIN) that the API left in ``<identity>-signals``.
+counters to ``stat:processed``/``stat:failed`` and the daily ``stat:*:YYYY-MM-DD`` keys, and the per-class job
+metrics to Sidekiq 7's metrics keys (kiq.server.metrics); and it pops a signal (TSTP, TERM, TTIN) that the API
+left in ``<identity>-signals``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ..keys import PROCESS_TTL, PROCESSES, STATS_TTL, signals_key, stat_key, wor
 from ..payload import dumps, new_jid
 from ..version import __version__
 from .manager import Manager, capsules_for
+from .metrics import MetricsFlusher, Recorder
 from .processor import RedisOutage
 from .scheduled import Poller
 
@@ -74,6 +76,7 @@ class Launcher:
         self.started_at = time.time()
         self._info: str | None = None
         self._flushed = (0, 0)  # processed, failed already added to the stat keys
+        self.metrics = MetricsFlusher(config) if config.metrics else None
         self._beat_now = threading.Event()  # wakes the heartbeat thread early: a quiet shows at once
         self._beats_ended = False
         self._heartbeat: threading.Thread | None = None
@@ -223,6 +226,8 @@ class Launcher:
         else:
             if self.outage.down_since is not None:
                 self.outage.recovered("heartbeat")
+        if self.metrics is not None:
+            self._flush_metrics()
         # also when the registry write failed (e.g. Redis at maxmemory refuses HSET): the reliable fetcher's
         # liveness key must not expire under a live process
         for manager in self.managers:
@@ -254,6 +259,22 @@ class Launcher:
         runners = [runner for manager in self.managers for runner in manager.runners]
         return sum(runner.processed for runner in runners), sum(runner.failed for runner in runners)
 
+    def _flush_metrics(self) -> None:
+        """The job metrics, apart from the registry: a server that refuses only these writes (an ACL, a proxy
+        without MULTI) must not drop this process from the registry. Refused, the counts wait for the next beat."""
+        assert self.metrics is not None
+        try:
+            self.metrics.flush(self._recorders())
+        except Exception as exc:
+            self.outage.failed(exc, "heartbeat metrics")
+        else:
+            if self.outage.down_since is not None:
+                self.outage.recovered("heartbeat metrics")
+
+    def _recorders(self) -> list[Recorder]:
+        runners = [runner for manager in self.managers for runner in manager.runners]
+        return [recorder for runner in runners if (recorder := runner.metrics) is not None]
+
     def _flush_stats(self, processed: int, failed: int) -> None:
         """Add the counts since the last successful flush (kept for the next beat when Redis fails)."""
         done, fails = processed - self._flushed[0], failed - self._flushed[1]
@@ -269,7 +290,8 @@ class Launcher:
         self._flushed = (processed, failed)
 
     def _clear_heartbeat(self) -> None:
-        """Final counters out, and this process out of the registry (best effort: Redis may be down)."""
+        """Final counters and job metrics out, and this process out of the registry (best effort: Redis may be
+        down)."""
         try:
             self._flush_stats(*self._totals())
             pipe = self.config.redis.pipeline(transaction=False)
@@ -278,6 +300,11 @@ class Launcher:
             pipe.execute()
         except Exception as exc:
             log.warning("could not remove this process from Redis: %s", exc)
+        if self.metrics is not None:
+            try:
+                self.metrics.flush(self._recorders())
+            except Exception as exc:
+                log.warning("could not write the last job metrics to Redis: %s", exc)
 
     def info(self) -> dict[str, Any]:
         """The ``info`` field of the process hash (Sidekiq 7's ``to_data``, plus ``heartbeat_interval``, so readers

@@ -8,7 +8,8 @@ not on an unexpected internal error (e.g. Redis down while recording the retry),
 recover it.
 
 The hot path allocates little and makes no Redis calls besides the fetch: counters are plain ints owned by
-this thread (the heartbeat sums them), and the ``<identity>:work`` entry is a tuple the heartbeat writes out.
+this thread (the heartbeat sums them), so are the per-class metrics (kiq.server.metrics, flushed by the heartbeat),
+and the ``<identity>:work`` entry is a tuple the heartbeat writes out.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ..job_registry import registry
 from ..logging import JobLogger, thread_id
 from ..payload import parse_payload
 from . import acknowledgement, dead
+from .metrics import Recorder
 from .retry import Handled, JobRetry
 from .time_limit import Watchdog, time_limit, timed_out
 
@@ -111,6 +113,7 @@ class JobRunner:
         self.processed = 0
         self.failed = 0
         self.default_time_limit = config.job_timeout  # read once: a Config attribute costs a lookup per job
+        self.metrics = Recorder() if config.metrics else None  # per-class counts, flushed by the heartbeat
 
     def steps(self, slot: Slot, unit: UnitOfWork, job: dict[str, Any], job_class: type[Any] | None) -> JobSteps:
         """Everything around ``perform`` for one parsed job (``job_class`` from the registry, None if unknown), as a
@@ -120,6 +123,7 @@ class JobRunner:
         slot.unit = unit
         slot.work = (queue, jobstr, int(time.time()))
         job_logger = self.job_logger
+        metrics = self.metrics
         context = job_logger.prepare(job)
         ack = False
         if acknowledgement.current.get() is not slot.acknowledgement:  # once per thread, or per async job's task
@@ -146,12 +150,18 @@ class JobRunner:
                 except BaseException:
                     self.failed += 1
                     self.processed += 1
+                    if metrics is not None:
+                        metrics.failed(job)
                     job_logger.finish(context, started, failed=True)
                     raise
                 self.processed += 1
                 failure = slot.acknowledgement.failure  # a failure a plugin handled (kiq.report_failure)
                 if failure is not None:
                     self.failed += 1
+                    if metrics is not None:
+                        metrics.failed(job)
+                elif metrics is not None:
+                    metrics.succeeded(job, started)
                 job_logger.finish(context, started, failed=failure is not None, reason=failure)
             ack = True
         except Handled as handled:
