@@ -10,7 +10,8 @@ Two kinds of hooks, two failure rules:
 - **Contributions** (``kiq_settings``, ``kiq_job_options``, ``kiq_client_middleware``, ``kiq_server_middleware``,
   ``kiq_fetcher``, ``kiq_cli``, ``kiq_check``) shape the process when a plugin is registered or the worker starts;
   a failure stops the start with an error naming the plugin. The first four are pluggy *historic* hooks: a plugin
-  registered at any time gets them called once.
+  registered at any time gets them called once. ``kiq_web_tabs`` (tabs for the dashboard) is isolated instead,
+  like a notification: a dashboard must not fail to serve because one plugin's tabs could not be made.
 - **Notifications** (everything else) report what happens while kiq runs. Each implementation runs on its own:
   one that raises is logged and reported to the ``kiq_error`` hooks, and the others still run (a raising
   ``kiq_error`` implementation is only logged). A context manager it returns is entered the same way.
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from .fetcher import Capsule, Fetcher
     from .middleware import Chain, ClientMiddleware, ServerMiddleware
     from .settings import Setting
+    from .tabs import Tab
 
 hookspec = pluggy.HookspecMarker("kiq")
 hookimpl = pluggy.HookimplMarker("kiq")
@@ -37,7 +39,7 @@ hookimpl = pluggy.HookimplMarker("kiq")
 # the hooks whose implementations are isolated from each other (see the module's doc)
 NOTIFICATIONS = frozenset(
     {"kiq_error", "kiq_death", "kiq_startup", "kiq_quiet", "kiq_shutdown", "kiq_heartbeat", "kiq_operation",
-     "kiq_push_bulk", "kiq_job_dropped"}
+     "kiq_push_bulk", "kiq_job_dropped", "kiq_web_tabs"}
 )  # fmt: skip
 
 
@@ -84,6 +86,13 @@ def kiq_check(config: Config) -> None:
 def kiq_cli(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add subcommands to the ``kiq`` command line (``commands.add_parser(...)``, with ``set_defaults(run=f)``
     where ``f(args) -> int``). Asked of every installed plugin (the ``kiq.plugins`` entry points)."""
+
+
+@hookspec
+def kiq_web_tabs(config: Config) -> list[Tab] | None:
+    """Return the tabs this plugin adds to the web dashboard (``kiq.tabs``), or None; asked once when a dashboard
+    is made for ``config``. Isolated like a notification: an implementation that raises is logged and its tabs are
+    left out, the dashboard still serves the others."""
 
 
 # -- notifications ---------------------------------------------------------------------------------------------

@@ -7,11 +7,13 @@ import threading
 from typing import Any
 
 import kiq
+from kiq.tabs import Tab
 
 from . import cli
 from .context import running_job
 from .middleware import BatchClientMiddleware, BatchServerMiddleware
 from .scripts import Changes
+from .web import batches_tab
 from .writer import OutcomeWriter
 
 DAY = 24 * 60 * 60
@@ -96,6 +98,11 @@ class BatchPlugin:
     def kiq_shutdown(self, config: kiq.Config) -> None:
         if self._writer is not None:
             self._writer.close(config.get("batch_shutdown_timeout"))
+
+    @kiq.hookimpl
+    def kiq_web_tabs(self, config: kiq.Config) -> list[Tab]:
+        """The "Batches" tab of the dashboard: the newest batches, and each batch in full (see web.py)."""
+        return [batches_tab(config)]
 
     @kiq.hookimpl
     def kiq_cli(self, commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

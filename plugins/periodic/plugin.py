@@ -8,11 +8,13 @@ import logging
 import time
 
 import kiq
+from kiq.tabs import Tab
 
 from . import cli
 from .entries import PeriodicJob, from_table, parse_setting
 from .scheduler import Scheduler
 from .store import prune, publish
+from .web import periodic_tab
 
 log = logging.getLogger("kiq.periodic")
 
@@ -84,6 +86,11 @@ class PeriodicPlugin:
     def kiq_quiet(self) -> None:
         if self.scheduler is not None:  # a quiet process starts no new work; the other workers go on enqueueing
             self.scheduler.stop()
+
+    @kiq.hookimpl
+    def kiq_web_tabs(self, config: kiq.Config) -> list[Tab]:
+        """The "Periodic" tab of the dashboard: the schedule the live workers run (see web.py)."""
+        return [periodic_tab(config, lambda: self.schedule(config))]
 
     @kiq.hookimpl
     def kiq_cli(self, commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

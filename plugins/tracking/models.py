@@ -16,6 +16,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 # BIGINT autoincrement is not an alias of ROWID in SQLite; INTEGER is.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
 JOB_CLASS_LENGTH = 200
+NAME_LENGTH = 200
 
 
 class Base(DeclarativeBase):
@@ -28,10 +29,11 @@ class Task(Base):
     __tablename__ = "kiq_tracking_tasks"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)  # 128 random bits, hex
-    name: Mapped[str] = mapped_column(String(200))
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH))
     job_class: Mapped[str] = mapped_column(String(JOB_CLASS_LENGTH))
     total: Mapped[int] = mapped_column(Integer)
-    created_at: Mapped[float] = mapped_column(Float)
+    # indexed for the newest tasks first (the dashboard's list); an older database gets it in place (Store)
+    created_at: Mapped[float] = mapped_column(Float, index=True)
     push_error: Mapped[str | None] = mapped_column(Text, default=None)  # set when pushing to Redis failed
 
 

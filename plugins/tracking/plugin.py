@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 import kiq
+from kiq.tabs import Tab
 
 from . import cli
 from .middleware import (
@@ -18,6 +19,7 @@ from .middleware import (
     is_tracked,
 )
 from .tracker import Tracker
+from .web import tasks_tab
 
 SETTINGS = [
     kiq.Setting.text("tracking_database_url", "sqlite:///kiq-tracking.db", "SQLAlchemy URL of the tracking database"),
@@ -87,6 +89,11 @@ class TrackingPlugin:
     def kiq_shutdown(self, config: kiq.Config) -> None:
         if self._tracker is not None:
             self._tracker.writer.close(config.get("tracking_shutdown_timeout"))
+
+    @kiq.hookimpl
+    def kiq_web_tabs(self, config: kiq.Config) -> list[Tab]:
+        """The "Tasks" tab of the dashboard: the newest tasks, and each task with its jobs (see web.py)."""
+        return [tasks_tab(lambda: self.tracker(config).store)]
 
     @kiq.hookimpl
     def kiq_cli(self, commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import (
     Connection,
     Engine,
+    Select,
     bindparam,
     create_engine,
     delete,
@@ -38,7 +39,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
-from .models import JOB_CLASS_LENGTH, Base, Cursor, Event, Task
+from .models import JOB_CLASS_LENGTH, NAME_LENGTH, Base, Cursor, Event, Task
 from .statuses import DONE_STATUSES, ENQUEUED, STATUSES
 from .writer import Update
 
@@ -188,6 +189,7 @@ class Store:
                 return
             Base.metadata.create_all(self.engine)
             self._add_missing_columns()
+            self._add_missing_indexes()
             try:
                 with self.engine.begin() as conn:
                     if conn.execute(select(Cursor.id)).first() is None:
@@ -211,6 +213,22 @@ class Store:
                 if column.name not in {c["name"] for c in inspect(self.engine).get_columns(Event.__tablename__)}:
                     raise
 
+    def _add_missing_indexes(self) -> None:
+        """Indexes of the tasks table newer than a table made by an older kiq (on ``created_at``, for the newest
+        tasks first): ``create_all`` makes a table's indexes only with the table. Made in place, on SQLite and
+        PostgreSQL (the tasks table has a row per task, not per job: it takes little time). Another process may make
+        one at the same moment: its CREATE wins, and ours is not needed."""
+        table = Base.metadata.tables[Task.__tablename__]
+        present = {index["name"] for index in inspect(self.engine).get_indexes(table.name)}
+        for index in table.indexes:
+            if index.name in present:
+                continue
+            try:
+                index.create(self.engine)
+            except DBAPIError:
+                if index.name not in {found["name"] for found in inspect(self.engine).get_indexes(table.name)}:
+                    raise
+
     def connect(self) -> Connection:
         self.init_schema()
         return self.engine.connect()
@@ -221,7 +239,13 @@ class Store:
 
     # -- writes -------------------------------------------------------------------------------------
     def create_task(self, task: dict[str, Any], events: list[dict[str, Any]]) -> None:
-        """Insert a task and its events (status enqueued) in one transaction."""
+        """Insert a task and its events (status enqueued) in one transaction. Its name and job class are stored
+        as ``apply`` stores text (see the module doc), cut to their columns' length."""
+        task = {
+            **task,
+            "name": _storable(task["name"])[:NAME_LENGTH],
+            "job_class": _storable(task["job_class"])[:JOB_CLASS_LENGTH],
+        }
         with self.begin_write() as conn:
             first = _allocate(conn, len(events))
             conn.execute(insert(Task).values(**task))
@@ -275,34 +299,18 @@ class Store:
         if not ids:
             return {}
         with self.connect() as conn:
-            found = {
-                task.id: {
-                    "id": task.id,
-                    "name": task.name,
-                    "job_class": task.job_class,
-                    "created_at": task.created_at,
-                    "total": task.total,
-                    "push_error": task.push_error,
-                    "counts": dict.fromkeys(STATUSES, 0),
-                    "cursor": 0,
-                }
-                for task in conn.execute(select(Task).where(Task.id.in_(ids)))
-            }
-            counts = conn.execute(
-                select(Event.task_id, Event.status, func.count(), func.max(Event.seq))
-                .where(Event.task_id.in_(list(found)))
-                .group_by(Event.task_id, Event.status)
-            )
-            for task_id, status, count, max_seq in counts:
-                summary = found[task_id]
-                summary["counts"][status] = count
-                summary["cursor"] = max(summary["cursor"], max_seq or 0)
-        for summary in found.values():
-            done = sum(summary["counts"][status] for status in DONE_STATUSES)
-            summary["done"] = done
-            summary["progress"] = done / summary["total"] if summary["total"] else 1.0
-            summary["complete"] = done >= summary["total"]
+            found = _summaries(conn, select(Task).where(Task.id.in_(ids)))
         return {task_id: found[task_id] for task_id in ids if task_id in found}
+
+    def recent_tasks(self, offset: int, limit: int, name: str | None = None) -> list[dict[str, Any]]:
+        """Summaries (as ``tasks`` makes them) of the newest tasks, newest first: ``limit`` of them, after the
+        ``offset`` newest; only tasks whose name contains ``name`` (in any case) when given. One page is read
+        (LIMIT/OFFSET on the ``created_at`` index), never the whole table."""
+        query = select(Task).order_by(Task.created_at.desc(), Task.id.desc()).offset(offset).limit(limit)
+        if name:  # as names are stored (create_task): a NUL or a lone surrogate would match nothing, or fail
+            query = query.where(Task.name.icontains(_storable(name), autoescape=True))
+        with self.connect() as conn:
+            return list(_summaries(conn, query).values())
 
     def task(self, task_id: str, with_events: bool = True) -> dict[str, Any] | None:
         """One task's summary, and its events (in job order) unless ``with_events`` is False."""
@@ -312,6 +320,16 @@ class Store:
                 rows = conn.execute(select(*EVENT_COLUMNS).where(Event.task_id == task_id).order_by(Event.id))
                 summary["events"] = [_event_json(row) for row in rows]
         return summary
+
+    def task_events(self, task_id: str, offset: int, limit: int, status: str | None = None) -> list[dict[str, Any]]:
+        """One page of a task's events in job order (``limit`` after the first ``offset``), only those of
+        ``status`` when given; an unknown task has none."""
+        query = select(*EVENT_COLUMNS).where(Event.task_id == task_id)
+        if status is not None:
+            query = query.where(Event.status == status)
+        with self.connect() as conn:
+            rows = conn.execute(query.order_by(Event.id).offset(offset).limit(limit))
+            return [_event_json(row) for row in rows]
 
     def events_since(self, task_id: str, since: int, limit: int = 1000) -> dict[str, Any] | None:
         """Events of a task changed after cursor ``since``, oldest change first; None if the task is unknown.
@@ -337,6 +355,39 @@ class Store:
         with self.connect() as conn:
             row = conn.execute(select(Event.task_id, *EVENT_COLUMNS).where(Event.job_id == job_id)).first()
         return None if row is None else {**_event_json(row), "task_id": row.task_id}
+
+
+def _summaries(conn: Connection, tasks: Select[Task]) -> dict[str, dict[str, Any]]:
+    """The summaries of the tasks ``tasks`` selects, by id, in its order: each with its counts per status."""
+    found = {
+        task.id: {
+            "id": task.id,
+            "name": task.name,
+            "job_class": task.job_class,
+            "created_at": task.created_at,
+            "total": task.total,
+            "push_error": task.push_error,
+            "counts": dict.fromkeys(STATUSES, 0),
+            "cursor": 0,
+        }
+        for task in conn.execute(tasks)
+    }
+    if found:
+        counts = conn.execute(
+            select(Event.task_id, Event.status, func.count(), func.max(Event.seq))
+            .where(Event.task_id.in_(list(found)))
+            .group_by(Event.task_id, Event.status)
+        )
+        for task_id, status, count, max_seq in counts:
+            summary = found[task_id]
+            summary["counts"][status] = count
+            summary["cursor"] = max(summary["cursor"], max_seq or 0)
+    for summary in found.values():
+        done = sum(summary["counts"][status] for status in DONE_STATUSES)
+        summary["done"] = done
+        summary["progress"] = done / summary["total"] if summary["total"] else 1.0
+        summary["complete"] = done >= summary["total"]
+    return found
 
 
 def _read_modify_write(conn: Connection, updates: Sequence[Update], first: int) -> None:
