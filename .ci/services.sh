@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install and start, on loopback only, what the kiq test suite talks to:
 #   redis-server on 127.0.0.1:6390, PostgreSQL on 127.0.0.1:5433 (a private cluster),
-#   Ruby with Debian's Sidekiq 6.4.1, and Chromium for headless browser tests.
+#   Ruby with Debian's Sidekiq 6.4.1, and Chromium with its driver for headless browser tests (Selenium).
 # Idempotent: skips apt when everything is there, reuses servers that already answer.
 # .ci/run sources it to get the KIQ_TEST_* variables exported. By hand, as root:
 #   eval "$(bash .ci/services.sh)"   # prints the export lines on stdout, the rest on stderr
@@ -15,7 +15,7 @@ kiq_pg_bin() { compgen -G '/usr/lib/postgresql/*/bin' | sort -V | tail -n1; }
 
 kiq_install() {
   local missing=0 cmd
-  for cmd in redis-server redis-cli chromium; do command -v "$cmd" >/dev/null || missing=1; done
+  for cmd in redis-server redis-cli chromium chromedriver; do command -v "$cmd" >/dev/null || missing=1; done
   [ -n "$(kiq_pg_bin)" ] || missing=1
   ruby -e 'require "sidekiq"' >/dev/null 2>&1 || missing=1
   [ "$missing" = 0 ] && return 0
@@ -24,7 +24,7 @@ kiq_install() {
   "${apt[@]}" update
   # fonts-liberation is only a Recommends of chromium, but without it screenshots show no text.
   "${apt[@]}" install -y --no-install-recommends \
-    redis-server postgresql ruby-sidekiq chromium fonts-liberation >/dev/null
+    redis-server postgresql ruby-sidekiq chromium chromium-driver fonts-liberation >/dev/null
 }
 
 kiq_start_redis() {

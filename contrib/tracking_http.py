@@ -22,19 +22,19 @@ sessions and users reach it) and a ``Resource`` that says what is read.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 from urllib.parse import parse_qs
 
 from kiq.plugins.batch import status as batch_status
 from kiq.plugins.tracking import Tracker, tracker_for
 
+from .http import Answer, Request, WSGIRequest, serve_asgi, serve_wsgi, wsgi_path
 from .tracking_page import content_security_policy, new_nonce, render_page
 
 if TYPE_CHECKING:
@@ -48,21 +48,6 @@ BATCH_ID = JOB_ID  # a bid: ours are 22 URL-safe characters, Sidekiq Pro's 14
 MAX_IDS = 100
 MAX_LIMIT = 10_000
 ALLOW = "GET, HEAD"
-JSON_POLICY = "default-src 'none'; frame-ancestors 'none'"
-SECURITY_HEADERS = (
-    ("Cache-Control", "no-store"),
-    ("X-Content-Type-Options", "nosniff"),
-    ("X-Frame-Options", "DENY"),
-    ("Referrer-Policy", "no-referrer"),
-)
-REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    403: "Forbidden",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    503: "Service Unavailable",
-}
 
 
 @dataclass(frozen=True)
@@ -85,44 +70,6 @@ RequestT = TypeVar("RequestT")
 # authorize(request, resource) -> True to answer; anything else (False, an exception) answers 403. A plain
 # function, not async: the ASGI app calls it in a worker thread, so it may block on a lookup.
 Authorize = Callable[[RequestT, Resource], bool]
-
-
-@dataclass(frozen=True)
-class WSGIRequest:
-    """What the plain WSGI app gives ``authorize``: header names are lower case (``headers["authorization"]``)."""
-
-    method: str
-    path: str
-    headers: Mapping[str, str]
-    environ: dict[str, Any]
-
-    @classmethod
-    def from_environ(cls, environ: dict[str, Any], path: str) -> WSGIRequest:
-        headers = {
-            name.removeprefix("HTTP_").replace("_", "-").lower(): str(value)
-            for name, value in environ.items()
-            if name.startswith("HTTP_") or (name in ("CONTENT_TYPE", "CONTENT_LENGTH") and value)
-        }
-        return cls(environ.get("REQUEST_METHOD", "GET"), path, headers, environ)
-
-
-@dataclass(frozen=True)
-class Answer:
-    status: int
-    content_type: str
-    body: bytes
-    policy: str = JSON_POLICY  # Content-Security-Policy
-    headers: tuple[tuple[str, str], ...] = field(default=())  # more headers (e.g. Allow)
-
-    def all_headers(self) -> list[tuple[str, str]]:
-        """Every header of the answer, security headers included (the same on every answer)."""
-        return [
-            ("Content-Type", self.content_type),
-            ("Content-Length", str(len(self.body))),
-            ("Content-Security-Policy", self.policy),
-            *SECURITY_HEADERS,
-            *self.headers,
-        ]
 
 
 class BadRequest(Exception):
@@ -184,6 +131,10 @@ class TrackingEndpoints(Generic[RequestT]):
         except Exception as exc:  # the database is away or broken: say so, without a stack trace
             log.warning("tracking endpoint %s failed: %s", path, exc)
             return _error(503, "the tracking database is unavailable")
+
+    def answer(self, request: Request) -> Answer:
+        """``handle`` for a ``kiq.contrib.http.Request`` (its ``native`` is what ``authorize`` gets)."""
+        return self.handle(request.method, request.path, request.query, request.native)
 
     def _allows(self, request: RequestT, resource: Resource) -> bool:
         if self.authorize is None:
@@ -265,34 +216,13 @@ def asgi_app(
 
     ``authorize`` gets a ``starlette.requests.Request`` (Starlette must be installed to give one): mounted in a
     Starlette or FastAPI app, it carries the host app's ``request.session``, ``request.user`` and cookies."""
-    request_class: type[StarletteRequest] | None = None
+    native = None
     if authorize is not None:  # Starlette is needed only to give the hook a request
         from starlette.requests import Request
 
-        request_class = Request
+        native = Request
     endpoints: TrackingEndpoints[Any] = TrackingEndpoints(tracker, authorize)
-
-    async def app(scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
-        if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-        if scope["type"] != "http":
-            return
-        path: str = scope["path"]
-        root: str = scope.get("root_path", "")
-        if root and path.startswith(root):  # mounted under a prefix (Starlette keeps it in path)
-            path = path[len(root) :]
-        query = scope.get("query_string", b"").decode("latin-1")
-        request = request_class(scope, receive) if request_class is not None else None
-        answer = await asyncio.to_thread(endpoints.handle, scope["method"], path, query, request)
-        await send({"type": "http.response.start", "status": answer.status, "headers": [
-            (name.lower().encode(), value.encode()) for name, value in answer.all_headers()
-        ]})  # fmt: skip
-        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else answer.body})
-
-    return app
+    return serve_asgi(endpoints.answer, native)
 
 
 def wsgi_app(
@@ -301,13 +231,7 @@ def wsgi_app(
     """A WSGI app serving the endpoints; ``authorize`` gets a ``WSGIRequest`` (method, path, headers, environ)."""
     endpoints: TrackingEndpoints[WSGIRequest] = TrackingEndpoints(tracker, authorize)
 
-    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        method = environ.get("REQUEST_METHOD", "GET")
-        # PEP 3333: PATH_INFO is latin-1-decoded bytes; recover the UTF-8 text
-        path = environ.get("PATH_INFO", "").encode("latin-1").decode("utf-8", "replace")
-        request = WSGIRequest.from_environ(environ, path)
-        answer = endpoints.handle(method, path, environ.get("QUERY_STRING", ""), request)
-        start_response(f"{answer.status} {REASONS[answer.status]}", answer.all_headers())
-        return [b"" if method == "HEAD" else answer.body]
+    def native(environ: dict[str, Any]) -> WSGIRequest:
+        return WSGIRequest.from_environ(environ, wsgi_path(environ))
 
-    return app
+    return serve_wsgi(endpoints.answer, native)

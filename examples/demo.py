@@ -1,9 +1,10 @@
 """`make demo`: the AsyncTask scenario (seed 002) end to end on the embedded Redis and SQLite.
 
 Creates a task of a few hundred jobs (some fail a business rule, some raise once and are retried, a few keep
-raising and die), runs a real ``kiq worker`` process, shows the progress as a text bar, serves the status page
-while it runs, and prints the final counts per status. Exits 0 by itself when the task is complete; with
-``--serve`` the page stays up until Ctrl-C.
+raising and die), runs a real ``kiq worker`` process, shows the progress as a text bar, serves the dashboard
+(``kiq.contrib.web``: queues, busy worker, retries, dead jobs, metrics, the task in its Tasks tab) and the task's
+live status page while it runs, and prints the final counts per status. Exits 0 by itself when the task is
+complete; with ``--serve`` the dashboard stays up until Ctrl-C.
 
     .venv/bin/python examples/demo.py [--jobs 300] [--job-seconds 0.03] [--serve] [--port 8077]
 
@@ -27,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.util import shift_path_info
 
 import kiq
 from kiq.config import set_default_config
@@ -78,9 +80,19 @@ class ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
 
 
 def serve(tracker: Tracker, port: int) -> WSGIServer:
-    from kiq.contrib.tracking_http import wsgi_app
+    """The dashboard at ``/``, and the tracking endpoints (the task's live status page) under ``/tracking``."""
+    from kiq.contrib import tracking_http, web
 
-    server = make_server("127.0.0.1", port, wsgi_app(tracker), ThreadingServer, QuietHandler)
+    dashboard = web.wsgi_app(tracker.config)
+    tracking = tracking_http.wsgi_app(tracker)
+
+    def app(environ: dict[str, Any], start_response: Any) -> Any:
+        if environ.get("PATH_INFO", "").startswith("/tracking/"):
+            shift_path_info(environ)
+            return tracking(environ, start_response)
+        return dashboard(environ, start_response)
+
+    server = make_server("127.0.0.1", port, app, ThreadingServer, QuietHandler)
     threading.Thread(target=server.serve_forever, name="status-page", daemon=True).start()
     return server
 
@@ -136,8 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=300, help="jobs in the task (default 300)")
     parser.add_argument("--job-seconds", type=float, default=0.03, help="mean time a job works (default 0.03)")
-    parser.add_argument("--serve", action="store_true", help="keep the status page up after the task completes")
-    parser.add_argument("--port", type=int, default=8077, help="status page port (0: any free port)")
+    parser.add_argument("--serve", action="store_true", help="keep the dashboard up after the task completes")
+    parser.add_argument("--port", type=int, default=8077, help="dashboard port (0: any free port)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)  # clean up (worker, Redis, temp dir) on TERM as on Ctrl-C
 
@@ -154,16 +166,18 @@ def main(argv: list[str] | None = None) -> int:
         server = serve(tracker, args.port)
         products = [[product, kind_of(product)] for product in range(args.jobs)]
         task_id = tracker.create_task(DemoEnroll, products, name=f"enroll {args.jobs} products")
-        url = f"http://127.0.0.1:{server.server_port}/tasks/{task_id}/page"
+        root = f"http://127.0.0.1:{server.server_port}"
+        url = f"{root}/tracking/tasks/{task_id}/page"
+        print(f"dashboard: {root}/  (the task: {root}/tabs/tasks/{task_id})")
         print(f"task {task_id}: {args.jobs} jobs pushed to {redis_url}")
         print(f"status page: {url}", flush=True)
         worker = start_worker(redis_url, database_url, workdir, args.job_seconds)
         print(f"worker pid {worker.pid} (log: {workdir / 'worker.log'})", flush=True)
         task = watch(tracker, task_id, worker)
         print("final counts: " + ", ".join(f"{status} {count}" for status, count in task["counts"].items()))
-        print(f"complete: {task['done']} of {task['total']} jobs done; status page: {url}", flush=True)
+        print(f"complete: {task['done']} of {task['total']} jobs done; dashboard: {root}/", flush=True)
         if args.serve:
-            print("serving the status page until Ctrl-C", flush=True)
+            print("serving the dashboard and the status page until Ctrl-C", flush=True)
             while True:
                 time.sleep(1)
         return 0

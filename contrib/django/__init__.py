@@ -4,7 +4,8 @@
 - a job pushed inside ``transaction.atomic()`` is pushed when the transaction commits, never if it rolls back
   (``OnCommitMiddleware``; ``.set(on_commit=False)`` or ``django_on_commit = False`` to push at once);
 - ``python manage.py kiq_worker -r myapp.jobs`` runs a worker with Django set up;
-- ``path("admin/kiq/", include("kiq.contrib.django.urls"))`` serves the tracking endpoints to staff users;
+- ``path("admin/kiq/", include("kiq.contrib.django.urls"))`` serves the tracking endpoints to staff users, and
+  ``path("admin/kiq/dashboard/", include("kiq.contrib.django.dashboard_urls"))`` the dashboard (before it);
 - ``database_url("default")`` turns a ``DATABASES`` entry into a ``tracking_database_url``.
 
 Importing this package imports no model and reads no setting, so ``settings.py`` may use ``database_url``.

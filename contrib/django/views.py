@@ -1,4 +1,5 @@
-"""The tracking endpoints (``kiq.contrib.tracking_http``) as a Django view, for staff users only.
+"""The tracking endpoints (``kiq.contrib.tracking_http``) and the dashboard (``kiq.contrib.web``) as Django views,
+for staff users only.
 
 Anonymous visitors are sent to the admin's login page when the project has the admin, and answered 403 when it has
 not; signed-in users who are not active staff get 403. Staff may read every task, so ``/jobs/<jid>`` also says
@@ -7,22 +8,51 @@ which task a job belongs to.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.urls import NoReverseMatch, reverse
+from django.views.decorators.csrf import csrf_exempt
 
+from kiq.contrib.http import Answer, Request
 from kiq.contrib.tracking_http import Resource, TrackingEndpoints
+from kiq.contrib.web import Dashboard
+
+from .config import config
 
 
 def tracking(request: HttpRequest, subpath: str = "") -> HttpResponse:
     if not is_staff(request):
         return _refuse(request)
     answer = endpoints.handle(request.method or "GET", "/" + subpath, request.META.get("QUERY_STRING", ""), request)
+    return _response(answer)
+
+
+@csrf_exempt  # the dashboard's forms carry its own CSRF token (a SameSite=Strict cookie, checked on every POST)
+def dashboard(request: HttpRequest, subpath: str = "") -> HttpResponse:
+    if not is_staff(request):
+        return _refuse(request)
+    root = request.path[: len(request.path) - len(subpath)].rstrip("/")
+    headers = {name.lower(): value for name, value in request.headers.items()}
+    query = request.META.get("QUERY_STRING", "")
+    answer = _dashboard()(Request(request.method or "GET", "/" + subpath, query, headers, request.body, root, request))
+    return _response(answer)
+
+
+@functools.cache
+def _dashboard() -> Dashboard:
+    return Dashboard(config())
+
+
+def _response(answer: Answer) -> HttpResponse:
     response = HttpResponse(answer.body, status=answer.status)
     for name, value in answer.all_headers():
-        response[name] = value
+        if name.lower() == "set-cookie":  # Django sends cookies from .cookies (and its test client reads them there)
+            response.cookies.load(value)
+        else:
+            response[name] = value
     return response
 
 

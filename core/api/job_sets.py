@@ -126,6 +126,14 @@ class JobSet:
                 yield SortedEntry(self, score, value)
             offset = initial_size - self.size
 
+    def page(self, start: int, count: int, newest_first: bool = True) -> list[SortedEntry]:
+        """``count`` entries from position ``start`` (0: the highest score, or the lowest when not
+        ``newest_first``): one ``ZRANGE`` by rank, whatever the set's size."""
+        if count <= 0 or start < 0:
+            return []
+        found = self.config.redis.zrange(self.name, start, start + count - 1, desc=newest_first, withscores=True)
+        return [SortedEntry(self, score, value) for value, score in _scored(found)]
+
     def clear(self) -> int:
         """Remove every job; returns how many there were."""
         pipe = self.config.redis.pipeline(transaction=True)

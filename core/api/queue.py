@@ -58,6 +58,13 @@ class Queue:
                 yield JobRecord(str(entry), self.name, self.config)
             deleted = max(0, initial_size - self.size)
 
+    def page(self, start: int, count: int) -> list[JobRecord]:
+        """``count`` jobs from position ``start`` (0: the newest): one ``LRANGE``, whatever the queue's size."""
+        if count <= 0 or start < 0:
+            return []
+        entries = self.config.redis.lrange(self.key, start, start + count - 1)
+        return [JobRecord(str(entry), self.name, self.config) for entry in entries]
+
     def find_job(self, jid: str) -> JobRecord | None:
         """The job with this jid (a linear scan, as in Sidekiq), or None."""
         return next((record for record in self if record.jid == jid), None)

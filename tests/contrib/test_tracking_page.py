@@ -60,7 +60,8 @@ def test_make_demo_runs_the_task_to_completion_and_exits_0(tmp_path: Path) -> No
     # products 3, 13, 23 fail a business rule; 7 and 22 raise once and finish on their retry
     assert "final counts: enqueued 0, working 0, finished 27, failed 3, error 0" in output
     assert re.search(r"\[#{40}\] 100\.0%", output)
-    assert re.search(r"status page: http://127\.0\.0\.1:\d+/tasks/[0-9a-f]{32}/page", output)
+    assert re.search(r"status page: http://127\.0\.0\.1:\d+/tracking/tasks/[0-9a-f]{32}/page", output)
+    assert re.search(r"dashboard: http://127\.0\.0\.1:\d+/ ", output)
 
 
 def dump_dom(url: str, profile: Path, budget_ms: int) -> str:
@@ -101,7 +102,11 @@ def test_the_status_page_in_chromium_shows_progress_then_100_percent_with_the_ap
         before = httpx.get(api_url).json()
         running = dump_dom(page_url, tmp_path / "ch", 2000)
         after = httpx.get(api_url).json()
-        wait_until(lambda: "serving the status page" in log.read_text(), 150, message="the demo task to complete")
+        wait_until(
+            lambda: "serving the dashboard and the status page" in log.read_text(),
+            150,
+            message="the demo task to complete",
+        )
         api = httpx.get(api_url).json()
         final = dump_dom(page_url, tmp_path / "ch", 10000)
     finally:

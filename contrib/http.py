@@ -1,0 +1,196 @@
+"""What kiq's HTTP apps (the tracking endpoints, the dashboard) share: an ``Answer``, the headers every answer
+carries, and the request as they see it under ASGI and WSGI, so each app is written once as ``Request -> Answer``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+JSON_POLICY = "default-src 'none'; frame-ancestors 'none'"
+SECURITY_HEADERS = (
+    ("Cache-Control", "no-store"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("X-Frame-Options", "DENY"),
+    ("Referrer-Policy", "no-referrer"),
+)
+REASONS = {
+    200: "OK",
+    303: "See Other",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    413: "Content Too Large",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+MAX_BODY = 1 << 20  # a form of the dashboard: a selection of entries, never a payload
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    content_type: str
+    body: bytes
+    policy: str = JSON_POLICY  # Content-Security-Policy
+    headers: tuple[tuple[str, str], ...] = field(default=())  # more headers (e.g. Allow)
+
+    def all_headers(self) -> list[tuple[str, str]]:
+        """Every header of the answer, the security headers included (those the answer does not set itself)."""
+        own = {name for name, _ in self.headers}  # the answer's own value replaces a default one
+        security = [header for header in SECURITY_HEADERS if header[0] not in own]
+        return [
+            ("Content-Type", self.content_type),
+            ("Content-Length", str(len(self.body))),
+            ("Content-Security-Policy", self.policy),
+            *security,
+            *self.headers,
+        ]
+
+    @property
+    def status_line(self) -> str:
+        return f"{self.status} {REASONS.get(self.status, 'Unknown')}"
+
+
+@dataclass(frozen=True)
+class WSGIRequest:
+    """What the plain WSGI app gives ``authorize``: header names are lower case (``headers["authorization"]``)."""
+
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    environ: dict[str, Any]
+
+    @classmethod
+    def from_environ(cls, environ: dict[str, Any], path: str) -> WSGIRequest:
+        return cls(environ.get("REQUEST_METHOD", "GET"), path, wsgi_headers(environ), environ)
+
+
+@dataclass(frozen=True)
+class Request:
+    """A request as an app sees it: ``path`` below the mount point, ``root`` the mount point as the browser sees
+    it (to build links), ``native`` the framework's own request object (for an ``authorize`` hook)."""
+
+    method: str
+    path: str
+    query: str
+    headers: Mapping[str, str]  # lower-case names
+    body: bytes
+    root: str = ""
+    native: Any = None
+
+
+def wsgi_headers(environ: Mapping[str, Any]) -> dict[str, str]:
+    return {
+        name.removeprefix("HTTP_").replace("_", "-").lower(): str(value)
+        for name, value in environ.items()
+        if name.startswith("HTTP_") or (name in ("CONTENT_TYPE", "CONTENT_LENGTH") and value)
+    }
+
+
+def wsgi_path(environ: Mapping[str, Any]) -> str:
+    # PEP 3333: PATH_INFO is latin-1-decoded bytes; recover the UTF-8 text
+    return str(environ.get("PATH_INFO", "")).encode("latin-1").decode("utf-8", "replace")
+
+
+def read_wsgi_body(environ: Mapping[str, Any]) -> bytes | None:
+    """The request body, or None when it is larger than ``MAX_BODY``."""
+    raw = str(environ.get("CONTENT_LENGTH") or "0")
+    length = int(raw) if raw.isdigit() else 0
+    if length > MAX_BODY:
+        return None
+    return environ["wsgi.input"].read(length) if length else b""
+
+
+def serve_wsgi(
+    handle: Callable[[Request], Answer], native: Callable[[dict[str, Any]], Any] | None = None
+) -> Callable[..., Iterable[bytes]]:
+    """A WSGI app answering with ``handle``; ``native(environ)`` makes the request's ``native`` object."""
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        method = environ.get("REQUEST_METHOD", "GET")
+        body = read_wsgi_body(environ)
+        if body is None:
+            answer = Answer(413, "text/plain; charset=utf-8", b"request body too large")
+        else:
+            root = str(environ.get("SCRIPT_NAME", "")).encode("latin-1").decode("utf-8", "replace")
+            headers = wsgi_headers(environ)
+            request = Request(method, wsgi_path(environ), environ.get("QUERY_STRING", ""), headers, body, root)
+            if native is not None:
+                request = dataclasses.replace(request, native=native(environ))
+            answer = handle(request)
+        start_response(answer.status_line, answer.all_headers())
+        return [b"" if method == "HEAD" else answer.body]
+
+    return app
+
+
+def serve_asgi(
+    handle: Callable[[Request], Answer], native: Callable[[dict[str, Any], Callable[..., Any]], Any] | None = None
+) -> Callable[..., Any]:
+    """An ASGI 3 app answering with ``handle``, run in a worker thread (it blocks on Redis or a database);
+    ``native(scope, receive)`` makes the request's ``native`` object (e.g. Starlette's ``Request``)."""
+
+    async def app(scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["type"] != "http":
+            return
+        path: str = scope["path"]
+        root: str = scope.get("root_path", "")
+        if root and path.startswith(root):  # mounted under a prefix (Starlette keeps it in path)
+            path = path[len(root) :]
+        body = await _read_asgi_body(receive)
+        if body is None:
+            answer = Answer(413, "text/plain; charset=utf-8", b"request body too large")
+        else:
+            headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
+            request = Request(
+                scope["method"],
+                path,
+                scope.get("query_string", b"").decode("latin-1"),
+                headers,
+                body,
+                root,
+                native(scope, _replay(body)) if native is not None else None,
+            )
+            answer = await asyncio.to_thread(handle, request)
+        await send({"type": "http.response.start", "status": answer.status, "headers": [
+            (name.lower().encode(), value.encode()) for name, value in answer.all_headers()
+        ]})  # fmt: skip
+        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else answer.body})
+
+    return app
+
+
+async def _read_asgi_body(receive: Callable[..., Any]) -> bytes | None:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks)
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes) -> Callable[..., Any]:
+    """A ``receive`` that gives the body already read (for a framework request made after reading it)."""
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return receive

@@ -1,0 +1,103 @@
+"""``kiq web``: the dashboard on its own, on the standard library's threaded WSGI server.
+
+It binds loopback unless told otherwise. ``--password`` (or ``KIQ_WEB_PASSWORD``) asks for HTTP basic auth,
+``--token`` (or ``KIQ_WEB_TOKEN``) accepts ``Authorization: Bearer <token>``; binding another address without either
+is allowed but warned about, as anyone who reaches the port could then retry, delete or stop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hmac
+import os
+import signal
+import socketserver
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import kiq
+from kiq.cli.output import inspected_config
+
+from ..http import Answer, Request, serve_wsgi
+from .app import Dashboard
+
+DEFAULT_PORT = 7433
+LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+
+
+class WebCommand:
+    """Adds ``kiq web`` to the command line (an installed plugin in the ``kiq.plugins`` group, for its command)."""
+
+    @kiq.hookimpl
+    def kiq_cli(self, commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+        web = commands.add_parser("web", help="serve the web dashboard (http://127.0.0.1:7433 by default)")
+        web.add_argument("-C", "--config", help="config file (default: kiq.toml or [tool.kiq] in pyproject.toml)")
+        web.add_argument("--redis-url", help="Redis to show (default: the redis_url setting, else the embedded one)")
+        web.add_argument("--shard", metavar="NAME", help="show this shard (a name in the shards setting)")
+        web.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, loopback only)")
+        web.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT}; 0: any)")
+        web.add_argument("--read-only", action="store_true", help="show everything, allow no action")
+        web.add_argument("--user", default="kiq", help="basic auth user name (with --password; default: kiq)")
+        web.add_argument(
+            "--password",
+            default=os.environ.get("KIQ_WEB_PASSWORD"),
+            help="require HTTP basic auth with this password (default: $KIQ_WEB_PASSWORD)",
+        )
+        web.add_argument("--token", default=os.environ.get("KIQ_WEB_TOKEN"),
+                         help="accept 'Authorization: Bearer TOKEN' (default: $KIQ_WEB_TOKEN)")  # fmt: skip
+        web.set_defaults(run=run_web)
+
+
+def run_web(args: argparse.Namespace) -> int:
+    config = inspected_config(args)
+    dashboard = Dashboard(config, read_only=args.read_only)
+    handler = guarded(dashboard, args.user, args.password, args.token)
+    if args.host not in LOOPBACK and not (args.password or args.token):
+        print(f"kiq web: warning: serving {args.host} with no password or token: anyone who reaches it can act on "
+              "your jobs", file=sys.stderr)  # fmt: skip
+    server = make_server(args.host, args.port, serve_wsgi(handler), ThreadingServer, QuietHandler)
+    host, port = str(server.server_address[0]), server.server_address[1]
+    print(f"kiq web: serving the dashboard on http://{host}:{port}/ (Ctrl-C stops)", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+def guarded(
+    handle: Callable[[Request], Answer], user: str, password: str | None, token: str | None
+) -> Callable[[Request], Answer]:
+    """``handle`` behind basic auth and/or a bearer token (either one is enough); as it is when neither is set."""
+    if not password and not token:
+        return handle
+    accepted: list[bytes] = []
+    if password:
+        accepted.append(b"Basic " + base64.b64encode(f"{user}:{password}".encode()))
+    if token:
+        accepted.append(f"Bearer {token}".encode())
+
+    def check(request: Request) -> Answer:
+        given = request.headers.get("authorization", "").encode("latin-1", "replace")
+        if any(hmac.compare_digest(given, expected) for expected in accepted):
+            return handle(request)
+        challenge = (("WWW-Authenticate", 'Basic realm="kiq", charset="UTF-8"'),) if password else ()
+        return Answer(401, "text/plain; charset=utf-8", b"sign in to see the dashboard", headers=challenge)
+
+    return check
+
+
+class ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # one line per request is noise for a dashboard
+        pass

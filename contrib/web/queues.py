@@ -1,0 +1,80 @@
+"""The Queues page (size, latency, clear) and one queue's jobs, paged with ``LRANGE`` (delete one)."""
+
+from __future__ import annotations
+
+from kiq.api import JobRecord, Queue
+
+from .html import Markup, duration, el, link, number, pager, table, when
+from .view import NotFound, Page, Refused, View, shown, truncated
+
+PAGE_SIZE = 25
+# how far around its shown position a job is looked for when deleting it (other jobs moved the list meanwhile)
+DELETE_WINDOW = 100
+
+
+def queues(view: View) -> Page:
+    rows = []
+    for queue in Queue.all(view.config):
+        rows.append([
+            link(queue.name, view.url(f"queues/{queue.name}")),
+            number(queue.size),
+            duration(queue.latency),
+            view.action(f"queues/{queue.name}", "Clear", {"op": "clear"},
+                        confirm=f"Delete every job in {queue.name}?", danger=True),
+        ])  # fmt: skip
+    body = table(["Queue", "Size", "Latency", ""], rows, "No queues.", id="queues")
+    return Page("Queues", body, section="queues")
+
+
+def queue_page(view: View, name: str) -> Page:
+    queue = Queue(name, view.config)
+    size = queue.size
+    page = view.number_param("page", 1, 10**7)
+    start = (page - 1) * PAGE_SIZE
+    rows = []
+    for offset, record in enumerate(queue.page(start, PAGE_SIZE)):
+        rows.append([
+            record.display_class,
+            el("code", truncated(shown(record.args))) if record.parsed else el("code", truncated(record.value)),
+            record.jid,
+            when(record.enqueued_at),
+            view.action(f"queues/{name}", "Delete",
+                        {"op": "delete", "jid": record.jid or "", "index": str(start + offset)}, danger=True),
+        ])  # fmt: skip
+    if not rows and size == 0 and page == 1 and name not in {q.name for q in Queue.all(view.config)}:
+        raise NotFound(f"no queue {name!r}")
+    head = el(
+        "p",
+        f"{number(size)} jobs, newest first; latency {duration(queue.latency)}. ",
+        view.action(f"queues/{name}", "Clear", {"op": "clear"}, confirm=f"Delete every job in {name}?", danger=True),
+        class_="muted",
+    )
+    body = Markup(
+        head
+        + table(["Job", "Arguments", "JID", "Enqueued"], rows, "This queue is empty.", id="jobs")
+        + pager(view.url(f"queues/{name}"), view.query, page, start + PAGE_SIZE < size)
+    )
+    return Page(f"Queue {name}", body, section="queues")
+
+
+def act_on_queue(view: View, name: str, form: dict[str, str]) -> str:
+    queue = Queue(name, view.config)
+    op = form.get("op")
+    if op == "clear":
+        queue.clear()
+        return "queues"
+    if op == "delete":
+        record = _find(queue, form.get("jid", ""), form.get("index", ""))
+        if record is None:
+            raise NotFound("that job is no longer in the queue")
+        record.delete()
+        return f"queues/{name}"
+    raise Refused("op must be clear or delete")
+
+
+def _find(queue: Queue, jid: str, index: str) -> JobRecord | None:
+    """The job with ``jid`` near position ``index`` (the list moved since the page was shown), by one LRANGE."""
+    if not jid or not index.isdigit():
+        raise Refused("a job to delete needs its jid and position")
+    start = max(0, int(index) - DELETE_WINDOW)
+    return next((record for record in queue.page(start, 2 * DELETE_WINDOW) if record.jid == jid), None)

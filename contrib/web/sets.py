@@ -1,0 +1,206 @@
+"""The Retries, Scheduled and Dead pages: paged by rank (``ZRANGE``, whatever the set's size), sorted either way,
+filtered by text (``ZSCAN``); actions on one job, on the selection, or on all; and a job's own page.
+
+An entry is named in links and forms by ``<score>-<jid>``, as in Sidekiq's Web UI: the score finds it in one
+``ZRANGEBYSCORE``, the jid tells it from others with the same score.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kiq.api import DeadSet, JobSet, RetrySet, ScheduledSet, SortedEntry
+
+from .html import Markup, Node, el, link, number, pager, pretty, table, when
+from .view import NotFound, Page, Refused, View, shown, truncated
+
+PAGE_SIZE = 25
+FILTER_LIMIT = 1000  # matches collected by a text filter (ZSCAN walks the set; a filter is a search, not a page)
+ENTRY_KEY = re.compile(r"(-?\d+(?:\.\d+)?(?:e[+-]?\d+)?)-(.*)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class SetPage:
+    path: str
+    title: str
+    job_title: str  # of one job's page
+    make: Callable[..., JobSet]
+    when_label: str
+    newest_first: bool  # the default order
+    actions: tuple[str, ...]  # on one job and on a selection
+    all_actions: tuple[str, ...]
+
+
+SETS = {
+    "retries": SetPage(
+        "retries", "Retries", "Retry", RetrySet, "Next retry", False,
+        ("Retry now", "Delete", "Kill"), ("Retry all", "Delete all", "Kill all"),
+    ),
+    "scheduled": SetPage(
+        "scheduled", "Scheduled", "Scheduled job", ScheduledSet, "When", False, ("Add to queue", "Delete"),
+        ("Delete all",),
+    ),
+    "dead": SetPage(
+        "dead", "Dead", "Dead job", DeadSet, "Died", True, ("Retry now", "Delete"), ("Retry all", "Delete all")
+    ),
+}  # fmt: skip
+
+
+def entry_key(entry: SortedEntry) -> str:
+    return f"{entry.score!r}-{entry.jid or ''}"
+
+
+def find_entry(job_set: JobSet, key: str) -> SortedEntry:
+    matched = ENTRY_KEY.fullmatch(key)
+    if matched is None:
+        raise NotFound(f"malformed entry {key[:80]!r}")
+    score, jid = float(matched.group(1)), matched.group(2)
+    for entry in job_set.fetch(score):
+        if (entry.jid or "") == jid:
+            return entry
+    raise NotFound("that job is no longer there (it ran, moved or was deleted)")
+
+
+def set_page(view: View, kind: SetPage) -> Page:
+    job_set = kind.make(view.config)
+    size = job_set.size
+    page = view.number_param("page", 1, 10**7)
+    order = view.query.get("order", "newest" if kind.newest_first else "oldest")
+    newest_first = order != "oldest"
+    text = view.query.get("q", "")
+    if text:
+        found = sorted(_search(job_set, text), key=lambda entry: entry.score, reverse=newest_first)
+        entries = found[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
+        more = len(found) > page * PAGE_SIZE
+        counted = f"{number(len(found))}{'+' if len(found) >= FILTER_LIMIT else ''} of {number(size)} match"
+    else:
+        entries = job_set.page((page - 1) * PAGE_SIZE, PAGE_SIZE, newest_first)
+        more = page * PAGE_SIZE < size
+        counted = f"{number(size)} jobs"
+    form_id = f"{kind.path}-selection"
+    rows = [_row(view, kind, entry, form_id) for entry in entries]
+    columns = [_select_all(view, form_id), kind.when_label, "Queue", "Job", "Arguments"]
+    if kind.path != "scheduled":
+        columns += ["Error", "Retries"]
+    other = "oldest" if newest_first else "newest"
+    controls = el(
+        "div",
+        el("form", el("input", type="search", name="q", value=text, placeholder="class, argument or error",
+                      aria_label="filter"), el("input", type="hidden", name="order", value=order),
+           el("button", "Filter", type="submit"), method="get", action=view.url(kind.path), class_="filter"),
+        link(f"{other.capitalize()} first", view.url(kind.path, {**view.query, "order": other, "page": "1"}),
+             class_="order"),
+        el("span", counted, class_="muted", id="count"),
+        class_="controls",
+    )  # fmt: skip
+    selection = Markup()
+    if rows and not view.read_only:
+        selection = el(
+            "p",
+            "Selected: ",
+            [view.action(kind.path, label, form=form_id, danger=label != "Retry now") for label in kind.actions],
+            " All: ",
+            [view.action(kind.path, label, form=form_id, danger=True, confirm=f"{label}: {number(size)} jobs?")
+             for label in kind.all_actions],
+            class_="actions",
+        )  # fmt: skip
+    body = Markup(
+        controls
+        + view.selection_form(form_id, kind.path)
+        + selection
+        + table(columns, rows, "No jobs.", id="entries")
+        + pager(view.url(kind.path), view.query, page, more)
+    )
+    return Page(kind.title, body, section=kind.path)
+
+
+def _search(job_set: JobSet, text: str) -> list[SortedEntry]:
+    found: list[SortedEntry] = []
+    for entry in job_set.scan(text):
+        found.append(entry)
+        if len(found) >= FILTER_LIMIT:
+            break
+    return found
+
+
+def _select_all(view: View, form_id: str) -> Markup:
+    if view.read_only:
+        return Markup()
+    return el("input", type="checkbox", class_="select-all", data_form=form_id, aria_label="select all")
+
+
+def _row(view: View, kind: SetPage, entry: SortedEntry, form_id: str) -> list[Markup | str | None]:
+    key = entry_key(entry)
+    box = Markup() if view.read_only else el(
+        "input", type="checkbox", name="key", value=key, form=form_id, aria_label="select"
+    )  # fmt: skip
+    page_link = link(entry.display_class, view.url(f"{kind.path}/{key}"))
+    arguments = shown(entry.args) if entry.parsed else entry.value
+    cells: list[Markup | str | None] = [
+        box, when(entry.score), entry.queue, page_link, el("code", truncated(arguments))
+    ]  # fmt: skip
+    if kind.path != "scheduled":
+        error = f"{entry.error_class}: {entry.error_message}" if entry.error_class else ""
+        cells += [truncated(error), number(entry.retry_count) if entry.retry_count is not None else ""]
+    return cells
+
+
+def job_page(view: View, kind: SetPage, key: str) -> Page:
+    entry = find_entry(kind.make(view.config), key)
+    backtrace = entry.error_backtrace
+    items: list[tuple[str, Node]] = [
+        ("Queue", entry.queue),
+        ("Job", entry.display_class),
+        ("Arguments", el("code", shown(entry.args))),
+        ("JID", entry.jid),
+        (kind.when_label, when(entry.score)),
+        ("Created", when(entry.created_at)),
+        ("Enqueued", when(entry.enqueued_at)),
+    ]
+    if entry.error_class or entry.retry_count is not None:
+        items += [
+            ("Error", el("span", f"{entry.error_class}: {entry.error_message}", class_="error")),
+            ("Failed", when(entry.failed_at)),
+            ("Retried", when(entry.retried_at)),
+            ("Retry count", entry.retry_count),
+        ]
+    actions = el(
+        "p",
+        [view.action(f"{kind.path}/{key}", label, {"op": label}, danger=label != "Retry now")
+         for label in kind.actions],
+        class_="actions",
+    )  # fmt: skip
+    sections = [actions, el("dl", [[el("dt", k), el("dd", v)] for k, v in items], class_="facts")]
+    if backtrace:
+        sections += [el("h2", "Backtrace"), el("pre", "\n".join(backtrace), id="backtrace")]
+    payload = pretty(entry.item) if entry.parsed else entry.value
+    sections += [el("h2", "Payload"), el("pre", payload, id="payload")]
+    return Page(kind.job_title, Markup("".join(sections)), section=kind.path)
+
+
+def act(view: View, kind: SetPage, action: str, keys: list[str]) -> str:
+    """Carry out a button's action on the selected entries (or on all); returns where to go next."""
+    job_set = kind.make(view.config)
+    if action in {"retry_all", "delete_all", "kill_all"}:
+        if action.replace("_", " ").capitalize() not in kind.all_actions:
+            raise Refused(f"{action} is not an action of {kind.title}")
+        if action == "delete_all":
+            job_set.clear()
+        else:
+            getattr(job_set, action)()
+        return kind.path
+    label = action.replace("_", " ").capitalize()
+    if label not in kind.actions:
+        raise Refused(f"{action!r} is not an action of {kind.title}")
+    if not keys:
+        raise Refused("select at least one job")
+    method = {"Retry now": SortedEntry.retry, "Delete": SortedEntry.delete, "Kill": SortedEntry.kill,
+              "Add to queue": SortedEntry.add_to_queue}[label]  # fmt: skip
+    for key in keys:
+        try:
+            method(find_entry(job_set, key))
+        except NotFound:  # moved meanwhile (the poller, another admin): the others still go
+            continue
+    return kind.path
