@@ -13,10 +13,9 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 import kiq
-from kiq import config as kiq_config
 from kiq.redis import EmbeddedRedis
 
-from .support import REQUIRE_SERVICES, WorkerProcess
+from .support import REQUIRE_SERVICES, WorkerProcess, fresh_config
 
 pytest.register_assert_rewrite("tests.tracking_support")
 pytest_plugins = ["tests.tracking_support"]  # database fixtures: tracker, tracking_db_url, postgres_url
@@ -61,28 +60,16 @@ def one_redis_url(request: pytest.FixtureRequest) -> str:
     return url
 
 
-def _fresh_config(url: str) -> Iterator[kiq.Config]:
-    connection = redis.Redis.from_url(url)
-    connection.flushdb()
-    connection.close()
-    config = kiq.Config(redis_url=url)
-    previous = kiq_config._default
-    kiq_config.set_default_config(config)
-    yield config
-    kiq_config._default = previous
-    config.redis.close()
-
-
 @pytest.fixture
 def config(redis_url: str) -> Iterator[kiq.Config]:
     """A Config on an emptied Redis, installed as the process default so ``perform_async`` uses it."""
-    yield from _fresh_config(redis_url)
+    yield from fresh_config(redis_url)
 
 
 @pytest.fixture
 def e2e_config(one_redis_url: str) -> Iterator[kiq.Config]:
     """Like ``config``, on one Redis only: for tests that start worker processes."""
-    yield from _fresh_config(one_redis_url)
+    yield from fresh_config(one_redis_url)
 
 
 @pytest.fixture

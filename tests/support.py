@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -17,6 +17,7 @@ import pytest
 import redis
 
 import kiq
+from kiq import config as kiq_config
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUIRE_SERVICES = os.environ.get("KIQ_REQUIRE_SERVICES") == "1"
@@ -26,6 +27,19 @@ FAST = {"KIQ_HEARTBEAT_INTERVAL": "0.5"}  # env for worker processes: heartbeats
 # how long the in-process fetchers of tests wait for work before retrieve_work returns None (production waits
 # kiq.fetcher.TIMEOUT, 2 s): a stop or a test that waits for "no job" waits this out, not 2 s
 TEST_BLOCK = 0.2
+
+
+def fresh_config(url: str) -> Iterator[kiq.Config]:
+    """A Config on an emptied Redis, the process default until the generator resumes."""
+    connection = redis.Redis.from_url(url)
+    connection.flushdb()
+    connection.close()
+    config = kiq.Config(redis_url=url)
+    previous = kiq_config._default
+    kiq_config.set_default_config(config)
+    yield config
+    kiq_config._default = previous
+    config.redis.close()
 
 
 def missing_service(reason: str) -> NoReturn:

@@ -41,6 +41,10 @@ def test_every_installed_plugin_and_the_integrations_have_a_reference_page() -> 
         "kiq.contrib.django.DjangoPlugin",
         "kiq.contrib.starlette.install",
         "kiq.contrib.fastapi.mount_tracking",
+        "kiq.contrib.fastapi.mount_web",
+        "kiq.contrib.flask.mount_web",
+        "kiq.contrib.web.asgi_app",
+        "kiq.tabs.Tab",
     ]
     missing = [name for name in [*plugins, *integrations] if f'id="{name}"' not in html]
     assert missing == [], f"add a page under docs/reference/ (and to mkdocs.yml's nav) for {missing}"

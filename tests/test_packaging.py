@@ -54,7 +54,10 @@ def test_the_package_ships_its_type_marker_and_entry_points() -> None:
         "limiter",
         "batch",
         "results",
+        "web",  # only for its command, `kiq web`
     }
+    assert (package / "contrib" / "web" / "static" / "kiq.js").exists()  # the dashboard's assets ship
+    assert (package / "contrib" / "web" / "static" / "kiq.css").exists()
 
 
 def test_linters_are_a_dev_group_not_the_test_extra() -> None:

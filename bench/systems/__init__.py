@@ -104,6 +104,8 @@ def _sidekiq_worker(t: Toolchain) -> list[str]:
 C = str(CONCURRENCY)
 SYSTEMS: list[System] = [
     _kiq("kiq_basic", "kiq basic"),
+    # what the dashboard's per-class metrics cost the drain: the same worker without them
+    _kiq("kiq_no_metrics", "kiq basic, metrics off", env=lambda t: {"KIQ_METRICS": "false"}),
     _kiq("kiq_reliable", "kiq reliable", "--fetch", "reliable"),
     _kiq("kiq_otel", "kiq reliable+otel", "--fetch", "reliable", env=lambda t: {"KIQ_PLUGINS": "otel"}),
     _kiq(

@@ -16,8 +16,8 @@ import httpx
 import redis
 
 import kiq
-from kiq import config as kiq_config
 from kiq.keys import histogram_key, metrics_key
+from tests.support import fresh_config
 
 MARKUP = '<script>alert(1)</script>"><img src=x onerror=alert(1)>'
 ESCAPED_SCRIPT = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -40,16 +40,7 @@ def private_url(url: str, database: int = DATABASE) -> str:
 def private_config(url: str) -> Iterator[kiq.Config]:
     """What tests/conftest.py's ``e2e_config`` gives (a config on an emptied database, the process default while
     the test runs), on the database of these tests."""
-    url = private_url(url)
-    connection = redis.Redis.from_url(url)
-    connection.flushdb()
-    connection.close()
-    config = kiq.Config(redis_url=url)
-    previous = kiq_config._default
-    kiq_config.set_default_config(config)
-    yield config
-    kiq_config._default = previous
-    config.redis.close()
+    yield from fresh_config(private_url(url))
 
 
 @dataclass
