@@ -32,7 +32,7 @@ class Fragile(kiq.Job):
 class Nap(kiq.Job):
     """Sleeps (in short steps), so it shows on the Busy page while it runs."""
 
-    kiq_name = "Nap"
+    kiq_name = "WebNap"  # tests.jobs.coroutines has a Nap
 
     def perform(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds

@@ -96,7 +96,7 @@ def test_each_page_shows_what_the_worker_did(
     assert column(browser, "processes", 1) == [process.identity]
     assert column(browser, "processes", 2) == ["shop"]
     assert column(browser, "processes", 5) == ["1 / 4"]
-    assert column(browser, "running", 3) == ["Nap"]
+    assert column(browser, "running", 3) == ["WebNap"]
     assert column(browser, "running", 5) == ["[60]"]
 
     browser.get(base + "/queues")
