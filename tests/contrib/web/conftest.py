@@ -3,6 +3,7 @@ server), Debian's Chromium driven by Selenium (its ``chromedriver``; nothing dow
 
 from __future__ import annotations
 
+import os
 import shutil
 import socketserver
 import threading
@@ -19,6 +20,7 @@ from tests.support import FAST, WorkerProcess, missing_service
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
+BROWSER_ZONE = "Asia/Tokyo"  # UTC+9, no daylight saving time
 
 
 class _Server(socketserver.ThreadingMixIn, WSGIServer):
@@ -72,7 +74,9 @@ def _driver() -> Iterator[Any]:
                      "--disable-dev-shm-usage", "--lang=en-US"):  # fmt: skip
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=webdriver.ChromeService(CHROMEDRIVER), options=options)
+    # a zone other than the machine's and UTC, so the tests see times converted for the reader
+    service = webdriver.ChromeService(CHROMEDRIVER, env={**os.environ, "TZ": BROWSER_ZONE})
+    driver = webdriver.Chrome(service=service, options=options)
     driver.implicitly_wait(0)
     yield driver
     driver.quit()

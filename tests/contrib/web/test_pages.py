@@ -4,11 +4,13 @@ the API reads from Redis. With ``KIQ_WEB_SCREENSHOTS=<dir>`` the run also saves 
 
 from __future__ import annotations
 
+import datetime
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from selenium.webdriver.common.by import By
@@ -18,7 +20,7 @@ from kiq.api import DeadSet, Metrics, ProcessSet, RetrySet, Stats
 from tests.jobs.web import RUNS_KEY, Fragile, Greet, Nap
 from tests.support import WorkerProcess, wait_until
 
-from .conftest import console_errors
+from .conftest import BROWSER_ZONE, console_errors
 
 pytestmark = pytest.mark.slow
 SHOTS = os.environ.get("KIQ_WEB_SCREENSHOTS")
@@ -118,10 +120,12 @@ def test_each_page_shows_what_the_worker_did(
 
     browser.get(base + "/dead")
     assert sorted(column(browser, "entries", 5)) == [f'["fragile {n}"]' for n in range(3)]
-    # times are shown in the reader's zone, with the zone's name (the browser runs in UTC here)
+    # times are shown in the reader's zone, with the zone's name (the browser runs in Tokyo here); UTC as a tooltip
     shown_time = browser.find_element(By.CSS_SELECTOR, "#entries time")
-    assert shown_time.text != shown_time.get_attribute("title")
-    assert "UTC" in shown_time.text
+    moment = datetime.datetime.fromtimestamp(float(shown_time.get_attribute("data-epoch")), ZoneInfo(BROWSER_ZONE))
+    assert moment.strftime("%I:%M:%S") in shown_time.text
+    assert shown_time.text.endswith("GMT+9")
+    assert shown_time.get_attribute("title").endswith(" UTC")
     browser.find_element(By.CSS_SELECTOR, "#entries td:nth-child(4) a").click()
     assert browser.title == "Dead job · kiq"
     assert "RuntimeError: fragile" in text(browser, "dl.facts")
