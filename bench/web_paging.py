@@ -16,22 +16,16 @@ from __future__ import annotations
 import argparse
 import statistics
 import tempfile
-import threading
 import time
 import urllib.request
-from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import kiq
 from kiq.api import Queue, RetrySet
+from kiq.contrib.http import serve_in_background
 from kiq.contrib.web import wsgi_app
 from kiq.redis import EmbeddedRedis
 
 BATCH = 10_000
-
-
-class Quiet(WSGIRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:
-        pass
 
 
 def fill(config: kiq.Config, entries: int) -> None:
@@ -85,11 +79,9 @@ def main() -> None:
         fill(config, args.entries)
         print(f"filled {RetrySet(config).size:,} retries and {Queue('imports', config).size:,} queued jobs "
               f"in {time.perf_counter() - started:.1f} s on {url}")  # fmt: skip
-        server = make_server("127.0.0.1", 0, wsgi_app(config), handler_class=Quiet)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        server = serve_in_background(wsgi_app(config))
         base = f"http://127.0.0.1:{server.server_port}"
         pages = args.entries // 25 + (args.entries % 25 > 0)
-        middle_key = f"{time.time():.0f}"  # replaced below by a real entry's key
         entry = RetrySet(config).page(args.entries // 2, 1)[0]
         middle_key = f"{entry.score!r}-{entry.jid}"
         checks = [

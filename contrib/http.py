@@ -5,10 +5,12 @@ carries, and the request as they see it under ASGI and WSGI, so each app is writ
 from __future__ import annotations
 
 import asyncio
-import dataclasses
+import socketserver
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 JSON_POLICY = "default-src 'none'; frame-ancestors 'none'"
 SECURITY_HEADERS = (
@@ -52,9 +54,17 @@ class Answer:
             *self.headers,
         ]
 
+    @classmethod
+    def text(cls, status: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> Answer:
+        """A plain-text answer (a refusal, a redirect's body)."""
+        return cls(status, "text/plain; charset=utf-8", message.encode(), headers=headers)
+
     @property
     def status_line(self) -> str:
         return f"{self.status} {REASONS.get(self.status, 'Unknown')}"
+
+
+TOO_LARGE = Answer.text(413, "request body too large")
 
 
 @dataclass(frozen=True)
@@ -93,9 +103,9 @@ def wsgi_headers(environ: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-def wsgi_path(environ: Mapping[str, Any]) -> str:
-    # PEP 3333: PATH_INFO is latin-1-decoded bytes; recover the UTF-8 text
-    return str(environ.get("PATH_INFO", "")).encode("latin-1").decode("utf-8", "replace")
+def wsgi_path(environ: Mapping[str, Any], key: str = "PATH_INFO") -> str:
+    # PEP 3333: PATH_INFO and SCRIPT_NAME are latin-1-decoded bytes; recover the UTF-8 text
+    return str(environ.get(key, "")).encode("latin-1").decode("utf-8", "replace")
 
 
 def read_wsgi_body(environ: Mapping[str, Any]) -> bytes | None:
@@ -116,25 +126,27 @@ def serve_wsgi(
         method = environ.get("REQUEST_METHOD", "GET")
         body = read_wsgi_body(environ)
         if body is None:
-            answer = Answer(413, "text/plain; charset=utf-8", b"request body too large")
+            answer = TOO_LARGE
         else:
-            root = str(environ.get("SCRIPT_NAME", "")).encode("latin-1").decode("utf-8", "replace")
-            headers = wsgi_headers(environ)
-            request = Request(method, wsgi_path(environ), environ.get("QUERY_STRING", ""), headers, body, root)
-            if native is not None:
-                request = dataclasses.replace(request, native=native(environ))
-            answer = handle(request)
+            answer = handle(Request(
+                method, wsgi_path(environ), environ.get("QUERY_STRING", ""), wsgi_headers(environ), body,
+                wsgi_path(environ, "SCRIPT_NAME"), native(environ) if native is not None else None,
+            ))  # fmt: skip
         start_response(answer.status_line, answer.all_headers())
         return [b"" if method == "HEAD" else answer.body]
 
     return app
 
 
-def serve_asgi(
-    handle: Callable[[Request], Answer], native: Callable[[dict[str, Any], Callable[..., Any]], Any] | None = None
-) -> Callable[..., Any]:
-    """An ASGI 3 app answering with ``handle``, run in a worker thread (it blocks on Redis or a database);
-    ``native(scope, receive)`` makes the request's ``native`` object (e.g. Starlette's ``Request``)."""
+def serve_asgi(handle: Callable[[Request], Answer], starlette_request: bool = False) -> Callable[..., Any]:
+    """An ASGI 3 app answering with ``handle``, run in a worker thread (it blocks on Redis or a database); with
+    ``starlette_request``, the request's ``native`` is Starlette's ``Request`` (so an ``authorize`` hook sees the
+    host app's ``request.user`` and session; Starlette is imported only then)."""
+    native: Callable[..., Any] | None = None
+    if starlette_request:
+        from starlette.requests import Request as StarletteRequest
+
+        native = StarletteRequest
 
     async def app(scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
         if scope["type"] == "lifespan":
@@ -150,7 +162,7 @@ def serve_asgi(
             path = path[len(root) :]
         body = await _read_asgi_body(receive)
         if body is None:
-            answer = Answer(413, "text/plain; charset=utf-8", b"request body too large")
+            answer = TOO_LARGE
         else:
             headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
             request = Request(
@@ -194,3 +206,25 @@ def _replay(body: bytes) -> Callable[..., Any]:
         return {"type": "http.request", "body": body, "more_body": False}
 
     return receive
+
+
+class _ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # a line per request is noise for these apps
+        pass
+
+
+def wsgi_server(app: Callable[..., Any], host: str = "127.0.0.1", port: int = 0) -> WSGIServer:
+    """``app`` on the standard library's WSGI server, a thread per request, no line logged per request: bound,
+    not yet serving (``serve_forever``). Port 0: any free port (``server.server_port`` says which)."""
+    return make_server(host, port, app, _ThreadingServer, _QuietHandler)
+
+
+def serve_in_background(app: Callable[..., Any], host: str = "127.0.0.1", port: int = 0) -> WSGIServer:
+    """``wsgi_server`` serving from a daemon thread; ``server.shutdown()`` stops it."""
+    server = wsgi_server(app, host, port)
+    threading.Thread(target=server.serve_forever, name="kiq-http", daemon=True).start()
+    return server

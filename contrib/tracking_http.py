@@ -216,13 +216,8 @@ def asgi_app(
 
     ``authorize`` gets a ``starlette.requests.Request`` (Starlette must be installed to give one): mounted in a
     Starlette or FastAPI app, it carries the host app's ``request.session``, ``request.user`` and cookies."""
-    native = None
-    if authorize is not None:  # Starlette is needed only to give the hook a request
-        from starlette.requests import Request
-
-        native = Request
     endpoints: TrackingEndpoints[Any] = TrackingEndpoints(tracker, authorize)
-    return serve_asgi(endpoints.answer, native)
+    return serve_asgi(endpoints.answer, starlette_request=authorize is not None)
 
 
 def wsgi_app(

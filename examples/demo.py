@@ -19,15 +19,13 @@ import os
 import random
 import shutil
 import signal
-import socketserver
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.simple_server import WSGIServer
 from wsgiref.util import shift_path_info
 
 import kiq
@@ -70,18 +68,10 @@ def kind_of(product: int) -> str:
     return "ok"
 
 
-class QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-class ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
 def serve(tracker: Tracker, port: int) -> WSGIServer:
     """The dashboard at ``/``, and the tracking endpoints (the task's live status page) under ``/tracking``."""
     from kiq.contrib import tracking_http, web
+    from kiq.contrib.http import serve_in_background
 
     dashboard = web.wsgi_app(tracker.config)
     tracking = tracking_http.wsgi_app(tracker)
@@ -92,9 +82,7 @@ def serve(tracker: Tracker, port: int) -> WSGIServer:
             return tracking(environ, start_response)
         return dashboard(environ, start_response)
 
-    server = make_server("127.0.0.1", port, app, ThreadingServer, QuietHandler)
-    threading.Thread(target=server.serve_forever, name="status-page", daemon=True).start()
-    return server
+    return serve_in_background(app, port=port)
 
 
 def bar(task: dict[str, Any], width: int = 40) -> str:

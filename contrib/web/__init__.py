@@ -28,12 +28,7 @@ def asgi_app(
 ) -> Callable[..., Any]:
     """The dashboard as an ASGI 3 app (pages are made in a worker thread: they read Redis). With ``authorize``,
     ``request.native`` is Starlette's ``Request`` (so the host app's ``request.user`` and session reach the hook)."""
-    native = None
-    if authorize is not None:
-        from starlette.requests import Request as StarletteRequest
-
-        native = StarletteRequest
-    return serve_asgi(Dashboard(config, read_only, authorize), native)
+    return serve_asgi(Dashboard(config, read_only, authorize), starlette_request=authorize is not None)
 
 
 def wsgi_app(

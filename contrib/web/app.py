@@ -25,7 +25,7 @@ from ..http import Answer, Request
 from . import busy, metrics, overview, queues, sets
 from .html import el
 from .tabs import plugin_tabs, tab_page
-from .view import CSRF_COOKIE, CSRF_FIELD, NotFound, Page, Refused, View, layout
+from .view import CSRF_COOKIE, CSRF_FIELD, NotFound, Page, Refused, View, action_name, layout
 
 if TYPE_CHECKING:
     from kiq.tabs import Tab
@@ -56,11 +56,9 @@ class Dashboard:
 
     def __call__(self, request: Request) -> Answer:
         if request.method not in ("GET", "HEAD", "POST"):
-            return Answer(
-                405, "text/plain; charset=utf-8", b"method not allowed", headers=(("Allow", "GET, HEAD, POST"),)
-            )
+            return Answer.text(405, "method not allowed", headers=(("Allow", "GET, HEAD, POST"),))
         if not self._allows(request):
-            return Answer(403, "text/plain; charset=utf-8", b"not allowed")
+            return Answer.text(403, "not allowed")
         inner = request.path.strip("/")
         parts = inner.split("/") if inner else []  # "//" inside stays: a jid, a queue or a class may hold it
         if parts[:1] == ["static"] and request.method != "POST":
@@ -122,12 +120,12 @@ class Dashboard:
 
     def _post(self, view: View, parts: list[str]) -> Answer:
         if self.read_only:
-            return Answer(403, "text/plain; charset=utf-8", b"the dashboard is read-only")
+            return Answer.text(403, "the dashboard is read-only")
         request = view.request
         form = parse_qs(request.body.decode("utf-8", "replace"), keep_blank_values=True, max_num_fields=2000)
         token = (form.get(CSRF_FIELD) or [""])[-1]
         if view.new_csrf or not hmac.compare_digest(token.encode(), view.csrf.encode()) or not same_origin(request):
-            return Answer(403, "text/plain; charset=utf-8", b"missing or wrong CSRF token: reload the page and retry")
+            return Answer.text(403, "missing or wrong CSRF token: reload the page and retry")
         single = {name: values[-1] for name, values in form.items()}
         match parts:
             case ["busy"]:
@@ -137,11 +135,11 @@ class Dashboard:
             case [kind] if kind in sets.SETS:
                 target = sets.act(view, sets.SETS[kind], single.get("action", ""), form.get("key", []))
             case [kind, *key] if kind in sets.SETS and key:
-                action = single.get("op", "").lower().replace(" ", "_")
+                action = action_name(single.get("op", ""))
                 target = sets.act(view, sets.SETS[kind], action, ["/".join(key)])
             case _:
                 raise NotFound("no such action")
-        return Answer(303, "text/plain; charset=utf-8", b"", headers=(("Location", view.url(target)),))
+        return Answer.text(303, "", headers=(("Location", view.url(target)),))
 
     def _page(self, view: View, page: Page, banner: str | None = None) -> Answer:
         # same-origin, not no-referrer: with no-referrer a browser sends "Origin: null" with the page's forms
@@ -155,13 +153,13 @@ class Dashboard:
     def _asset(self, name: str) -> Answer:
         suffix = name[name.rfind(".") :] if "." in name else ""
         if "/" in name or suffix not in STATIC_TYPES:
-            return Answer(404, "text/plain; charset=utf-8", b"not found")
+            return Answer.text(404, "not found")
         body = self._static.get(name)
         if body is None:
             try:
                 body = resources.files(__package__).joinpath("static", name).read_bytes()
             except OSError:
-                return Answer(404, "text/plain; charset=utf-8", b"not found")
+                return Answer.text(404, "not found")
             self._static[name] = body
         return Answer(200, STATIC_TYPES[suffix], body, headers=(("Cache-Control", "max-age=300"),))
 

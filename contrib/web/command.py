@@ -12,17 +12,14 @@ import base64
 import hmac
 import os
 import signal
-import socketserver
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import kiq
 from kiq.cli.output import inspected_config
 
-from ..http import Answer, Request, serve_wsgi
+from ..http import Answer, Request, serve_wsgi, wsgi_server
 from .app import Dashboard
 
 DEFAULT_PORT = 7433
@@ -59,7 +56,7 @@ def run_web(args: argparse.Namespace) -> int:
     if args.host not in LOOPBACK and not (args.password or args.token):
         print(f"kiq web: warning: serving {args.host} with no password or token: anyone who reaches it can act on "
               "your jobs", file=sys.stderr)  # fmt: skip
-    server = make_server(args.host, args.port, serve_wsgi(handler), ThreadingServer, QuietHandler)
+    server = wsgi_server(serve_wsgi(handler), args.host, args.port)
     host, port = str(server.server_address[0]), server.server_address[1]
     print(f"kiq web: serving the dashboard on http://{host}:{port}/ (Ctrl-C stops)", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
@@ -89,15 +86,6 @@ def guarded(
         if any(hmac.compare_digest(given, expected) for expected in accepted):
             return handle(request)
         challenge = (("WWW-Authenticate", 'Basic realm="kiq", charset="UTF-8"'),) if password else ()
-        return Answer(401, "text/plain; charset=utf-8", b"sign in to see the dashboard", headers=challenge)
+        return Answer.text(401, "sign in to see the dashboard", challenge)
 
     return check
-
-
-class ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # one line per request is noise for a dashboard
-        pass

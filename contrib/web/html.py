@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import html
+import json
 import math
 from collections.abc import Iterable, Mapping
 from urllib.parse import urlencode
@@ -128,6 +129,4 @@ def pager(path: str, query: Mapping[str, str], page: int, more: bool) -> Markup:
 
 def pretty(value: object) -> str:
     """JSON for people: indented, non-ASCII kept, anything JSON cannot say as its repr."""
-    import json
-
     return json.dumps(value, indent=2, ensure_ascii=False, default=repr)

@@ -7,6 +7,7 @@ An entry is named in links and forms by ``<score>-<jid>``, as in Sidekiq's Web U
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from kiq.api import DeadSet, JobSet, RetrySet, ScheduledSet, SortedEntry
 
 from .html import Markup, Node, el, link, number, pager, pretty, table, when
-from .view import NotFound, Page, Refused, View, shown, truncated
+from .view import NotFound, Page, Refused, View, action_name, shown, truncated
 
 PAGE_SIZE = 25
 FILTER_LIMIT = 1000  # matches collected by a text filter (ZSCAN walks the set; a filter is a search, not a page)
@@ -46,6 +47,14 @@ SETS = {
         "dead", "Dead", "Dead job", DeadSet, "Died", True, ("Retry now", "Delete"), ("Retry all", "Delete all")
     ),
 }  # fmt: skip
+
+
+ENTRY_ACTIONS = {
+    "Retry now": SortedEntry.retry,
+    "Delete": SortedEntry.delete,
+    "Kill": SortedEntry.kill,
+    "Add to queue": SortedEntry.add_to_queue,
+}
 
 
 def entry_key(entry: SortedEntry) -> str:
@@ -117,12 +126,7 @@ def set_page(view: View, kind: SetPage) -> Page:
 
 
 def _search(job_set: JobSet, text: str) -> list[SortedEntry]:
-    found: list[SortedEntry] = []
-    for entry in job_set.scan(text):
-        found.append(entry)
-        if len(found) >= FILTER_LIMIT:
-            break
-    return found
+    return list(itertools.islice(job_set.scan(text), FILTER_LIMIT))
 
 
 def _select_all(view: View, form_id: str) -> Markup:
@@ -182,22 +186,17 @@ def job_page(view: View, kind: SetPage, key: str) -> Page:
 
 def act(view: View, kind: SetPage, action: str, keys: list[str]) -> str:
     """Carry out a button's action on the selected entries (or on all); returns where to go next."""
-    job_set = kind.make(view.config)
-    if action in {"retry_all", "delete_all", "kill_all"}:
-        if action.replace("_", " ").capitalize() not in kind.all_actions:
-            raise Refused(f"{action} is not an action of {kind.title}")
-        if action == "delete_all":
-            job_set.clear()
-        else:
-            getattr(job_set, action)()
-        return kind.path
-    label = action.replace("_", " ").capitalize()
-    if label not in kind.actions:
+    labels = {action_name(label): label for label in (*kind.actions, *kind.all_actions)}
+    label = labels.get(action)
+    if label is None:
         raise Refused(f"{action!r} is not an action of {kind.title}")
+    job_set = kind.make(view.config)
+    if label in kind.all_actions:  # the set's own method: retry_all, kill_all; "Delete all" clears it
+        job_set.clear() if label == "Delete all" else getattr(job_set, action)()
+        return kind.path
     if not keys:
         raise Refused("select at least one job")
-    method = {"Retry now": SortedEntry.retry, "Delete": SortedEntry.delete, "Kill": SortedEntry.kill,
-              "Add to queue": SortedEntry.add_to_queue}[label]  # fmt: skip
+    method = ENTRY_ACTIONS[label]
     for key in keys:
         try:
             method(find_entry(job_set, key))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -55,8 +56,8 @@ class View:
     config: kiq.Config
     read_only: bool
     tabs: Sequence[tuple[str, str]] = ()  # (name, title) of the plugins' tabs, for the navigation
-    csrf: str = field(default="")
-    new_csrf: bool = False  # the token was made for this request: the answer sets its cookie
+    csrf: str = field(init=False)  # the request's cookie token, or a new one
+    new_csrf: bool = field(init=False)  # the token was made for this request: the answer sets its cookie
 
     def __post_init__(self) -> None:
         self.query: dict[str, str] = {
@@ -64,9 +65,8 @@ class View:
             for name, values in parse_qs(self.request.query, keep_blank_values=True, max_num_fields=50).items()
         }
         token = cookies(self.request.headers.get("cookie", "")).get(CSRF_COOKIE, "")
-        if len(token) != 43 or not token.replace("-", "").replace("_", "").isalnum():
-            token, self.new_csrf = secrets.token_urlsafe(32), True
-        self.csrf = token
+        self.new_csrf = len(token) != 43 or not token.replace("-", "").replace("_", "").isalnum()
+        self.csrf = secrets.token_urlsafe(32) if self.new_csrf else token
 
     def url(self, path: str = "", query: Mapping[str, str | int] | None = None) -> str:
         """An absolute link to ``path`` under the dashboard's mount point, percent-encoded: names from Redis in it
@@ -95,7 +95,7 @@ class View:
             label,
             type="submit",
             name="action" if form else None,
-            value=label.lower().replace(" ", "_") if form else None,
+            value=action_name(label) if form else None,
             form=form,
             class_="danger" if danger else None,
             data_confirm=confirm,
@@ -119,6 +119,11 @@ class View:
             return Markup()
         token = el("input", type="hidden", name=CSRF_FIELD, value=self.csrf)
         return el("form", token, id=form_id, method="post", action=self.url(path))
+
+
+def action_name(label: str) -> str:
+    """What a button labelled ``label`` posts as its action: "Retry now" -> "retry_now"."""
+    return label.lower().replace(" ", "_")
 
 
 def cookies(header: str) -> dict[str, str]:
@@ -160,8 +165,6 @@ def layout(view: View, page: Page, banner: str | None = None) -> Markup:
 def shown(value: object) -> str:
     """A value from a payload in a table cell: strings as they are, anything else as compact JSON. Text, not
     markup: ``el`` escapes it, after ``truncated`` cut it (cutting escaped text would escape it twice)."""
-    import json
-
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False, default=repr)

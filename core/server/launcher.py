@@ -29,7 +29,7 @@ from ..payload import dumps, new_jid
 from ..version import __version__
 from .manager import Manager, capsules_for
 from .metrics import MetricsFlusher, Recorder
-from .processor import RedisOutage
+from .processor import JobRunner, RedisOutage
 from .scheduled import Poller
 
 if TYPE_CHECKING:
@@ -256,7 +256,7 @@ class Launcher:
         self._master = current
 
     def _totals(self) -> tuple[int, int]:
-        runners = [runner for manager in self.managers for runner in manager.runners]
+        runners = self._runners()
         return sum(runner.processed for runner in runners), sum(runner.failed for runner in runners)
 
     def _flush_metrics(self) -> None:
@@ -272,8 +272,10 @@ class Launcher:
                 self.outage.recovered("heartbeat metrics")
 
     def _recorders(self) -> list[Recorder]:
-        runners = [runner for manager in self.managers for runner in manager.runners]
-        return [recorder for runner in runners if (recorder := runner.metrics) is not None]
+        return [recorder for runner in self._runners() if (recorder := runner.metrics) is not None]
+
+    def _runners(self) -> list[JobRunner]:
+        return [runner for manager in self.managers for runner in manager.runners]
 
     def _flush_stats(self, processed: int, failed: int) -> None:
         """Add the counts since the last successful flush (kept for the next beat when Redis fails)."""

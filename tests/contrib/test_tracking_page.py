@@ -11,15 +11,12 @@ import re
 import select
 import shutil
 import signal
-import socketserver
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import flask
 import httpx
@@ -27,6 +24,7 @@ import pytest
 
 import kiq
 from kiq.contrib.flask import mount_tracking
+from kiq.contrib.http import serve_in_background
 from kiq.plugins.tracking import Tracker
 from tests.jobs.tracking import Enroll
 from tests.support import ROOT, missing_service, wait_until
@@ -203,23 +201,12 @@ def tracking_db_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'tracking.db'}"
 
 
-class QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-class ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
 @pytest.fixture
 def host_app(tracker: Tracker) -> Iterator[str]:
     """The tracking endpoints mounted at /tracking in a Flask app, served on loopback; yields its base URL."""
     app = flask.Flask("host")
     mount_tracking(app, "/tracking", tracker)
-    server = make_server("127.0.0.1", 0, app, ThreadingServer, QuietHandler)
-    thread = threading.Thread(target=server.serve_forever, name="tracking-page-test", daemon=True)
-    thread.start()
+    server = serve_in_background(app)
     yield f"http://127.0.0.1:{server.server_port}"
     server.shutdown()
     server.server_close()

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import socketserver
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import pytest
 
 import kiq
+from kiq.contrib.http import serve_in_background
 from kiq.contrib.web import Authorize, wsgi_app
 from tests.support import FAST, WorkerProcess, missing_service
 
@@ -23,19 +21,9 @@ CHROMEDRIVER = shutil.which("chromedriver")
 BROWSER_ZONE = "Asia/Tokyo"  # UTC+9, no daylight saving time
 
 
-class _Server(socketserver.ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _Quiet(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 def serve(app: Callable[..., Any]) -> tuple[str, Callable[[], None]]:
     """``app`` on a free loopback port: its base URL and a function that stops it."""
-    server = make_server("127.0.0.1", 0, app, _Server, _Quiet)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = serve_in_background(app)
 
     def stop() -> None:
         server.shutdown()
