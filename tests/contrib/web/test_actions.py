@@ -155,3 +155,38 @@ def test_read_only_mode_shows_no_button(
     assert browser.title == "Dead job · kiq"
     assert not browser.find_elements(By.CSS_SELECTOR, "main button")
     assert "fragile 0" in browser.find_element(By.ID, "payload").text
+
+
+def test_a_form_posted_without_its_csrf_token_is_refused_and_changes_nothing(
+    e2e_config: kiq.Config, web_worker: WorkerProcess, dashboard: Callable[..., str], browser: Any
+) -> None:
+    jid = dead_jobs(e2e_config, 1)[0]
+    entry = DeadSet(e2e_config).find_job(jid)
+    assert entry is not None
+    browser.get(f"{dashboard()}/dead/{entry.score!r}-{jid}")
+    browser.execute_script("document.querySelectorAll('input[name=csrf]').forEach((field) => field.remove())")
+    click(browser, browser.find_element(By.XPATH, "//button[normalize-space()='Delete']"))
+    assert "missing or wrong CSRF token" in browser.find_element(By.TAG_NAME, "body").text
+    assert [e.jid for e in DeadSet(e2e_config)] == [jid]
+
+
+def test_read_only_mode_refuses_a_post_sent_from_the_page(
+    e2e_config: kiq.Config, web_worker: WorkerProcess, dashboard: Callable[..., str], browser: Any
+) -> None:
+    jid = dead_jobs(e2e_config, 1)[0]
+    entry = DeadSet(e2e_config).find_job(jid)
+    assert entry is not None
+    page = f"/dead/{entry.score!r}-{jid}"
+    # a valid token: from a writable dashboard on the same host (its cookie goes to every port of 127.0.0.1)
+    browser.get(dashboard() + page)
+    token = browser.find_element(By.CSS_SELECTOR, "input[name=csrf]").get_attribute("value")
+    browser.get(dashboard(read_only=True) + page)
+    # what the hidden Delete button would send, sent by the page itself (same origin, cookie and token)
+    status, text = browser.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "fetch(location.pathname, {method: 'POST', body: new URLSearchParams({csrf: arguments[0], op: 'Delete'})})"
+        ".then(async (answer) => done([answer.status, await answer.text()]));",
+        token,
+    )
+    assert (status, text) == (403, "the dashboard is read-only")
+    assert [e.jid for e in DeadSet(e2e_config)] == [jid]
