@@ -16,7 +16,7 @@ from weakref import WeakKeyDictionary
 import redis as redis_py
 
 from . import sink
-from .client import Client, EncodedJob, check_replicated, queue_writes
+from .client import Client, EncodedJob, check_replicated, listed_queues, note_listed, write_commands
 from .config import config_or_default
 from .redis import connect_async
 
@@ -82,13 +82,19 @@ class AsyncClient:
             sink.current.write(jobs)
             return
         connection = self.redis
+        listed = listed_queues(connection.connection_pool)
+        commands = write_commands(jobs, self.config, listed)
         try:
-            await self._send(connection, jobs)
+            replies = await self._send(connection, commands)
         except redis_py.ReadOnlyError:  # a failover left us talking to a replica: once more, on new connections
             await connection.connection_pool.disconnect()
-            await self._send(connection, jobs)
+            replies = await self._send(connection, commands)
+        note_listed(commands, listed)
+        check_replicated(replies, jobs, self.config)
 
-    async def _send(self, connection: redis_async.Redis, jobs: list[EncodedJob]) -> None:
+    @staticmethod
+    async def _send(connection: redis_async.Redis, commands: list[tuple[Any, ...]]) -> list[Any]:
         pipe = connection.pipeline(transaction=False)
-        queue_writes(pipe, jobs, self.config)
-        check_replicated(await pipe.execute(), jobs, self.config)
+        for command in commands:
+            pipe.execute_command(*command)
+        return await pipe.execute()

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator
+import weakref
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -19,6 +20,7 @@ from .config import config_or_default
 from .errors import ConfigError, InvalidJobError, NotReplicated
 from .keys import QUEUES, SCHEDULE, queue_key
 from .payload import DEFAULT_OPTIONS, check_args, check_job, encode_checked, finite_seconds, new_jid, new_jids
+from .redis import run_pipeline
 from .settings import did_you_mean
 
 if TYPE_CHECKING:
@@ -196,18 +198,31 @@ class Client:
             sink.current.write(jobs)
             return
 
-        def send(connection: redis.Redis) -> None:
-            pipe = connection.pipeline(transaction=False)
-            queue_writes(pipe, jobs, self.config)
-            check_replicated(pipe.execute(), jobs, self.config)
+        connection = self.redis
+        listed = listed_queues(connection.connection_pool)
+        commands = write_commands(jobs, self.config, listed)
+        try:
+            replies = run_pipeline(connection, commands)
+        except redis_py.ReadOnlyError:  # a failover left us talking to a replica: once more, on new connections
+            connection.connection_pool.disconnect()
+            replies = run_pipeline(connection, commands)
+        note_listed(commands, listed)
+        if self.config.push_replicas:
+            check_replicated(replies, jobs, self.config)
 
-        _retry_on_failover(send, self.redis)
 
-
-def queue_writes(pipe: Any, jobs: list[EncodedJob], config: Config) -> None:
-    """Queue on ``pipe`` (a sync or an asyncio pipeline) the commands that write ``jobs``: ``ZADD schedule`` for
-    the scheduled ones, ``SADD queues`` + one ``LPUSH`` per queue for the others; then, with ``push_replicas``, a
-    ``WAIT`` for that many replicas (asynchronous replication loses what a failover finds unreplicated)."""
+def write_commands(jobs: list[EncodedJob], config: Config, listed: dict[str, float]) -> list[tuple[Any, ...]]:
+    """The commands that write ``jobs``, for one pipelined round trip: ``ZADD schedule`` for the scheduled ones,
+    one ``LPUSH`` per queue for the others, with ``SADD queues`` unless ``listed`` (``listed_queues``) says this
+    process added the queue within ``QUEUE_LISTED_FOR``; then, with ``push_replicas``, a ``WAIT`` for that many
+    replicas (asynchronous replication loses what a failover finds unreplicated). ``note_listed`` after the write."""
+    now = time.monotonic()
+    if len(jobs) == 1 and jobs[0][2] is None and not config.push_replicas:  # a single push, the common case
+        queue, _, _, data = jobs[0]
+        push = ("LPUSH", queue_key(queue), data)
+        if now - listed.get(queue, -QUEUE_LISTED_FOR) < QUEUE_LISTED_FOR:
+            return [push]
+        return [("SADD", QUEUES, queue), push]
     scheduled: dict[str, float] = {}
     queued: dict[str, list[str]] = {}
     for queue, _, at, data in jobs:
@@ -215,17 +230,45 @@ def queue_writes(pipe: Any, jobs: list[EncodedJob], config: Config) -> None:
             queued.setdefault(queue, []).append(data)
         else:
             scheduled[data] = at
+    commands: list[tuple[Any, ...]] = []
     if scheduled:
-        pipe.zadd(SCHEDULE, scheduled)
+        commands.append(("ZADD", SCHEDULE, *(item for data, at in scheduled.items() for item in (at, data))))
     for queue, payloads in queued.items():
-        pipe.sadd(QUEUES, queue)
-        pipe.lpush(queue_key(queue), *payloads)
+        if now - listed.get(queue, -QUEUE_LISTED_FOR) >= QUEUE_LISTED_FOR:
+            commands.append(("SADD", QUEUES, queue))
+        commands.append(("LPUSH", queue_key(queue), *payloads))
     if config.push_replicas:
-        pipe.wait(config.push_replicas, int(config.push_replicas_timeout * 1000))
+        commands.append(("WAIT", config.push_replicas, int(config.push_replicas_timeout * 1000)))
+    return commands
+
+
+# Sidekiq adds a job's queue to the ``queues`` set (what the dashboard and kiq.api list) on every push. Adding a
+# member again changes nothing and costs the round trip a second reply (6 % of a single push), so a process adds
+# each queue at most once per QUEUE_LISTED_FOR seconds per Redis. The set loses a queue only when the queue is
+# cleared (kiq.api.Queue.clear forgets it here too) or Redis loses its data: the next push a second later lists it
+# again. Keyed by connection pool (one Redis); each value maps a queue to when this process last added it.
+QUEUE_LISTED_FOR = 1.0
+_listed: weakref.WeakKeyDictionary[Any, dict[str, float]] = weakref.WeakKeyDictionary()
+
+
+def listed_queues(pool: Any) -> dict[str, float]:
+    """The queues this process added to ``queues`` on the Redis of ``pool`` (a sync or an asyncio pool), and when."""
+    listed = _listed.get(pool)
+    if listed is None:
+        listed = _listed[pool] = {}
+    return listed
+
+
+def note_listed(commands: list[tuple[Any, ...]], listed: dict[str, float]) -> None:
+    """After a write of ``write_commands``: its ``SADD queues`` are done."""
+    now = time.monotonic()
+    for command in commands:
+        if command[0] == "SADD":
+            listed[command[2]] = now
 
 
 def check_replicated(results: list[Any], jobs: list[EncodedJob], config: Config) -> None:
-    """``NotReplicated`` when the ``WAIT`` that ``queue_writes`` added came back short."""
+    """``NotReplicated`` when the ``WAIT`` that ``write_commands`` added came back short."""
     wanted = config.push_replicas
     if wanted and results[-1] < wanted:
         raise NotReplicated(
@@ -292,12 +335,3 @@ def _encode(job: dict[str, Any], now: float) -> EncodedJob:
         return job["queue"], str(job["jid"]), at, encode_checked(wire)
     job["enqueued_at"] = now  # a finite float: the check before needs no second look
     return job["queue"], str(job["jid"]), None, encode_checked(job)
-
-
-def _retry_on_failover(operation: Callable[[Any], None], connection: redis.Redis) -> None:
-    """Run ``operation`` once more on fresh connections if a failover left us talking to a replica."""
-    try:
-        operation(connection)
-    except redis_py.ReadOnlyError:
-        connection.connection_pool.disconnect()
-        operation(connection)

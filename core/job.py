@@ -166,7 +166,7 @@ class Job:
     @classmethod
     def perform_async(cls, *args: Any) -> str | None:
         """Push the job; return its jid (None when a client middleware dropped it)."""
-        return JobSetter(cls, {}).perform_async(*args)
+        return Client().push({"class": cls, "args": list(args)})  # JobSetter's path, without options to merge
 
     @classmethod
     def perform_in(cls, interval: float, *args: Any) -> str | None:
@@ -238,7 +238,7 @@ class JobSetter:
 
     def _item(self, args: list[Any]) -> dict[str, Any]:
         cls = self.job_class
-        return {**cls._kiq_merged_options, **self.options, "class": cls, "args": args}
+        return {**self.options, "class": cls, "args": args}  # the client merges the class's options
 
     def _client(self) -> Client:
         if self._shard is None:

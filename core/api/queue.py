@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from ..client import listed_queues
 from ..config import config_or_default
 from ..keys import QUEUES, queue_key
 from .records import PAGE_SIZE, JobRecord, latency
@@ -75,4 +76,6 @@ class Queue:
         pipe.llen(self.key)
         pipe.unlink(self.key)
         pipe.srem(QUEUES, self.name)
-        return int(pipe.execute()[0])
+        cleared = int(pipe.execute()[0])
+        listed_queues(self.config.redis.connection_pool).pop(self.name, None)  # the next push lists it again
+        return cleared
