@@ -245,7 +245,7 @@ def write_commands(jobs: list[EncodedJob], config: Config, listed: dict[str, flo
 # Sidekiq adds a job's queue to the ``queues`` set (what the dashboard and kiq.api list) on every push. Adding a
 # member again changes nothing and costs the round trip a second reply (6 % of a single push), so a process adds
 # each queue at most once per QUEUE_LISTED_FOR seconds per Redis. The set loses a queue only when the queue is
-# cleared (kiq.api.Queue.clear forgets it here too) or Redis loses its data: the next push a second later lists it
+# cleared (kiq.api.Queue.clear calls forget_listed) or Redis loses its data: the next push a second later lists it
 # again. Keyed by connection pool (one Redis); each value maps a queue to when this process last added it.
 QUEUE_LISTED_FOR = 1.0
 _listed: weakref.WeakKeyDictionary[Any, dict[str, float]] = weakref.WeakKeyDictionary()
@@ -257,6 +257,12 @@ def listed_queues(pool: Any) -> dict[str, float]:
     if listed is None:
         listed = _listed[pool] = {}
     return listed
+
+
+def forget_listed(queue: str) -> None:
+    """``queue`` was taken out of ``queues``: the next push to it, on any Redis and client, adds it again."""
+    for listed in list(_listed.values()):
+        listed.pop(queue, None)
 
 
 def note_listed(commands: list[tuple[Any, ...]], listed: dict[str, float]) -> None:

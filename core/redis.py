@@ -13,6 +13,7 @@ import hashlib
 import logging
 import os
 import subprocess
+import threading
 import time
 import weakref
 from collections.abc import Sequence
@@ -162,16 +163,18 @@ class DedicatedConnection:
 def run_pipeline(client: redis.Redis, commands: Sequence[Sequence[Any]]) -> list[Any]:
     """``commands`` in one round trip, their replies in order: what ``pipeline(transaction=False)`` does, at half
     its cost per call (the pushes' path; README, "The hot path"). One idle connection per pool waits on a shelf
-    between calls, so a call skips the pool's checkout and the pipeline's wrappers. Only these calls use a shelved
-    connection and any failure disconnects it, so no reply is ever left unread on it; one idle longer than the
-    health-check interval is checked first, and a broken one is retried as the client's ``retry`` says, as
-    redis-py's pipeline does. An error reply is raised once every reply has been read."""
+    between calls, so a call skips the pool's checkout and the pipeline's wrappers but keeps its check (a connection
+    the server closed — a timeout, a proxy, a restart, a failover — reconnects). Only these calls use a shelved
+    connection and any failure disconnects it, so no reply is ever left unread on it; a broken one is retried as the
+    client's ``retry`` says, as redis-py's pipeline does. An error reply is raised once every reply has been read."""
     pool = client.connection_pool
     shelf = _shelf(pool)
     try:
         connection = shelf.pop()
     except IndexError:
         connection = pool.get_connection()
+    else:
+        _drop_if_stale(connection)
     try:
         replies: list[Any] = connection.retry.call_with_retry(
             lambda: _round_trip(connection, commands),
@@ -188,23 +191,40 @@ def run_pipeline(client: redis.Redis, commands: Sequence[Sequence[Any]]) -> list
     return replies
 
 
-# per connection pool: (the process that filled it, its idle connection); a child process starts an empty one, as
-# the pool itself does after a fork
-_shelves: weakref.WeakKeyDictionary[Any, tuple[int, list[Connection]]] = weakref.WeakKeyDictionary()
+Shelf = list[Connection]  # at most one idle connection
+# per connection pool: (the process that filled it, its shelf); a child process starts an empty one, as the pool
+# itself does after a fork
+_shelves: weakref.WeakKeyDictionary[Any, tuple[int, Shelf]] = weakref.WeakKeyDictionary()
+_shelves_lock = threading.Lock()  # making a shelf, and putting a connection on one: never two idle on a shelf
+os.register_at_fork(after_in_child=lambda: globals().update(_shelves_lock=threading.Lock()))
 
 
-def _shelf(pool: Any) -> list[Connection]:
+def _shelf(pool: Any) -> Shelf:
     entry = _shelves.get(pool)
     if entry is None or entry[0] != os.getpid():
-        entry = _shelves[pool] = (os.getpid(), [])
+        with _shelves_lock:
+            entry = _shelves.get(pool)
+            if entry is None or entry[0] != os.getpid():
+                entry = _shelves[pool] = (os.getpid(), [])
     return entry[1]
 
 
-def _put_back(pool: Any, shelf: list[Connection], connection: Connection) -> None:
-    if shelf:  # one idle connection is kept; the others go back to the pool, which other users may wait on
-        pool.release(connection)
-    else:
-        shelf.append(connection)
+def _put_back(pool: Any, shelf: Shelf, connection: Connection) -> None:
+    with _shelves_lock:
+        if not shelf:
+            shelf.append(connection)
+            return
+    pool.release(connection)  # one idle connection is kept; the others go back to the pool, which others wait on
+
+
+def _drop_if_stale(connection: Connection) -> None:
+    """What the pool checks on a checkout: a connection with unread data (or closed by the server) starts over."""
+    try:
+        stale = connection.can_read()
+    except (redis.ConnectionError, OSError):
+        stale = True
+    if stale:
+        connection.disconnect()  # type: ignore[no-untyped-call]  # the next send connects again
 
 
 def _round_trip(connection: Connection, commands: Sequence[Sequence[Any]]) -> list[Any]:

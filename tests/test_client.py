@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
 
 import pytest
 import redis
 
 import kiq
+import kiq.api
+import kiq.client
+
+T = TypeVar("T")
 
 
 class HardJob(kiq.Job):
@@ -161,3 +167,111 @@ def test_function_job(r: redis.Redis) -> None:
     assert kiq.registry.get("Receipts") is send_receipt.job_class
     with pytest.raises(TypeError, match="positional"):
         send_receipt.perform_async(order_id=1)  # type: ignore[call-arg]
+
+
+@pytest.fixture
+def other(config: kiq.Config) -> Iterator[redis.Redis]:
+    """Another client of the config's Redis, as another process would have (its own pool, decoded replies)."""
+    client = redis.Redis.from_url(str(config.redis_url), decode_responses=True)
+    yield client
+    client.close()
+
+
+def run(config: kiq.Config, work: Callable[[], Awaitable[T]]) -> T:
+    """``work()`` on a fresh event loop, whose connections are closed after it."""
+
+    async def main() -> T:
+        try:
+            return await work()
+        finally:
+            await kiq.AsyncClient(config).close()
+
+    return asyncio.run(main())
+
+
+def test_a_queue_is_listed_again_once_queue_listed_for_has_passed(
+    r: redis.Redis, other: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    HardJob.perform_async(1)
+    assert r.smembers("queues") == {"default"}
+    other.srem("queues", "default")  # e.g. another process cleared the queue
+    HardJob.perform_async(2)  # within the second: not added again
+    assert r.smembers("queues") == set()
+    monkeypatch.setattr(kiq.client, "QUEUE_LISTED_FOR", 0.05)
+    time.sleep(0.06)  # what is checked is the time passed since the queue was added
+    HardJob.perform_async(3)
+    assert r.smembers("queues") == {"default"}
+    assert r.llen("queue:default") == 3
+
+
+def test_a_cleared_queue_is_listed_again_by_the_next_push(r: redis.Redis) -> None:
+    HardJob.perform_async(1)
+    assert kiq.api.Queue("default").clear() == 1
+    assert r.smembers("queues") == set()
+    HardJob.perform_async(2)
+    assert r.smembers("queues") == {"default"}
+    assert [job["args"] for job in map(json.loads, r.lrange("queue:default", 0, -1))] == [[2]]
+
+
+def test_a_failed_write_leaves_its_queue_unlisted_for_the_next_push(r: redis.Redis, other: redis.Redis) -> None:
+    other.set("queue:broken", "a string, not a list")
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        HardJob.set(queue="broken").perform_async(1)
+    other.delete("queue:broken")
+    other.srem("queues", "broken")
+    HardJob.set(queue="broken").perform_async(2)  # at once: the failed write did not count as listing the queue
+    assert r.smembers("queues") == {"broken"}
+    assert r.llen("queue:broken") == 1
+
+
+def test_a_bulk_push_lists_every_queue_it_writes_and_a_scheduled_push_none(
+    config: kiq.Config, r: redis.Redis, other: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class ByFirstArgument(kiq.ClientMiddleware):
+        def call(self, job_class: Any, job: dict[str, Any], queue: str, redis: Any) -> Any:
+            job["queue"] = job["args"][0]
+            yield
+
+    config.client_middleware.add(ByFirstArgument)
+    HardJob.perform_in(60, "later")
+    assert r.smembers("queues") == set()  # a scheduled job's queue is listed when the job is enqueued
+    HardJob.perform_bulk([["a"], ["b"], ["c"], ["a"]])
+    assert r.smembers("queues") == {"a", "b", "c"}
+    assert [r.llen(f"queue:{queue}") for queue in "abc"] == [2, 1, 1]
+    other.srem("queues", "a", "b", "c")
+    HardJob.perform_bulk([["a"], ["b"]])  # within the second: not added again
+    assert r.smembers("queues") == set()
+    monkeypatch.setattr(kiq.client, "QUEUE_LISTED_FOR", 0.0)
+    HardJob.perform_bulk([["b"], ["c"]])
+    assert r.smembers("queues") == {"b", "c"}
+
+
+def test_an_async_push_lists_its_queue_once_per_queue_listed_for(
+    config: kiq.Config, r: redis.Redis, other: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def pushes() -> list[set[Any]]:
+        client = kiq.AsyncClient(config)
+        await client.push({"class": HardJob, "args": [1], "queue": "aio"})
+        seen = [r.smembers("queues")]
+        other.srem("queues", "aio")
+        await HardJob.set(config=config, queue="aio").aio.perform_async(2)  # within the second: not added again
+        seen.append(r.smembers("queues"))
+        monkeypatch.setattr(kiq.client, "QUEUE_LISTED_FOR", 0.0)
+        await client.push_bulk({"class": HardJob, "args": [[3], [4]], "queue": "aio"})
+        seen.append(r.smembers("queues"))
+        return seen
+
+    assert run(config, pushes) == [{"aio"}, set(), {"aio"}]
+    assert r.llen("queue:aio") == 4
+
+
+def test_a_cleared_queue_is_listed_again_by_the_next_async_push(config: kiq.Config, r: redis.Redis) -> None:
+    async def pushes() -> None:
+        client = kiq.AsyncClient(config)
+        await client.push({"class": HardJob, "args": [1]})
+        kiq.api.Queue("default", config).clear()
+        await client.push({"class": HardJob, "args": [2]})
+
+    run(config, pushes)
+    assert r.llen("queue:default") == 1
+    assert r.smembers("queues") == {"default"}

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
+import threading
+import time
+import traceback
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 import kiq
-from kiq.redis import DedicatedConnection, EmbeddedRedis, connect
+from kiq.redis import DedicatedConnection, EmbeddedRedis, _shelf, connect, run_pipeline
+
+from .support import raw_redis
 
 
 def test_embedded_server_is_shared_between_processes(tmp_path: Path) -> None:
@@ -113,3 +123,183 @@ def test_dedicated_connection_sends_commands_and_scripts_and_survives_a_dropped_
         connection.command("LPUSH", "list")  # an error reply keeps the connection
     assert connection.command("LLEN", "list") == 1
     connection.release()
+
+
+def client_id(client: redis.Redis) -> int:
+    """The id of the connection ``run_pipeline`` uses for ``client`` (its pool's shelved one, once there is one)."""
+    [found] = run_pipeline(client, [("CLIENT", "ID")])
+    return int(found)
+
+
+def take_and_give_back(pool: redis.BlockingConnectionPool, count: int) -> None:
+    """Take ``count`` connections out of ``pool`` at once (ConnectionError when it has fewer free), give them back."""
+    taken = [pool.get_connection() for _ in range(count)]  # type: ignore[no-untyped-call]
+    for connection in taken:
+        pool.release(connection)  # type: ignore[no-untyped-call]
+
+
+def test_run_pipeline_returns_every_reply_in_order(config: kiq.Config) -> None:
+    commands = [
+        ("SET", "counter", 41),
+        ("INCR", "counter"),
+        ("RPUSH", "list", "a", "b"),
+        ("LRANGE", "list", 0, -1),
+        ("GET", "missing"),
+        ("ZADD", "set", 1.5, "x", 1e20, "y"),
+        ("ZCOUNT", "set", 1.5, 1.5),
+    ]
+    assert run_pipeline(config.redis, commands) == ["OK", 42, 2, ["a", "b"], None, 2, 1]
+
+
+def test_run_pipeline_raises_the_first_error_reply_after_reading_every_reply_and_keeps_its_connection(
+    config: kiq.Config, r: redis.Redis
+) -> None:
+    r.set("text", "not a list")
+    before = client_id(config.redis)
+    commands = [("INCR", "n"), ("LPUSH", "text", "a"), ("INCR", "text"), ("INCR", "n"), ("CLIENT", "ID")]
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):  # the first error, not the INCR's
+        run_pipeline(config.redis, commands)
+    assert r.get("n") == "2"  # the commands after the error ran
+    assert run_pipeline(config.redis, [("GET", "n"), ("CLIENT", "ID")]) == ["2", before]  # in step, same connection
+    assert client_id(config.redis) == before
+
+
+def test_run_pipeline_sends_again_as_the_clients_retry_says_on_a_connection_the_server_killed(
+    config: kiq.Config, redis_url: str
+) -> None:
+    retrying = redis.Redis.from_url(redis_url, retry=Retry(NoBackoff(), 1))
+    other = raw_redis(config)
+    try:
+        killed = client_id(retrying)
+        other.client_kill_filter(_id=str(killed))
+        replies = run_pipeline(retrying, [("LPUSH", "queue:default", "job"), ("CLIENT", "ID")])
+        assert replies[0] == 1 and replies[1] != killed
+        assert client_id(retrying) == replies[1]  # the new connection is the shelved one now
+        assert other.llen("queue:default") == 1  # written once
+    finally:
+        retrying.close()
+        other.close()
+
+
+def test_a_push_after_the_server_dropped_the_idle_connection_is_written_once(config: kiq.Config) -> None:
+    other = raw_redis(config)
+    try:
+        client = kiq.Client(config)
+        client.push({"class": "Ruby::Mailer", "args": [1]})
+        killed = client_id(config.redis)
+        other.client_kill_filter(_id=str(killed))  # as a server's idle timeout, a proxy or a restart does
+        client.push({"class": "Ruby::Mailer", "args": [2]})
+        assert other.llen("queue:default") == 2
+        assert client_id(config.redis) != killed
+    finally:
+        other.close()
+
+
+def test_run_pipeline_keeps_one_idle_connection_and_starves_no_other_user_of_the_pool(
+    config: kiq.Config, redis_url: str
+) -> None:
+    small = connect(redis_url, pool_size=3)
+    pool = small.connection_pool
+    assert isinstance(pool, redis.BlockingConnectionPool)
+    pool.timeout = 5  # a starved thread fails in 5 s, not 30
+    client = kiq.Client(config, redis=small)
+    errors: list[BaseException] = []
+
+    def push(thread: int) -> None:
+        try:
+            for n in range(200):
+                client.push({"class": "Crowd", "args": [thread, n], "queue": "crowd"})
+                if n % 20 == 0:
+                    small.llen("queue:crowd")  # a command through the pool, as the API and the server send
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=push, args=(thread,)) for thread in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    try:
+        assert errors == []
+        assert small.llen("queue:crowd") == 1600
+        assert len(_shelf(pool)) == 1
+        pool.timeout = 1
+        take_and_give_back(pool, 2)  # every connection but the shelved one is free
+    finally:
+        small.close()
+
+
+def test_threads_first_on_a_pool_leave_every_connection_but_one_to_the_pool(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    small = connect(redis_url, pool_size=10)
+    pool = small.connection_pool
+    assert isinstance(pool, redis.BlockingConnectionPool)
+    real_getpid = os.getpid
+    start = threading.Barrier(4)
+
+    def slow_getpid() -> int:  # widens the window between _shelf's look-up and its store, as a thread switch can
+        time.sleep(0.01)
+        return real_getpid()
+
+    def first_call() -> None:
+        start.wait()
+        run_pipeline(small, [("PING",)])
+
+    threads = [threading.Thread(target=first_call) for _ in range(4)]
+    monkeypatch.setattr(os, "getpid", slow_getpid)
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    monkeypatch.setattr(os, "getpid", real_getpid)
+    try:
+        pool.timeout = 0.2  # a free connection is handed over at once
+        take_and_give_back(pool, 9)  # every connection but the shelved one is free
+    finally:
+        small.close()
+
+
+def test_a_forked_child_pushes_on_its_own_connection(config: kiq.Config, r: redis.Redis) -> None:
+    client = kiq.Client(config)
+    client.push({"class": "Forked", "args": ["parent"]})
+    parent_id = client_id(config.redis)
+    reading, writing = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: push, report its connection's id, and leave without running pytest's teardown
+        status = 1
+        try:
+            client.push({"class": "Forked", "args": ["child"]})
+            os.write(writing, str(client_id(config.redis)).encode())
+            status = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(status)
+    os.close(writing)
+    try:
+        _, status = os.waitpid(pid, 0)
+        reported = os.read(reading, 64)
+    finally:
+        os.close(reading)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert int(reported) != parent_id
+    client.push({"class": "Forked", "args": ["parent again"]})
+    assert client_id(config.redis) == parent_id  # the child left the parent's shelved connection alone
+    pushed = sorted(json.loads(raw)["args"][0] for raw in r.lrange("queue:default", 0, -1))
+    assert pushed == ["child", "parent", "parent again"]
+
+
+def test_run_pipeline_writes_text_read_with_surrogateescape_back_as_its_bytes(config: kiq.Config) -> None:
+    raw = raw_redis(config)
+    stored = b'{"class":"Hard","args":["\xff\xfe"],"jid":"x","queue":"default"}'  # not UTF-8
+    try:
+        raw.set("stored", stored)
+        [text] = run_pipeline(config.redis, [("GET", "stored")])
+        assert "\udcff\udcfe" in text
+        commands: list[tuple[Any, ...]] = [("LPUSH", "queue:default", text), ("SET", "copy", text), ("PING",)]
+        assert run_pipeline(config.redis, commands) == [1, "OK", "PONG"]
+        assert raw.lrange("queue:default", 0, -1) == [stored] and raw.get("copy") == stored
+        assert run_pipeline(config.redis, [("STRLEN", "copy")]) == [len(stored)]  # still in step
+    finally:
+        raw.close()

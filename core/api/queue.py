@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from ..client import listed_queues
+from ..client import forget_listed
 from ..config import config_or_default
 from ..keys import QUEUES, queue_key
 from .records import PAGE_SIZE, JobRecord, latency
@@ -77,5 +77,5 @@ class Queue:
         pipe.unlink(self.key)
         pipe.srem(QUEUES, self.name)
         cleared = int(pipe.execute()[0])
-        listed_queues(self.config.redis.connection_pool).pop(self.name, None)  # the next push lists it again
+        forget_listed(self.name)  # the next push lists it again
         return cleared
