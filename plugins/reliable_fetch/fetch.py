@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -58,7 +59,7 @@ class Liveness:
             return self._users == 0
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class ReliableUnit:
     """One fetched job; it stays in the working list until ``acknowledge()`` or ``requeue()``."""
 
@@ -91,7 +92,9 @@ class ReliableFetch(kiq.BatchFetch):
         self._batch_size: int = config.get("reliable_batch_size")  # a ConfigError without the plugin
         self.liveness = liveness or Liveness(config, capsule.identity)
         self._requeue_script = self.redis.register_script(scripts.REQUEUE)
-        self._acks: list[str] = []  # finished jobs whose LREM has not been sent yet
+        # finished jobs whose LREM has not been sent yet: appended by the job threads without a lock (the hand-off
+        # engine's lock is busy enough), taken by whoever sends them next
+        self._acks: deque[str] = deque()
         self._quiet = False
         self._idle_pause = IDLE_PAUSE[0]
         self._out_of_memory = False  # Redis refused BLMOVE at maxmemory: poll instead of blocking
@@ -104,11 +107,9 @@ class ReliableFetch(kiq.BatchFetch):
         return ReliableUnit(self, fetched[0], fetched[1]) if fetched is not None else None
 
     def acknowledge(self, unit: ReliableUnit) -> None:
-        with self._lock:
-            if not (self._quiet or self._closed):
-                self._acks.append(unit.job)  # sent with the next fetch (or a heartbeat)
-                return
-        self._send_acks([unit.job])
+        self._acks.append(unit.job)  # sent with the next fetch (or a heartbeat)
+        if self._quiet or self._closed:  # no fetch is coming: send it now (with any other still waiting)
+            self.flush_acks()
 
     def requeue(self, unit: ReliableUnit) -> None:
         """Back to the fetch end of its queue (it runs next), if it is still ours."""
@@ -135,8 +136,8 @@ class ReliableFetch(kiq.BatchFetch):
         # waiting threads return None now; a fetch under way is let finish (bounded: a thread killed mid-fetch
         # leaves its jobs in the working list, which the put_back below returns)
         self._close(timeout=3 * BLOCK_SECONDS)
+        acks = self._take_acks()
         with self._lock:
-            acks = self._take_acks()
             if not self._fetching:
                 self.connection.release()
         last = self.liveness.leave()
@@ -171,14 +172,12 @@ class ReliableFetch(kiq.BatchFetch):
         self.flush_acks()
 
     def flush_acks(self) -> None:
-        with self._lock:
-            acks = self._take_acks()
-        self._send_acks(acks)
+        self._send_acks(self._take_acks())
 
     # -- internals -------------------------------------------------------------------------------------
     def _take_acks(self) -> list[str]:
-        acks, self._acks = self._acks, []
-        return acks
+        acks = self._acks
+        return [acks.popleft() for _ in range(len(acks))]  # one appended meanwhile stays for the next taker
 
     def _send_acks(self, acks: list[str]) -> None:
         if not acks:
@@ -193,12 +192,10 @@ class ReliableFetch(kiq.BatchFetch):
             raise
 
     def _restore_acks(self, acks: list[str]) -> None:
-        with self._lock:
-            self._acks[:0] = acks  # try again with the next call; LREM of a job already gone is a no-op
+        self._acks.extendleft(reversed(acks))  # try again with the next call; LREM of a job already gone is a no-op
 
     def _fetch(self, wanted: int, block: float) -> list[kiq.Fetched]:
-        with self._lock:  # taken after the waiting threads were, so it carries every one of their acks
-            acks = self._take_acks()
+        acks = self._take_acks()
         keys = [self.working_key, self.liveness.key, *self.order.keys()]
         try:
             reply: list[str] = self.connection.script(
