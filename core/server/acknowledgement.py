@@ -37,21 +37,20 @@ class _Holds:
     def add(self) -> Acknowledge:
         with self.lock:
             self.count += 1
-        released = threading.Event()
+        released = False  # under the lock: a second call must not release another holder's share
 
         def release() -> None:
-            if not released.is_set():  # a second call must not release another holder's share
-                released.set()
-                self._release_one()
+            nonlocal released
+            with self.lock:
+                if released:
+                    return
+                released = True
+                self.count -= 1
+                ack = self.ack if self.ended and self.count == 0 else None
+            if ack is not None:
+                ack()
 
         return release
-
-    def _release_one(self) -> None:
-        with self.lock:
-            self.count -= 1
-            ack = self.ack if self.ended and self.count == 0 else None
-        if ack is not None:
-            ack()
 
     def end(self, ack: Acknowledge | None) -> None:
         with self.lock:
