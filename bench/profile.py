@@ -1,0 +1,180 @@
+"""Where a job's microseconds go: the single push, step by step, and the drain, per process (docs/performance.md).
+
+    .venv/bin/python -m bench.profile [--jobs 100000] [--pushes 20000] [--port 6392] [--json FILE]
+
+Starts a private ``redis-server`` (as ``python -m bench`` does), then:
+
+1. **The single push** (``perform_async`` in a loop, one thread): each step timed alone over ``--pushes`` calls —
+   the job normalized, checked and encoded (``Client.encode``), the commands built, the write
+   (``kiq.redis.run_pipeline``: one round trip), a bare ``PING`` through redis-py for scale — and the whole
+   ``perform_async``, without and with the otel plugin (no SDK).
+2. **The drain**, basic and reliable: ``--jobs`` no-op jobs pushed, one ``kiq worker -c 10`` started, the clock
+   from the first job taken to the empty queue; per job: the worker's user and system CPU and its context switches
+   (``/proc``), Redis's CPU (``INFO cpu``), and the reliable fetch script's time in Redis (``INFO commandstats``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from bench.redis_server import RedisServer
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = str(ROOT / ".venv/bin/python")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=100_000, help="no-op jobs per drain")
+    parser.add_argument("--pushes", type=int, default=20_000, help="calls per timed push step")
+    parser.add_argument("--port", type=int, default=6392, help="the private redis-server's port")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args(argv)
+    server = RedisServer(args.port)
+    server.start()
+    try:
+        push = push_steps(server.url, args.pushes)
+        figures = {
+            "push": push,
+            "drain": {fetch: drain(server.url, fetch, args.jobs) for fetch in ("basic", "reliable")},
+        }
+    finally:
+        server.stop()
+    print(markdown(figures))
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
+
+
+def push_steps(url: str, count: int) -> dict[str, float]:
+    """µs per call of each step of a single push, in a child process per plugin set (the otel plugin registers a
+    client middleware for its config only, but the default config is what ``perform_async`` uses)."""
+    steps = {}
+    for plugins in ("", "otel"):
+        done = subprocess.run(
+            [PYTHON, "-c", _PUSH_STEPS, url, str(count)],
+            env={**os.environ, "KIQ_PLUGINS": plugins, "KIQ_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT)},
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        measured = json.loads(done.stdout)
+        if plugins:
+            steps["perform_async with otel (no SDK)"] = measured["perform_async"]
+        else:
+            steps.update(measured)
+    return steps
+
+
+# run in a child: prints {step: µs per call} as JSON
+_PUSH_STEPS = """
+import json, sys, timeit
+import kiq
+from kiq.client import listed_queues, write_commands
+from kiq.redis import run_pipeline
+from bench.systems.kiq_jobs import BenchNoop
+
+kiq.default_config().redis_url = sys.argv[1]
+count = int(sys.argv[2])
+config = kiq.default_config()
+connection = config.redis
+client = kiq.Client()
+item = {"class": BenchNoop, "args": [1]}
+encoded = client.encode(dict(item))
+listed = listed_queues(connection.connection_pool)
+commands = write_commands([encoded], config, listed)
+steps = {
+    "normalize, check, jid, encode": lambda: client.encode({"class": BenchNoop, "args": [1]}),
+    "commands to send": lambda: write_commands([encoded], config, listed),
+    "the write (one round trip)": lambda: run_pipeline(connection, commands),
+    "PING through redis-py (for scale)": connection.ping,
+    "perform_async": lambda: BenchNoop.perform_async(1),
+}
+out = {}
+for name, step in steps.items():
+    step()
+    out[name] = min(timeit.repeat(step, number=count, repeat=5)) / count * 1e6
+connection.delete("queue:default")
+print(json.dumps(out))
+"""
+
+
+def drain(url: str, fetch: str, jobs: int) -> dict[str, Any]:
+    client = redis.Redis.from_url(url, decode_responses=True)
+    client.flushall()
+    env = {**os.environ, "KIQ_REDIS_URL": url, "KIQ_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT)}
+    command = [PYTHON, "-m", "bench.systems.common", "bench.systems.kiq_jobs", "bulk", str(jobs)]
+    subprocess.run(command, env=env, check=True, capture_output=True)
+    worker = subprocess.Popen(
+        [PYTHON, "-m", "kiq.cli", "worker", "-r", "bench.systems.kiq_jobs", "-c", "10", "--fetch", fetch], env=env
+    )
+    try:
+        while client.llen("queue:default") == jobs:
+            if worker.poll() is not None:
+                raise RuntimeError(f"the {fetch} worker exited with {worker.returncode}")
+            time.sleep(0.001)
+        client.config_resetstat()
+        started, redis_cpu, process = time.perf_counter(), _redis_cpu(client), _process(worker.pid)
+        while client.llen("queue:default"):
+            time.sleep(0.002)
+        seconds = time.perf_counter() - started
+        redis_after, process_after = _redis_cpu(client), _process(worker.pid)
+        script = client.info("commandstats").get("cmdstat_evalsha", {})
+    finally:
+        worker.terminate()
+        worker.wait(30)
+    per_job = {key: (process_after[key] - process[key]) / jobs for key in process}
+    return {
+        "jobs/s": jobs / seconds,
+        "worker user µs": per_job["user"] * 1e6,
+        "worker sys µs": per_job["sys"] * 1e6,
+        "context switches": per_job["switches"],
+        "Redis µs": (redis_after - redis_cpu) / jobs * 1e6,
+        "fetch script µs per call": script.get("usec_per_call"),
+        "jobs per fetch script": jobs / script["calls"] if script.get("calls") else None,
+    }
+
+
+def _redis_cpu(client: redis.Redis) -> float:
+    cpu = client.info("cpu")
+    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+
+
+def _process(pid: int) -> dict[str, float]:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    switches = 0
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        for line in status.read_text().splitlines():
+            if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                switches += int(line.split()[1])
+    return {"user": int(fields[11]) / TICK, "sys": int(fields[12]) / TICK, "switches": float(switches)}
+
+
+def markdown(figures: dict[str, Any]) -> str:
+    push = figures["push"]
+    lines = ["| a single push, step by step | µs per call |", "| --- | --- |"]
+    lines += [f"| {name} | {value:.1f} |" for name, value in push.items()]
+    drains = figures["drain"]
+    lines += ["", "| a no-op job, per job | " + " | ".join(drains) + " |", "| --- |" + " --- |" * len(drains)]
+    for key in next(iter(drains.values())):
+        cells = [_cell(drains[fetch][key]) for fetch in drains]
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "–"
+    return f"{value:,.0f}" if value >= 1000 else f"{value:.2f}" if value < 10 else f"{value:.1f}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
