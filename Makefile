@@ -74,25 +74,35 @@ site: $(DOCS_STAMP) view
 docs: site
 	$(PY) -m pytest -q tests/test_docs.py
 
+# `make bench`: the whole benchmark in one command (bench/all.py): the no-op drain of every system (with latency idle
+# and under a steady 5,000 jobs/s), the I/O-bound drain, kiq -p 1/-p 2 beside one and two Sidekiq processes, and
+# what each feature costs, against the issue's targets; one report in bench/results/bench-all-*.{json,md}.
+# `make bench BENCH_ARGS=--quick`: the same in under 3 minutes (fewer jobs, kiq's systems and Sidekiq only).
 # The peers live in their own venv (their redis-py pins conflict with each other and would change what kiq runs
-# with); the harness starts its own redis-server, and needs Ruby Sidekiq and PostgreSQL (see the README).
+# with); bench/services.sh installs (as root, through .ci/services.sh) or checks redis-server, Ruby Sidekiq and
+# PostgreSQL on 5433. Each part starts its own redis-server (--port, default 6391).
 BENCH_VENV := .venv-bench
-bench: $(MODULES)
+BENCH_STAMP := $(BENCH_VENV)/.installed-stamp
+$(BENCH_STAMP): bench/requirements.txt bench/requirements-nodeps.txt
 	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install -q -r bench/requirements.txt
 	$(BENCH_VENV)/bin/python -m pip install -q --no-deps -r bench/requirements-nodeps.txt
-	$(BENCH_VENV)/bin/python -m bench --jobs 100000 --max-drain-seconds 120 $(BENCH_ARGS)
+	touch $@
 
-# The I/O-bound drain: async jobs that each await 50 ms, kiq async vs arq, taskiq and Dramatiq (AsyncIO),
+.PHONY: bench-services
+bench-services:
+	bash bench/services.sh
+
+bench: $(MODULES) $(BENCH_STAMP) bench-services
+	$(BENCH_VENV)/bin/python -m bench.all $(BENCH_ARGS)
+
+# The I/O-bound drain alone: async jobs that each await 50 ms, kiq async vs arq, taskiq and Dramatiq (AsyncIO),
 # each one worker process awaiting 1,000 jobs at once; needs only redis-server.
 .PHONY: bench-io
-bench-io: $(MODULES)
-	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
-	$(BENCH_VENV)/bin/python -m pip install -q -r bench/requirements.txt
-	$(BENCH_VENV)/bin/python -m pip install -q --no-deps -r bench/requirements-nodeps.txt
+bench-io: $(MODULES) $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python -m bench --io --jobs 20000 --io-concurrency 1000 --max-drain-seconds 120 $(BENCH_ARGS)
 
-# What a second process buys (issue 16): kiq -p 1 / -p 2 beside one and two Ruby Sidekiq processes, no-op and
+# What a second process buys alone (issue 16): kiq -p 1 / -p 2 beside one and two Ruby Sidekiq processes, no-op and
 # CPU-bound (~1 ms spin) drains in one run; needs only redis-server and Ruby Sidekiq (bench/processes.py).
 .PHONY: bench-procs
 bench-procs: $(MODULES)

@@ -1,11 +1,13 @@
 """What the unique, expiry and limiter plugins add to a job, in microseconds, on a real Redis.
 
-    .venv/bin/python bench/plugin_overhead.py [--jobs 5000] [--redis-url redis://127.0.0.1:6390/0]
+    .venv/bin/python bench/plugin_overhead.py [--jobs 5000] [--redis-url redis://127.0.0.1:6390/0] [--json FILE]
 
 Without ``--redis-url`` it runs on the embedded Redis in a temporary directory (a unix socket). Each figure is the
 median of ``--runs`` runs of ``--jobs`` jobs, against the same path without the plugin:
 
-1. the push (``perform_async``): the unique lock is one more round trip (a Lua script); expiry adds a field;
+1. the push (``perform_async``): the unique lock is one more round trip (a Lua script); expiry adds a field; inside
+   a batch's block (``with Batch(...)``, the block's open and close included) the job joins the batch; the OTel
+   plugin with no SDK (``opentelemetry-api`` only) starts a no-op producer span;
 2. the server chain around a no-op ``perform``: the unique release (one round trip), the expiry check, and the
    limiter plugin's middleware when no limiter is used (a ``try`` block);
 3. one use of each limiter inside ``perform`` (``with limiter:``): a round trip to enter, and one more to leave for
@@ -18,14 +20,17 @@ of the URL given: use a Redis of your own.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import kiq
 from kiq.config import set_default_config
+from kiq.plugins.batch import Batch
 from kiq.plugins.limiter import bucket, concurrent, window
 from kiq.redis import EmbeddedRedis
 
@@ -66,6 +71,15 @@ def pushing(job_class: type[kiq.Job]) -> Callable[[int], None]:
     return run
 
 
+def pushing_in_batch(job_class: type[kiq.Job]) -> Callable[[int], None]:
+    def run(jobs: int) -> None:
+        with Batch("bench"):
+            for number in range(jobs):
+                job_class.perform_async(number)
+
+    return run
+
+
 def performing(config: kiq.Config, job_class: type[kiq.Job]) -> Callable[[int], None]:
     """The server chain around a no-op perform, for the jobs the push left in the queue (as a worker gets them)."""
 
@@ -93,7 +107,8 @@ def using(make: Callable[[], Any]) -> Callable[[int], None]:
 def measure(url: str, jobs: int, runs: int) -> list[tuple[str, float, float]]:
     """(what, µs per job, µs more than without the plugin)."""
     configs = {name: kiq.Config(redis_url=url, plugins=plugins) for name, plugins in
-               (("plain", []), ("unique", ["unique"]), ("expiry", ["expiry"]), ("limiter", ["limiter"]))}  # fmt: skip
+               (("plain", []), ("unique", ["unique"]), ("expiry", ["expiry"]), ("limiter", ["limiter"]),
+                ("batch", ["batch"]), ("otel", ["otel"]))}  # fmt: skip
     redis = configs["plain"].redis
 
     def flush() -> None:
@@ -121,6 +136,8 @@ def measure(url: str, jobs: int, runs: int) -> list[tuple[str, float, float]]:
         ("push, no plugin", push, 0.0),
         ("push, unique (takes the lock)", in_config("unique", pushing(Unique)), push),
         ("push, expiry (stamps expires_at)", in_config("expiry", pushing(Expiring)), push),
+        ("push, in a batch's block (joins it)", in_config("batch", pushing_in_batch(Plain)), push),
+        ("push, otel plugin, no SDK", in_config("otel", pushing(Plain)), push),
         ("server chain, no plugin", chain, 0.0),
         ("server chain, unique (releases the lock)",
          in_config("unique", performing(configs["unique"], Unique), pushing(Unique)), chain),
@@ -142,6 +159,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=5_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--redis-url", help="a Redis to flush and use (default: the embedded one, in a temp dir)")
+    parser.add_argument("--json", type=Path, help="also write the rows here (bench/all.py reads them)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="kiq-bench-") as scratch:
         server = None if args.redis_url else EmbeddedRedis(scratch)
@@ -156,6 +174,10 @@ def main() -> None:
     print("| --- | ---: | ---: |")
     for what, micros, added in rows:
         print(f"| {what} | {micros:.1f} | {f'{added:+.1f}' if added else ''} |")
+    if args.json:
+        rows_json = [{"what": what, "us_per_job": micros, "added_us": added} for what, micros, added in rows]
+        settings = {"redis_url": url, "jobs": args.jobs, "runs": args.runs}
+        args.json.write_text(json.dumps({"settings": settings, "rows": rows_json}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

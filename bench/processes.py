@@ -218,6 +218,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--kiq-python", default=str(ROOT / ".venv/bin/python"))
     parser.add_argument("--no-yjit", action="store_true", help="run Ruby Sidekiq without YJIT")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results")
+    parser.add_argument("--stem", help="the saved files' name (default: bench-procs-DATE-TIME)")
     parser.add_argument("--report", type=Path, metavar="FILE.json", help="re-render a saved run; run nothing")
     return parser.parse_args(argv)
 
@@ -253,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(run)
     print()
     print(text)
-    stem = time.strftime("bench-procs-%Y%m%d-%H%M%S")
+    stem = args.stem or time.strftime("bench-procs-%Y%m%d-%H%M%S")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{stem}.json").write_text(json.dumps(run, indent=2) + "\n")
     (args.out / f"{stem}.md").write_text(text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -13,9 +14,12 @@ import redis
 
 
 class RedisServer:
-    def __init__(self, port: int, binary: str = "redis-server") -> None:
+    """``cpus``: the CPUs the server may run on (Linux), None: any."""
+
+    def __init__(self, port: int, binary: str = "redis-server", cpus: set[int] | None = None) -> None:
         self.port = port
         self.binary = binary
+        self.cpus = cpus
         self.url = f"redis://127.0.0.1:{port}/0"
         self._process: subprocess.Popen[bytes] | None = None
         self._dir: Path | None = None
@@ -29,6 +33,8 @@ class RedisServer:
         args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
         args += ["--dir", str(self._dir), "--logfile", str(self._dir / "redis.log")]
         self._process = subprocess.Popen(args, stdin=subprocess.DEVNULL, start_new_session=True)
+        if self.cpus:
+            os.sched_setaffinity(self._process.pid, self.cpus)
         client = self.client()
         deadline = time.monotonic() + 10
         while True:

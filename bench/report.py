@@ -18,6 +18,8 @@ METRICS: list[tuple[str, str, str, bool]] = [
     ("push_single_rate", "push single", "jobs/s", True),
     ("latency_p50_ms", "latency p50", "ms", False),
     ("latency_p99_ms", "latency p99", "ms", False),
+    ("load_p50_ms", "latency p50 at {load}", "ms", False),  # {load}: the run's load rate (header_for)
+    ("load_p99_ms", "latency p99 at {load}", "ms", False),
     ("peak_rss_mib", "peak RSS", "MiB", False),
 ]
 
@@ -40,6 +42,11 @@ def _number(value: float) -> str:
     return f"{value:.2f}"
 
 
+def header_for(header: str, load_rate: float | None) -> str:
+    """A metric's header with the run's load rate in it (a run saved before the load phase had none)."""
+    return header.replace("{load}", f"{load_rate:,.0f}/s" if load_rate else "load")
+
+
 def cell(value: float | None, baseline: float | None) -> str:
     if value is None:
         return "-"
@@ -48,11 +55,14 @@ def cell(value: float | None, baseline: float | None) -> str:
     return f"{_number(value)} ({value / baseline:.2f}x)"
 
 
-def table(results: list[dict[str, Any]], baseline: str = BASELINE) -> str:
+def table(results: list[dict[str, Any]], baseline: str = BASELINE, load_rate: float | None = None) -> str:
     """Markdown: one row per system; each number with its ratio to the baseline system's (when it ran)."""
     base = next((r for r in results if r["system"] == baseline and not r.get("error")), None)
     headers = ["system", "version", "concurrency"]
-    headers += [f"{header} ({unit}, {'higher' if up else 'lower'} is better)" for _, header, unit, up in METRICS]
+    headers += [
+        f"{header_for(header, load_rate)} ({unit}, {'higher' if up else 'lower'} is better)"
+        for _, header, unit, up in METRICS
+    ]
     rows = [headers, ["---"] * len(headers)]
     notes: list[str] = []
     for result in results:
@@ -84,7 +94,7 @@ def machine_lines(run: dict[str, Any]) -> str:
 def markdown(run: dict[str, Any]) -> str:
     if run.get("kind") == "io":
         return f"{io_table(run)}\n{io_targets(run)}\n{machine_lines(run)}"
-    return f"{table(run['results'])}\n{machine_lines(run)}"
+    return f"{table(run['results'], load_rate=run['settings'].get('load_rate'))}\n{machine_lines(run)}"
 
 
 def _is_kiq(result: dict[str, Any]) -> bool:
@@ -163,15 +173,17 @@ def plot(run: dict[str, Any], path: Path) -> bool:
         _plot_io(run, path, plt)
         return True
     results = [r for r in run["results"] if not r.get("error")]
-    figure, axes = plt.subplots(2, 3, figsize=(16, 9))
+    figure, axes = plt.subplots(2, 4, figsize=(21, 9))
+    load_rate = run["settings"].get("load_rate")
     for axis, (key, header, unit, higher) in zip(axes.flat, METRICS, strict=True):
+        header = header_for(header, load_rate)
         shown = [r for r in results if r.get(key) is not None]
         labels = [r["label"] for r in shown]
         values = [float(r[key]) for r in shown]
         colors = [_color(r["system"]) for r in shown]
         axis.barh(labels, values, color=colors)
         axis.invert_yaxis()
-        if unit == "ms":
+        if unit == "ms" and values:
             axis.set_xscale("log")  # latencies span 0.3 ms to 500 ms
         else:
             axis.xaxis.set_major_formatter(lambda x, _: f"{x / 1000:g}k" if x >= 1000 else f"{x:g}")

@@ -1,12 +1,16 @@
 """Runs one system through the benchmark's phases on the run's private Redis and times it from outside.
 
-Per system: FLUSHALL → push ``single_jobs`` one by one (timed by the pusher around its push loop) → FLUSHALL →
+Per system: FLUSHALL → push ``single_jobs`` one by one (timed by the pusher around its push loop; ``single_runs``
+times, FLUSHALL before each, the median reported) → FLUSHALL →
 push ``jobs`` with the bulk API (timed likewise; this pre-fills the queue) → start the worker → drain: the
 harness polls the queue's length every ~2 ms; the clock starts at the first poll that sees fewer than
 ``jobs`` (the first job taken) and stops at the first that sees 0 → peak RSS of the worker's process tree →
-latency: ``latency_jobs`` at ``latency_rate``/s, each job records (perform start - push time) → the keys where
+latency: ``latency_jobs`` at ``latency_rate``/s, each job records (perform start - push time) → latency under
+load: latency jobs at a steady ``load_rate``/s for ``load_seconds`` (one pusher process on a fixed schedule; the
+rate it achieved is kept, and noted when short of the rate asked), only for a system whose drain rate in this run
+is at least ``LOAD_HEADROOM`` x ``load_rate`` (a slower one would only measure its backlog) → the keys where
 failed jobs would land must be empty and the worker's log free of tracebacks → stop the worker (SIGTERM to its
-process group, SIGKILL after 30 s).
+process group, SIGKILL after ``stop_timeout``, 30 s by default).
 
 The I/O-bound drain (``Settings.io``, ``python -m bench --io``): FLUSHALL → push ``jobs`` async jobs that each
 await ``io_seconds`` with the bulk API → start the worker → the clock starts at the first poll that sees a job
@@ -41,6 +45,8 @@ RSS_EVERY = 0.25  # seconds between RSS samples
 BOOT_TIMEOUT = 60.0
 SLOW_DRAIN_SECONDS = 30.0  # a drain longer than this is not repeated
 STOP_TIMEOUT = 30.0
+LOAD_HEADROOM = 2.0  # the latency-under-load phase runs for systems that drain at least this x the load rate
+LOAD_SHORT = 0.95  # a pusher below this share of the load rate asked is noted as not sustaining it
 
 
 @dataclass
@@ -54,6 +60,10 @@ class Settings:
     drain_runs: int = 3  # drains per system; the median is reported (noise on a shared machine is large)
     io: bool = False  # the I/O-bound drain instead of the no-op one
     io_seconds: float = 0.05  # what each I/O job awaits
+    load_rate: float = 5000.0  # latency under load: latency jobs pushed per second, steadily (0: no such phase)
+    load_seconds: float = 5.0  # ... for this long
+    single_runs: int = 3  # single pushes (of single_jobs each) per system; the median is reported
+    stop_timeout: float = STOP_TIMEOUT  # seconds a stopping worker gets before SIGKILL (after everything is measured)
 
 
 @dataclass
@@ -70,10 +80,15 @@ class Result:
     settled_rate: float | None = None  # jobs / (first taken → all side effects stored), for systems with settle
     settled_rates: list[float] = field(default_factory=list)  # per drain; settled_rate is their median
     push_single_rate: float | None = None
+    push_single_rates: list[float] = field(default_factory=list)  # every run's; push_single_rate is their median
     push_bulk_rate: float | None = None
     latency_p50_ms: float | None = None
     latency_p99_ms: float | None = None
     latency_count: int = 0
+    load_p50_ms: float | None = None  # latency under a steady load of Settings.load_rate jobs/s
+    load_p99_ms: float | None = None
+    load_count: int = 0  # latency jobs of that phase that ran
+    load_rate_achieved: float | None = None  # jobs/s the pusher sustained (jobs / its push loop's time)
     peak_rss_mib: float | None = None
     in_flight: int | None = None  # the I/O drain: jobs the worker may await at once
     cpu_us_per_job: float | None = None  # the I/O drain: the worker's CPU time (user + sys) over the drain / jobs
@@ -145,10 +160,16 @@ class Runner:
 
     def _run(self, system: System, result: Result) -> None:
         settings = self.settings
-        self._reset(system)
-        single = self.push(system, "single", settings.single_jobs)
-        result.version = single["version"]
-        result.push_single_rate = settings.single_jobs / single["seconds"]
+        for _ in range(max(1, settings.single_runs)):  # a short loop in a fresh process: noisy, so repeated
+            self._reset(system)
+            single = self.push(system, "single", settings.single_jobs)
+            result.version = single["version"]
+            result.push_single_rates.append(settings.single_jobs / single["seconds"])
+        result.push_single_rate = statistics.median(result.push_single_rates)
+        if len(result.push_single_rates) > 1:
+            low, high = min(result.push_single_rates), max(result.push_single_rates)
+            runs = len(result.push_single_rates)
+            result.notes.append(f"push single: median of {runs} runs ({low:,.0f} to {high:,.0f} jobs/s)")
         bulk_rates: list[float] = []  # the bulk push that fills the queue runs before every drain
         for run in range(settings.drain_runs):
             last = run == settings.drain_runs - 1
@@ -163,14 +184,15 @@ class Runner:
                 last = last or result.drain_seconds > SLOW_DRAIN_SECONDS
                 if last:
                     self.latency(system, worker, result, log_path)
+                    self.load_latency(system, worker, result, log_path)
                 self.check_failures(system, log_path)
             finally:
                 self.stop(worker)
             if last:
                 break
-        self._medians(result, bulk_rates)
+        self._medians(system, result, bulk_rates)
 
-    def _medians(self, result: Result, bulk_rates: list[float]) -> None:
+    def _medians(self, system: System, result: Result, bulk_rates: list[float]) -> None:
         settings = self.settings
         result.drain_rate = statistics.median(result.drain_rates)
         result.push_bulk_rate = statistics.median(bulk_rates)
@@ -179,8 +201,8 @@ class Runner:
         if result.settled_rates:
             result.settled_rate = statistics.median(result.settled_rates)
             result.notes.append(
-                f"all {settings.jobs:,} jobs recorded finished in the database at {result.settled_rate:,.0f} jobs/s "
-                "(first job taken → last row written; median)"
+                f"all {settings.jobs:,} jobs {system.settled} at {result.settled_rate:,.0f} jobs/s "
+                "(timed from the first job taken; median)"
             )
         if len(result.drain_rates) > 1:
             low, high = min(result.drain_rates), max(result.drain_rates)
@@ -200,7 +222,7 @@ class Runner:
                 self.check_failures(system, log_path)
             finally:
                 self.stop(worker)
-        self._medians(result, bulk_rates)
+        self._medians(system, result, bulk_rates)
 
     # -- phases ---------------------------------------------------------------------------------------
     def start_worker(self, system: System, log_path: Path) -> subprocess.Popen[bytes]:
@@ -210,9 +232,10 @@ class Runner:
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
 
-    def push(self, system: System, mode: str, count: int) -> dict[str, Any]:
-        args = [*system.pusher(self.tools), mode, str(count), "--rate", str(self.settings.latency_rate)]
-        output = self._check_call(system, args, f"push {mode}")
+    def push(self, system: System, mode: str, count: int, rate: float | None = None) -> dict[str, Any]:
+        rate = self.settings.latency_rate if rate is None else rate
+        args = [*system.pusher(self.tools), mode, str(count), "--rate", str(rate)]
+        output = self._check_call(system, args, f"push {mode}", cpus=self.tools.pusher_cpus)
         try:
             report: dict[str, Any] = json.loads(output.strip().splitlines()[-1])
         except (ValueError, IndexError):
@@ -331,6 +354,39 @@ class Runner:
             result.latency_p50_ms = percentile(values, 0.50)
             result.latency_p99_ms = percentile(values, 0.99)
 
+    def load_latency(self, system: System, worker: subprocess.Popen[bytes], result: Result, log: Path) -> None:
+        """Latency jobs at a steady ``load_rate`` for ``load_seconds`` while the worker runs: push → perform under
+        load, every job of the load measured."""
+        rate, seconds = self.settings.load_rate, self.settings.load_seconds
+        if rate <= 0 or seconds <= 0:
+            return
+        drain = statistics.median(result.drain_rates) if result.drain_rates else 0.0
+        if drain < LOAD_HEADROOM * rate:
+            result.notes.append(
+                f"latency at {rate:,.0f}/s not run: drains below {LOAD_HEADROOM:g}x the load ({drain:,.0f} jobs/s)"
+            )
+            return
+        count = max(1, round(rate * seconds))
+        self.redis.delete(LATENCY_KEY)
+        pushed = self.push(system, "latency", count, rate)
+        result.load_rate_achieved = count / pushed["seconds"]
+        deadline = time.monotonic() + 30
+        while self.redis.llen(LATENCY_KEY) < count and time.monotonic() < deadline and worker.poll() is None:
+            time.sleep(0.05)
+        values = sorted(float(v) * 1000 for v in self.redis.lrange(LATENCY_KEY, 0, -1))
+        self.redis.delete(LATENCY_KEY)
+        result.load_count = len(values)
+        if result.load_rate_achieved < LOAD_SHORT * rate:
+            result.notes.append(
+                f"latency under load: one pusher process sustained only {result.load_rate_achieved:,.0f} of the "
+                f"{rate:,.0f} jobs/s asked; its latency columns are at that rate"
+            )
+        if len(values) < count:
+            result.notes.append(f"latency under load: {len(values):,} of {count:,} jobs ran within 30 s of the push")
+        if values:
+            result.load_p50_ms = percentile(values, 0.50)
+            result.load_p99_ms = percentile(values, 0.99)
+
     def check_failures(self, system: System, log: Path) -> None:
         """A drain only counts if the jobs ran: failed jobs would be in the failure keys or, as a traceback,
         in the log (workers log at WARNING, so any traceback there is a failure)."""
@@ -347,7 +403,7 @@ class Runner:
             return
         os.killpg(worker.pid, signal.SIGTERM)
         try:
-            worker.wait(STOP_TIMEOUT)
+            worker.wait(self.settings.stop_timeout)
         except subprocess.TimeoutExpired:
             os.killpg(worker.pid, signal.SIGKILL)
             worker.wait()
@@ -368,10 +424,11 @@ class Runner:
             return 0
         raise BenchError(f"{key} is a {kind}; the harness counts lists and sorted sets")
 
-    def _check_call(self, system: System, args: list[str], what: str) -> str:
+    def _check_call(self, system: System, args: list[str], what: str, cpus: frozenset[int] | None = None) -> str:
         done = subprocess.run(
-            args, cwd=self.tools.root, env=self.environment(system), capture_output=True, text=True, timeout=1800
-        )
+            args, cwd=self.tools.root, env=self.environment(system), capture_output=True, text=True, timeout=1800,
+            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
+        )  # fmt: skip
         if done.returncode != 0:
             raise BenchError(f"{what} failed ({done.returncode}): {done.stderr[-1500:]}")
         return done.stdout

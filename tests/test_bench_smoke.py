@@ -130,3 +130,83 @@ def test_spin_burns_about_the_cpu_asked() -> None:
     before = time.thread_time()
     spin(0.002)
     assert 0.002 <= time.thread_time() - before < 0.05
+
+
+def test_table_names_the_load_rate_in_its_latency_under_load_columns() -> None:
+    result = _result("kiq_basic", "kiq basic", 90000.0, 0.3, load_p50_ms=0.1, load_p99_ms=3.5)
+    header = report.table([result], load_rate=5000.0).splitlines()[0]
+    assert "latency p99 at 5,000/s (ms, lower is better)" in header
+    assert "| 3.50 |" in report.table([result], load_rate=5000.0)
+    assert "latency p99 at load" in report.table([result]).splitlines()[0]  # a run saved before the load phase
+
+
+def test_the_load_phase_skips_a_system_that_drains_below_twice_the_load(tmp_path: Path) -> None:
+    from bench.runner import Result, Runner, Settings
+
+    tools = Toolchain(tmp_path, "redis://127.0.0.1:1/0", "py", "py", "postgresql://", "s", False)
+    runner = Runner(tools, Settings(1000, 10, 10, 100.0, 10.0, logs=tmp_path, load_rate=5000.0))
+    result = Result("dramatiq", "Dramatiq", "10 threads", drain_rates=[2600.0])
+    runner.load_latency(BY_NAME["dramatiq"], None, result, tmp_path)  # type: ignore[arg-type]  # no Redis touched
+    assert result.load_p99_ms is None
+    assert result.notes == ["latency at 5,000/s not run: drains below 2x the load (2,600 jobs/s)"]
+
+
+def test_the_batch_system_pushes_in_a_batch_and_runs_the_batch_plugin() -> None:
+    tools = Toolchain(Path("."), "redis://x", "py", "py", "postgresql://", "s", False)
+    system = BY_NAME["kiq_batch"]
+    assert system.env(tools)["KIQ_PLUGINS"] == "batch"
+    assert system.env(tools)["BENCH_BATCH"] == "1"
+    assert system.settle is not None and system.settle(tools)[-1] == "bench.systems.batch_settle"
+
+
+def _all_parts() -> dict[str, object]:
+    def noop(system: str, **values: object) -> dict[str, object]:
+        return {"system": system, "label": system, "error": None, **values}
+
+    results = [
+        noop("kiq_basic", drain_rate=100_000.0, push_single_rate=30_000.0, push_bulk_rate=400_000.0,
+             latency_p99_ms=0.5, load_p99_ms=4.0, load_rate_achieved=5000.0),
+        noop("kiq_no_metrics", drain_rate=104_000.0),
+        noop("kiq_reliable", drain_rate=70_000.0, push_single_rate=30_000.0, latency_p99_ms=0.6, load_p99_ms=12.0,
+             load_rate_achieved=4990.0),
+        noop("kiq_otel", drain_rate=70_000.0, push_single_rate=28_500.0),
+        noop("kiq_tracking", drain_rate=18_000.0, settled_rate=16_000.0),
+        noop("kiq_batch", drain_rate=50_000.0, settled_rate=40_000.0, push_single_rate=25_000.0,
+             push_bulk_rate=200_000.0),
+        noop("sidekiq", drain_rate=10_000.0, push_single_rate=10_000.0),
+    ]  # fmt: skip
+    settings = {"jobs": 100_000, "drain_runs": 3, "latency_rate": 100.0, "load_rate": 5000.0, "load_seconds": 5.0}
+    return {"noop": {"settings": settings, "results": results}}
+
+
+def test_all_reports_the_features_costs_and_the_targets_met_or_not() -> None:
+    from bench import all as everything
+
+    parts = _all_parts()
+    targets = {row[0]: row for row in everything.targets(parts)}  # type: ignore[arg-type]
+    assert targets["latency push→perform p99 ≤ 2 ms, idle"][2] == "met"
+    load = targets["latency p99 ≤ 10 ms under a steady 5,000 jobs/s"]
+    assert "reliable **12.00 ms** (at 4,990 jobs/s)" in load[1] and load[2] == "**not met**"
+    assert targets["dashboard metrics ≤ 5% of the drain"][2] == "met"  # 3.8 %
+    assert targets["tracking on PostgreSQL ≥ 20,000 jobs/s"][2] == "**not met**"
+    assert "= **3.00x**" in targets["single push ≥ 1.5x Sidekiq"][1]
+    otel = targets["single push with OTel on (no SDK) ≤ 10% slower than off"]
+    assert otel[1].startswith("**5.0% slower**") and otel[2] == "met"
+    assert targets["reliable drain ≥ 5x Sidekiq"][2] == "met"
+    assert targets["(round 1) ≥ 5,000 I/O jobs/s in one worker process"][2] == "not measured"
+    costs = {row[0]: row[1] for row in everything.costs(parts)}  # type: ignore[arg-type]
+    assert costs["batch: drain"] == "+10.0 µs/job"  # 1e6/50,000 - 1e6/100,000
+    assert costs["batch: drain until every outcome is counted in the batch"] == "+15.0 µs/job"
+    assert costs["dashboard metrics (per-class counts, written per heartbeat)"] == "3.8% of the drain"
+    text = everything.markdown({"command": "c", "date": "d", "parts": parts, "errors": {"io": "exited with 1"}})
+    assert "## Targets" in text and "**failed**: exited with 1" in text
+
+
+def test_pinning_puts_redis_and_the_pushers_on_different_cpus() -> None:
+    from bench import machine
+
+    assert machine.pinning(True) == (None, None)
+    redis_cpus, pusher_cpus = machine.pinning(False)
+    if redis_cpus is not None:  # a machine with 2 CPUs or more
+        assert pusher_cpus and not redis_cpus & pusher_cpus
+        assert machine.pinning_text(redis_cpus, pusher_cpus).startswith("redis-server on CPU ")

@@ -28,6 +28,7 @@ class Toolchain:
     tracking_schema: str
     yjit: bool
     io_concurrency: int = 1000  # the I/O drain: jobs every system awaits at once
+    pusher_cpus: frozenset[int] | None = None  # the CPUs the pushers run on (Linux), None: any
 
     @property
     def tracking_url_in_schema(self) -> str:
@@ -57,11 +58,12 @@ class System:
     # stored elsewhere (the tracking database) and prints {"at": epoch seconds, "finished": n}; the drain is then
     # also timed to that point ("settled")
     settle: Command | None = None
+    settled: str = "recorded finished in the database"  # what settle waits for, as the run's note says it
     queue_is_zset: bool = False
     in_flight: int | None = None  # the I/O drain: jobs the worker awaits at once, when not Toolchain.io_concurrency
 
 
-def _kiq(name: str, label: str, *worker_args: str, env: EnvFor = lambda tools: {}, **kwargs: Command) -> System:
+def _kiq(name: str, label: str, *worker_args: str, env: EnvFor = lambda tools: {}, **kwargs: Command | str) -> System:
     def worker(t: Toolchain) -> list[str]:
         command = [t.kiq_python, "-m", "kiq.cli", "worker", "-r", "bench.systems.kiq_jobs", "-c", str(CONCURRENCY)]
         return [*command, "--redis-url", t.redis_url, *worker_args]
@@ -118,6 +120,14 @@ SYSTEMS: list[System] = [
         },
         setup=lambda t: [t.kiq_python, "-m", "bench.systems.tracking_db", "reset", t.tracking_url, t.tracking_schema],
         settle=lambda t: [t.kiq_python, "-m", "bench.systems.tracking_db", "wait", t.tracking_url, t.tracking_schema],
+    ),
+    # what a batch costs its jobs: every push inside one `with Batch(...)` block, each outcome counted in the batch
+    _kiq(
+        "kiq_batch",
+        "kiq batch",
+        env=lambda t: {"KIQ_PLUGINS": "batch", "BENCH_BATCH": "1"},
+        settle=lambda t: [t.kiq_python, "-m", "bench.systems.batch_settle"],
+        settled="counted succeeded in their batch",
     ),
     System(
         name="sidekiq",

@@ -6,6 +6,7 @@ reads one JSON line from stdout. The module is imported under its real name (nev
 the jobs it pushes carry the names the worker registered.
 Modes: ``single`` (COUNT no-op jobs, one push call each), ``bulk`` (COUNT no-op jobs through the system's
 bulk API), ``latency`` (COUNT latency jobs at ``--rate`` per second, each carrying ``time.time()`` of its push).
+A pusher's ``block`` (kiq's batch system: ``with Batch(...)``) wraps the whole push, inside the timing.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +34,7 @@ class Pusher:
     bulk: Callable[[list[list[int]]], Any]
     latency: Callable[[float], Any]
     note: str = ""  # how "bulk" is done where the system has no bulk API
+    block: Callable[[], AbstractContextManager[Any]] | None = None  # every push of a run inside one such block
 
 
 def redis_url() -> str:
@@ -57,14 +60,16 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     pusher: Pusher = importlib.import_module(args.module).pusher()
     bulk_args = [[index] for index in range(args.count)] if args.mode == "bulk" else []
+    block = pusher.block() if pusher.block is not None else nullcontext()
     started = time.perf_counter()
-    if args.mode == "single":
-        for index in range(args.count):
-            pusher.single(index)
-    elif args.mode == "bulk":
-        pusher.bulk(bulk_args)
-    else:
-        pace(args.count, args.rate, pusher.latency)
+    with block:
+        if args.mode == "single":
+            for index in range(args.count):
+                pusher.single(index)
+        elif args.mode == "bulk":
+            pusher.bulk(bulk_args)
+        else:
+            pace(args.count, args.rate, pusher.latency)
     seconds = time.perf_counter() - started
     result = {"seconds": seconds, "count": args.count, "version": pusher.version, "note": pusher.note}
     sys.stdout.write(json.dumps(result) + "\n")

@@ -2,6 +2,9 @@
 
 ``BENCH_TRACK=1`` makes the pusher create tracked jobs (the tracking plugin's ``create_task`` for bulk,
 ``track: True`` for single and latency pushes), so the tracking system measures tracked jobs end to end.
+``BENCH_BATCH=1`` makes every push of a pusher run (single, bulk, latency) join one batch: the whole run inside one
+``with Batch("bench"):`` block, so the batch system measures batch jobs end to end (the worker runs
+``KIQ_PLUGINS=batch``; bench/systems/batch_settle.py times the drain to the last outcome counted in the batch).
 """
 
 from __future__ import annotations
@@ -40,6 +43,17 @@ class BenchLatency(kiq.Job):
 
 
 def pusher() -> Pusher:
+    if os.environ.get("BENCH_BATCH") == "1":
+        from kiq.plugins.batch import Batch
+
+        return Pusher(
+            version=version("kiq"),
+            single=BenchNoop.perform_async,
+            bulk=BenchNoop.perform_bulk,
+            latency=BenchLatency.perform_async,
+            note="every push of a run inside one `with Batch(...)` block",
+            block=lambda: Batch("bench"),
+        )
     if os.environ.get("BENCH_TRACK") != "1":
         return Pusher(
             version=version("kiq"),
