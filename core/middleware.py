@@ -139,12 +139,14 @@ class Chain(Generic[M]):
         """Run ``final`` inside every layer; return its result, or None when a layer halted the chain."""
         if not self.entries:
             return final()
-        steps = self.around(args, _returning(final))
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        raise RuntimeError("a chain's inner step yielded")  # _returning never yields
+        entered, halted, error = _enter(self.retrieve(), args)
+        result: R | None = None
+        if not halted:
+            try:
+                result = final()
+            except BaseException as exc:
+                error = exc
+        return _leave(entered, halted, result, error)
 
     def around(self, args: tuple[Any, ...], inner: Generator[Y, Any, R]) -> Generator[Y, Any, R | None]:
         """``yield from chain.around(args, inner)``: the generator ``inner`` inside every layer, its yields passed
@@ -154,41 +156,14 @@ class Chain(Generic[M]):
         layers = self.retrieve()
         if not layers:
             return (yield from inner)
-        entered: list[Wrapper] = []
+        entered, halted, error = _enter(layers, args)
         result: R | None = None
-        error: BaseException | None = None
-        try:
-            for layer in layers:
-                gen = layer.call(*args)
-                next(gen)
-                entered.append(gen)
-        except StopIteration:
-            halted = True  # a layer returned without yielding
-        except BaseException as exc:  # a layer failed on the way in: the outer layers see it
-            halted, error = True, exc
-        else:
-            halted = False
+        if not halted:
             try:
                 result = yield from inner
             except BaseException as exc:
                 error = exc
-        for gen in reversed(entered):
-            try:
-                if error is None:
-                    gen.send(None if halted else result)
-                else:
-                    gen.throw(error)
-            except StopIteration:
-                if error is not None:  # the layer swallowed the error: the job counts as handled
-                    error, halted = None, True
-                continue
-            except BaseException as exc:
-                error = exc
-                continue
-            error = RuntimeError(f"middleware {gen.__qualname__} yielded more than once")  # type: ignore[attr-defined]
-        if error is not None:
-            raise error
-        return None if halted else result
+        return _leave(entered, halted, result, error)
 
     # -- helpers ------------------------------------------------------------------------------------
     def _entry(self, klass: Callable[..., M], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Entry[M]:
@@ -224,7 +199,39 @@ class Chain(Generic[M]):
         self._instances = None
 
 
-def _returning(final: Callable[[], R]) -> Generator[Any, Any, R]:
-    """A step that yields nothing and returns ``final()``: ``invoke``'s inner step."""
-    return final()
-    yield  # a generator function: never reached
+def _enter(layers: list[Any], args: tuple[Any, ...]) -> tuple[list[Wrapper], bool, BaseException | None]:
+    """Each layer up to its ``yield``: the layers entered, whether one halted the chain (returned without
+    yielding, or failed on the way in: the outer layers see that error)."""
+    entered: list[Wrapper] = []
+    try:
+        for layer in layers:
+            gen = layer.call(*args)
+            next(gen)
+            entered.append(gen)
+    except StopIteration:
+        return entered, True, None
+    except BaseException as exc:
+        return entered, True, exc
+    return entered, False, None
+
+
+def _leave(entered: list[Wrapper], halted: bool, result: R | None, error: BaseException | None) -> R | None:
+    """The entered layers, innermost first, resumed with the result (None when halted) or thrown the error; a
+    layer that swallows an error halts the chain (the job counts as handled)."""
+    for gen in reversed(entered):
+        try:
+            if error is None:
+                gen.send(None if halted else result)
+            else:
+                gen.throw(error)
+        except StopIteration:
+            if error is not None:
+                error, halted = None, True
+            continue
+        except BaseException as exc:
+            error = exc
+            continue
+        error = RuntimeError(f"middleware {gen.__qualname__} yielded more than once")  # type: ignore[attr-defined]
+    if error is not None:
+        raise error
+    return None if halted else result

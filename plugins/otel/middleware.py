@@ -70,6 +70,10 @@ class ClientTracing(kiq.ClientMiddleware):
 
     def call(self, job_class: type[kiq.Job] | str, job: dict[str, Any], queue: str, redis: redis.Redis) -> Wrapper:
         telemetry = self.telemetry
+        if telemetry.idle():  # no SDK: nothing to record, and a push is worth ~30 µs
+            yield
+            return
+        tracing = telemetry.tracing()
         batch = _current_batch.get()
         if batch is not None:  # one span for the whole bulk push
             if batch.span is not None:
@@ -80,10 +84,6 @@ class ClientTracing(kiq.ClientMiddleware):
                     batch.links.append(carried)
             if (yield) is not None:
                 batch.sent += 1
-            return
-        tracing = telemetry.tracing()
-        if not (tracing or telemetry.measuring()):  # no SDK: nothing to record, and a push is worth ~30 µs
-            yield
             return
         shared, metric = telemetry.attributes("send", queue, self.config, redis)
         span = self._start(job, queue, shared) if tracing else None

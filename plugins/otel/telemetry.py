@@ -72,6 +72,7 @@ class Telemetry:
         self._meter_provider = meter_provider
         self._recorded = [False, False]  # tracing, measuring: what _recording found
         self._checked = [-RECHECK_SECONDS, -RECHECK_SECONDS]  # and when (monotonic)
+        self._idle_until = -RECHECK_SECONDS  # idle() holds until then (monotonic)
         self.tracer = trace.get_tracer(SCOPE, kiq.__version__, tracer_provider)
         meter = metrics.get_meter(SCOPE, kiq.__version__, meter_provider)
         self.sent_messages = meter.create_counter(
@@ -93,6 +94,16 @@ class Telemetry:
     def measuring(self) -> bool:
         """Whether metrics are recorded at all (an SDK meter provider is given or set globally)."""
         return self._recording(1, self._meter_provider, metrics.get_meter_provider, _NOT_MEASURING)
+
+    def idle(self) -> bool:
+        """Neither tracing nor measuring (no SDK): the first question of every push, so a "yes" is kept as long as
+        the answers it rests on are."""
+        if time.monotonic() < self._idle_until:
+            return True
+        if self.tracing() or self.measuring():
+            return False
+        self._idle_until = min(self._checked) + RECHECK_SECONDS
+        return True
 
     def _recording(self, kind: int, given: object, current: Callable[[], object], idle: tuple[type, ...]) -> bool:
         """Asked per job, as a global SDK provider may be set at any time. The API sets a global provider once and
