@@ -18,7 +18,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 import kiq
-from kiq.redis import DedicatedConnection, EmbeddedRedis, _shelf, connect, run_pipeline
+from kiq.redis import DedicatedConnection, EmbeddedRedis, _shelves, connect, run_pipeline
 
 from .support import raw_redis
 
@@ -222,7 +222,7 @@ def test_run_pipeline_keeps_one_idle_connection_and_starves_no_other_user_of_the
     try:
         assert errors == []
         assert small.llen("queue:crowd") == 1600
-        assert len(_shelf(pool)) == 1
+        assert len(_shelves.get(pool)) == 1
         pool.timeout = 1
         take_and_give_back(pool, 2)  # every connection but the shelved one is free
     finally:
@@ -235,24 +235,23 @@ def test_threads_first_on_a_pool_leave_every_connection_but_one_to_the_pool(
     small = connect(redis_url, pool_size=10)
     pool = small.connection_pool
     assert isinstance(pool, redis.BlockingConnectionPool)
-    real_getpid = os.getpid
     start = threading.Barrier(4)
 
-    def slow_getpid() -> int:  # widens the window between _shelf's look-up and its store, as a thread switch can
+    def slow_shelf() -> list[Any]:  # widens the window between the look-up and the store, as a thread switch can
         time.sleep(0.01)
-        return real_getpid()
+        return []
 
     def first_call() -> None:
         start.wait()
         run_pipeline(small, [("PING",)])
 
     threads = [threading.Thread(target=first_call) for _ in range(4)]
-    monkeypatch.setattr(os, "getpid", slow_getpid)
+    monkeypatch.setattr(_shelves, "_make", slow_shelf)
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(30)
-    monkeypatch.setattr(os, "getpid", real_getpid)
+    monkeypatch.undo()
     try:
         pool.timeout = 0.2  # a free connection is handed over at once
         take_and_give_back(pool, 9)  # every connection but the shelved one is free
