@@ -35,6 +35,9 @@ class ClientMiddleware:
     """Runs around every push. Yield to let the push go on; return without yielding to drop the job."""
 
     config: Config
+    # read before every push: False (or a property that says so) and this layer sits the push out, cheaper than a
+    # ``call`` that only yields (e.g. a plugin with nothing to record: otel without an SDK)
+    active: bool = True
 
     def call(self, job_class: type[Job] | str, job: dict[str, Any], queue: str, redis: redis.Redis) -> Wrapper:
         yield
@@ -44,6 +47,7 @@ class ServerMiddleware:
     """Runs around every ``perform`` in the worker. Yield to run the job; return without yielding to skip it."""
 
     config: Config
+    active: bool = True  # read before every job, as ClientMiddleware.active before every push
 
     def call(self, job_instance: Job, job: dict[str, Any], queue: str) -> Wrapper:
         yield
@@ -200,11 +204,13 @@ class Chain(Generic[M]):
 
 
 def _enter(layers: list[Any], args: tuple[Any, ...]) -> tuple[list[Wrapper], bool, BaseException | None]:
-    """Each layer up to its ``yield``: the layers entered, whether one halted the chain (returned without
+    """Each active layer up to its ``yield``: the layers entered, whether one halted the chain (returned without
     yielding, or failed on the way in: the outer layers see that error)."""
     entered: list[Wrapper] = []
     try:
         for layer in layers:
+            if not getattr(layer, "active", True):
+                continue
             gen = layer.call(*args)
             next(gen)
             entered.append(gen)

@@ -202,6 +202,46 @@ def test_client_middleware_can_add_payload_keys(config: kiq.Config, r: redis.Red
     assert '"tenant":"acme"' in r.lindex("queue:default", 0)  # type: ignore[operator]
 
 
+def test_an_inactive_layer_sits_out_pushes_and_jobs_and_an_active_one_runs_again(
+    config: kiq.Config, r: redis.Redis
+) -> None:
+    class Switch:  # what a property reads: e.g. whether an SDK is there to record anything
+        on = False
+
+    class Stamp(kiq.ClientMiddleware):
+        @property
+        def active(self) -> bool:  # type: ignore[override]
+            return Switch.on
+
+        def call(self, job_class: Any, job: dict[str, Any], queue: str, redis: Any) -> Generator[None, Any, None]:
+            job["stamped"] = True
+            yield
+
+    ran: list[str] = []
+
+    class Around(kiq.ServerMiddleware):
+        active = False
+
+        def call(self, job_instance: Any, job: dict[str, Any], queue: str) -> Generator[None, Any, None]:
+            ran.append("around")
+            yield
+
+    config.client_middleware.add(Stamp)
+    config.server_middleware.add(Around)
+    Plain.perform_async()
+    Plain.perform_bulk([[]])
+    Switch.on = True
+    Plain.perform_async()
+    stamped = ['"stamped":true' in job for job in r.lrange("queue:default", 0, -1)]  # type: ignore[union-attr]
+    assert stamped == [True, False, False]  # newest first: only the push made while it was active
+    job = Plain()
+    assert config.server_middleware.invoke((job, {"class": "Plain", "args": []}, "default"), lambda: "done") == "done"
+    assert ran == []
+    Around.active = True
+    config.server_middleware.invoke((job, {"class": "Plain", "args": []}, "default"), lambda: "done")
+    assert ran == ["around"]
+
+
 def test_the_chains_are_typed_so_mypy_catches_the_wrong_middleware_or_arguments(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
