@@ -11,6 +11,7 @@ left in ``<identity>-signals``.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import socket
@@ -113,6 +114,11 @@ class Launcher:
         except Exception as exc:  # a check that failed instead of saying what is wrong
             raise ConfigError(f"a plugin's start-up check failed: {type(exc).__name__}: {exc}") from exc
         self.config.plugins.hook.kiq_startup(config=self.config)
+        # What is loaded by now (modules, classes, plugins) lives as long as the process: the cyclic GC need not walk
+        # it again. Otherwise every full collection walks all of it, a ~15 ms pause of every thread, which the
+        # jobs waiting then see (p99 latency under load: 8 ms with it, under 1 ms without; docs/performance.md).
+        gc.collect()
+        gc.freeze()
         self._heartbeat = threading.Thread(target=self._beat_loop, name="kiq-heartbeat", daemon=True)
         self._heartbeat.start()
         self._poller = Poller(self.config)
