@@ -3,6 +3,7 @@ lifecycle hooks, and leaving the registry on a clean stop."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import time
@@ -78,6 +79,17 @@ def test_heartbeat_writes_the_process_registry(launch: Callable[[], Launcher], r
     r.rpush("release", "go")
     wait_until(lambda: r.hget(key, "busy") == "0", 20, message="the job to finish")
     assert not r.exists(f"{key}:work")
+
+
+def test_what_start_up_loaded_is_frozen_out_of_the_cyclic_gc(launch: Callable[[], Launcher]) -> None:
+    """A full collection would walk every module and class again: a pause of every thread (docs/performance.md)."""
+    gc.unfreeze()
+    try:
+        assert gc.get_freeze_count() == 0
+        launch()
+        assert gc.get_freeze_count() > 1000  # the modules, classes and functions loaded so far
+    finally:
+        gc.unfreeze()
 
 
 def test_stats_are_flushed_with_daily_keys(launch: Callable[[], Launcher], r: redis.Redis) -> None:
