@@ -112,7 +112,7 @@ class Client:
             for index, job_args in enumerate(all_args):  # before any middleware runs: a wrong count pushes nothing
                 if len(job_args) not in arity.counts:
                     raise _wrong_count(template, arity, len(job_args), f" in args[{index}]")
-        no_middleware = not self.config.client_middleware.entries
+        no_middleware = self.config.client_middleware.idle()
         if no_middleware:  # else a middleware may change any field of any job: each is checked in full
             check_job(template)  # the fields every job shares, once; then only each job's own arguments
         now = time.time()  # one enqueued_at for the jobs written without middleware, as Sidekiq's per batch
@@ -176,7 +176,7 @@ class Client:
         raised at each middleware's ``yield``, and what is written is what was checked (a change a middleware makes
         after its ``yield`` is not). None when a middleware dropped the job."""
         chain = self.config.client_middleware
-        if not chain.entries:
+        if chain.idle():
             check_job(job)
             return _encode(job, time.time())
         encoded: list[EncodedJob] = []

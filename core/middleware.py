@@ -139,6 +139,10 @@ class Chain(Generic[M]):
             self._instances = instances
         return instances
 
+    def idle(self) -> bool:
+        """No layer is active now (none at all, or each one's ``active`` is false): a push can skip the chain."""
+        return not self.entries or not any(getattr(layer, "active", True) for layer in self.retrieve())
+
     def invoke(self, args: tuple[Any, ...], final: Callable[[], R]) -> R | None:
         """Run ``final`` inside every layer; return its result, or None when a layer halted the chain."""
         if not self.entries:
