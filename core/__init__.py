@@ -30,6 +30,7 @@ from .job_registry import registry
 from .keys import queue_key, queue_name
 from .middleware import Chain, ClientMiddleware, ServerMiddleware, Wrapper
 from .payload import dumps, loads, new_jid, parse_payload
+from .redis import run_pipeline
 from .server.acknowledgement import hold_acknowledgement, report_failure
 from .settings import Setting
 from .version import __version__
@@ -81,4 +82,5 @@ __all__ = [
     "queue_name",
     "registry",
     "report_failure",
+    "run_pipeline",
 ]

@@ -161,13 +161,14 @@ class DedicatedConnection:
         return self._connection
 
 
-def run_pipeline(client: redis.Redis, commands: Sequence[Sequence[Any]]) -> list[Any]:
+def run_pipeline(client: redis.Redis, commands: Sequence[Sequence[Any]], raise_on_error: bool = True) -> list[Any]:
     """``commands`` in one round trip, their replies in order: what ``pipeline(transaction=False)`` does, at half
     its cost per call (the pushes' path; README, "The hot path"). One idle connection per pool waits on a shelf
     between calls, so a call skips the pool's checkout and the pipeline's wrappers but keeps its check (a connection
     the server closed — a timeout, a proxy, a restart, a failover — reconnects). Only these calls use a shelved
     connection and any failure disconnects it, so no reply is ever left unread on it; a broken one is retried as the
-    client's ``retry`` says, as redis-py's pipeline does. An error reply is raised once every reply has been read."""
+    client's ``retry`` says, as redis-py's pipeline does. An error reply is raised once every reply has been read
+    (``raise_on_error=False``: left in its place among the replies, as redis-py's ``execute(raise_on_error=False)``)."""
     pool = client.connection_pool
     shelf = _shelves.get(pool)
     try:
@@ -178,7 +179,7 @@ def run_pipeline(client: redis.Redis, commands: Sequence[Sequence[Any]]) -> list
         _drop_if_stale(connection)
     try:
         replies: list[Any] = connection.retry.call_with_retry(
-            lambda: _round_trip(connection, commands),
+            lambda: _round_trip(connection, commands, raise_on_error),
             lambda error: connection.disconnect(),  # type: ignore[no-untyped-call]
         )
     except redis.ResponseError:
@@ -254,7 +255,7 @@ def _drop_if_stale(connection: Connection) -> None:
         connection.disconnect()  # type: ignore[no-untyped-call]  # the next send connects again
 
 
-def _round_trip(connection: Connection, commands: Sequence[Sequence[Any]]) -> list[Any]:
+def _round_trip(connection: Connection, commands: Sequence[Sequence[Any]], raise_on_error: bool = True) -> list[Any]:
     connection.send_packed_command(_packed(connection, commands))  # type: ignore[no-untyped-call]
     replies: list[Any] = []
     error: redis.ResponseError | None = None
@@ -264,7 +265,7 @@ def _round_trip(connection: Connection, commands: Sequence[Sequence[Any]]) -> li
         except redis.ResponseError as exc:
             replies.append(exc)
             error = error or exc
-    if error is not None:
+    if error is not None and raise_on_error:
         raise error
     return replies
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from redis import exceptions as redis_errors
+
 import kiq
 
 # ARGV: the change, the time (epoch seconds, as text), the TTLs while pending and after success, its own arguments.
@@ -102,14 +104,15 @@ local function death(bid)
   end
 end
 
--- A job's outcome. A jid joins ``jids`` last: if Redis fails a command halfway (a script is not rolled back), the
--- outcome sent again finds the job new and does the rest; each command is idempotent, so the whole is.
-local function succeeded(bid, jid)
+-- Jobs' outcomes. A jid joins ``jids`` last: if Redis fails a command halfway (a script is not rolled back), the
+-- outcome sent again finds the job new and does the rest; each command is idempotent, so the whole is. Successes
+-- come many jids at a time (ARGV[6...]): one evaluation for all of them ends in the state and events one per jid would.
+local function succeeded(bid)
   if final(bid) then return end
-  redis.call('SREM', key(bid, ':pending'), jid)
-  redis.call('SREM', key(bid, ':failed'), jid)
-  redis.call('SREM', key(bid, ':died'), jid)
-  redis.call('SADD', key(bid, ':jids'), jid)  -- there already, unless it ran before its block registered it
+  redis.call('SREM', key(bid, ':pending'), unpack(ARGV, 6))
+  redis.call('SREM', key(bid, ':failed'), unpack(ARGV, 6))
+  redis.call('SREM', key(bid, ':died'), unpack(ARGV, 6))
+  redis.call('SADD', key(bid, ':jids'), unpack(ARGV, 6))  -- there already, unless it ran before its block registered it
   evaluate(bid)
 end
 
@@ -163,7 +166,7 @@ elseif op == 'open' or op == 'add' then
   if token ~= '' then redis.call('SREM', key(bid, ':open'), token) end
   evaluate(bid)
 elseif op == 'succeeded' then
-  succeeded(bid, ARGV[6])
+  succeeded(bid)
 elseif op == 'failed' or op == 'died' then
   failed(bid, ARGV[6], op == 'died')
 else
@@ -192,9 +195,15 @@ class Changes:
         """Run one change now; its answer ("ok", or why the batch cannot take it)."""
         return str(self.script(keys=[], args=argv))
 
-    def queue(self, pipe: Any, argv: list[Any]) -> None:
-        """Queue one change on a pipeline."""
-        self.script(keys=[], args=argv, client=pipe)
+    def run_many(self, argvs: list[list[Any]]) -> list[Any]:
+        """Run changes in one round trip; each one's answer, or the error Redis gave it (changes are idempotent:
+        a run that fails can be sent again)."""
+        commands = [("EVALSHA", self.script.sha, 0, *argv) for argv in argvs]
+        replies = kiq.run_pipeline(self.config.redis, commands, raise_on_error=False)
+        if any(isinstance(reply, redis_errors.NoScriptError) for reply in replies):  # a restarted or flushed Redis
+            self.config.redis.script_load(SOURCE)
+            replies = kiq.run_pipeline(self.config.redis, commands, raise_on_error=False)
+        return replies
 
     async def run_async(self, argv: list[Any]) -> str:
         """Run one change from asyncio code, on the event loop's connection of the config."""

@@ -114,15 +114,15 @@ class OutcomeWriter:
     def _write(self, batch: list[Outcome]) -> list[Outcome]:
         """Run the outcomes in one pipeline; the ones Redis took (a change is idempotent, so a batch partly written
         before an error can simply be sent again)."""
-        pipe = self.changes.config.redis.pipeline(transaction=False)
-        for outcome in batch:
-            self.changes.queue(pipe, self.changes.argv(outcome.op, outcome.bid, outcome.jid))
+        changes = _grouped(batch)
         try:
-            replies = pipe.execute(raise_on_error=False)
+            replies = self.changes.run_many([self.changes.argv(op, bid, *(o.jid for o in outcomes))
+                                             for op, bid, outcomes in changes])  # fmt: skip
         except redis_py.RedisError as exc:
             self._failed(exc, len(batch))
             return []
-        written = [outcome for outcome, reply in zip(batch, replies, strict=True) if not isinstance(reply, Exception)]
+        written = [o for (_, _, outcomes), reply in zip(changes, replies, strict=True)
+                   if not isinstance(reply, Exception) for o in outcomes]  # fmt: skip
         refused = next((reply for reply in replies if isinstance(reply, Exception)), None)
         if refused is not None:
             self._failed(refused, len(batch) - len(written))
@@ -140,3 +140,16 @@ class OutcomeWriter:
                 type(exc).__name__,
                 exc,
             )
+
+
+def _grouped(batch: list[Outcome]) -> list[tuple[str, str, list[Outcome]]]:
+    """The outcomes as changes: the successes of one batch in a row as one change (one evaluation of the batch for
+    all of them, not one per job), each failure or death alone."""
+    changes: list[tuple[str, str, list[Outcome]]] = []
+    for outcome in batch:
+        last = changes[-1] if changes else None
+        if last is not None and outcome.op == "succeeded" and last[0] == "succeeded" and last[1] == outcome.bid:
+            last[2].append(outcome)
+        else:
+            changes.append((outcome.op, outcome.bid, [outcome]))
+    return changes

@@ -17,6 +17,8 @@ import tests.jobs.batch as jobs
 from kiq.api import DeadSet
 from kiq.fetcher import Capsule
 from kiq.plugins.batch import Batch, BatchPlugin, status
+from kiq.plugins.batch.scripts import Changes
+from kiq.plugins.batch.writer import Outcome, _grouped
 from kiq.server.fetch import BasicFetch
 from kiq.server.processor import Processor, RedisOutage
 from tests.jobs.batch import FAILING_CALLBACK, AtTheBarrier, Callback, Counted, FailingCallback, Flaky, Noop
@@ -125,6 +127,37 @@ def test_a_job_that_runs_twice_is_counted_once_and_its_success_stands(config: ki
     found = status(batch.bid)
     assert found is not None and (found.total, found.pending, found.failures, found.success) == (1, 0, 0, True)
     assert pushed_callbacks(r) == Counter({(batch.bid, "complete"): 1, (batch.bid, "success"): 1})
+
+
+def test_successes_written_together_count_each_job_once_and_fire_each_event_once(
+    config: kiq.Config, r: redis.Redis
+) -> None:
+    """The writer sends a batch's successes in a row as one change (one evaluation for all): the same counts and
+    events as one change per job, a failure between them kept in its place, a success sent again changing nothing."""
+    with Batch(on_complete=CALLBACK, on_success=CALLBACK) as first:
+        ones = [Noop.perform_async() for _ in range(3)]
+    with Batch(on_complete=CALLBACK) as second:
+        twos = [Noop.perform_async() for _ in range(2)]
+    outcomes = [Outcome("succeeded", first.bid, jid, lambda: None) for jid in ones[:2]]
+    outcomes += [Outcome("failed", second.bid, twos[0], lambda: None)]
+    outcomes += [Outcome("succeeded", second.bid, twos[1], lambda: None)]
+    outcomes += [Outcome("succeeded", first.bid, ones[2], lambda: None)] * 2  # the last one twice
+    changes = _grouped(outcomes)
+    assert [(op, bid, len(grouped)) for op, bid, grouped in changes] == [
+        ("succeeded", first.bid, 2), ("failed", second.bid, 1), ("succeeded", second.bid, 1),
+        ("succeeded", first.bid, 2),
+    ]  # fmt: skip
+    plugin = config.plugins.find(BatchPlugin)
+    assert plugin is not None
+    script = Changes(config)
+    replies = script.run_many([script.argv(op, bid, *(o.jid for o in grouped)) for op, bid, grouped in changes])
+    assert replies == ["ok"] * 4
+    one, two = status(first.bid), status(second.bid)
+    assert one is not None and (one.total, one.pending, one.failures, one.success) == (3, 0, 0, True)
+    assert two is not None and (two.total, two.pending, two.failures, two.success) == (2, 1, 1, False)
+    assert pushed_callbacks(r) == Counter(
+        {(first.bid, "complete"): 1, (first.bid, "success"): 1, (second.bid, "complete"): 1}
+    )
 
 
 def test_an_outcome_redis_refuses_keeps_its_job_unacknowledged_until_it_is_written(
