@@ -42,9 +42,13 @@ def redis_url() -> str:
 
 
 def pace(count: int, rate: float, push: Callable[[float], Any]) -> None:
-    """Push ``count`` latency jobs at ``rate`` per second (a fixed schedule, so a slow push doesn't drift it)."""
+    """Push ``count`` latency jobs at ``rate`` per second (a fixed schedule, so a slow push doesn't drift it). The
+    first push comes before the schedule starts: it sets the client up (settings, connection), and a schedule
+    started before it would begin with a catch-up burst, not a steady rate."""
+    if count:
+        push(time.time())
     start = time.perf_counter()
-    for index in range(count):
+    for index in range(count - 1):
         delay = start + index / rate - time.perf_counter()
         if delay > 0:
             time.sleep(delay)

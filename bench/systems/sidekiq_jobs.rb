@@ -38,9 +38,11 @@ def push(mode, count, rate)
     count.times { |index| BenchNoop.perform_async(index) }
   when "bulk"
     bulk_args.each_slice(BULK_BATCH) { |slice| Sidekiq::Client.push_bulk("class" => BenchNoop, "args" => slice) }
-  when "latency"
-    count.times do |index|
-      delay = started + index / rate - monotonic
+  when "latency" # the first push before the schedule starts, as common.py's pace does
+    BenchLatency.perform_async(Time.now.to_f) if count.positive?
+    paced = monotonic
+    (count - 1).times do |index|
+      delay = paced + index / rate - monotonic
       sleep(delay) if delay > 0
       BenchLatency.perform_async(Time.now.to_f)
     end
