@@ -10,6 +10,8 @@ Runs, one after the other, each in its own process (their own private redis-serv
 3. ``processes``: ``python -m bench --processes``, kiq ``-p 1``/``-p 2`` beside one and two Sidekiq processes;
 4. ``plugins``: bench/plugin_overhead.py, what unique, expiry, the limiters and a batch's block add per job;
 5. ``tracking``: bench/tracking_overhead.py on PostgreSQL (in its own schema), tracking's cost on the job thread.
+6. ``profile``: bench/profile.py, where the microseconds go: a single push step by step, and the basic and reliable
+   drains per job (worker CPU, context switches, Redis CPU, the fetch script's time).
 
 Then prints and saves (``bench/results/bench-all-DATE-TIME.json`` and ``.md``, the no-op chart as ``.png``) every
 table, the features' costs and the issue's targets, each measured value with met / not met. A part that fails is
@@ -33,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import machine, processes, report
+from bench import machine, processes, profile, report
 from bench.redis_server import RedisServer
 from bench.runner import LOAD_SHORT
 from bench.systems import BASELINE, Toolchain
@@ -42,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TRACKING_URL = "postgresql+psycopg://kiq:kiq@127.0.0.1:5433/kiq"
 OVERHEAD_SCHEMA = "kiq_bench_overhead"  # tracking_overhead.py's tables, apart from the no-op run's (kiq_bench)
 QUICK_SYSTEMS = "kiq_basic,kiq_no_metrics,kiq_reliable,kiq_otel,kiq_tracking,kiq_batch,sidekiq"
-PARTS = ("noop", "io", "processes", "plugins", "tracking")
+PARTS = ("noop", "io", "processes", "plugins", "tracking", "profile")
 
 # the issue's targets (performance round 2), and round 1's I/O ones
 LATENCY_IDLE_P99_MS = 2.0
@@ -110,6 +112,9 @@ def commands(args: argparse.Namespace, work: Path, plugins_port: int) -> dict[st
                     "--redis-url", f"redis://127.0.0.1:{plugins_port}/0", "--json", str(work / "plugins.json")],
         "tracking": [args.kiq_python, "bench/tracking_overhead.py", "--jobs", "5000" if quick else "20000",
                      "--database-url", tracking_url, "--json", str(work / "tracking.json")],
+        "profile": [args.kiq_python, "-m", "bench.profile", "--jobs", "20000" if quick else "100000",
+                    "--pushes", "5000" if quick else "20000", "--port", str(args.port + 2),
+                    *(["--no-pin"] if args.no_pin else []), "--json", str(work / "profile.json")],
     }  # fmt: skip
 
 
@@ -230,6 +235,7 @@ def markdown(run: dict[str, Any]) -> str:
         ("processes", "More processes: kiq -p 1 / -p 2 beside one and two Sidekiq processes", processes.table),
         ("plugins", "Plugins, µs per job (bench/plugin_overhead.py)", _plugins_section),
         ("tracking", "Tracking on the job thread (bench/tracking_overhead.py, PostgreSQL)", _tracking_section),
+        ("profile", "Where the microseconds go (bench/profile.py)", profile.markdown),
     ]
     for name, title, render in sections:
         if name not in parts and name not in errors:

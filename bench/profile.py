@@ -2,7 +2,8 @@
 
     .venv/bin/python -m bench.profile [--jobs 100000] [--pushes 20000] [--port 6392] [--json FILE]
 
-Starts a private ``redis-server`` (as ``python -m bench`` does), then:
+Starts a private ``redis-server`` (as ``python -m bench`` does, on the last CPU, the pushes on the others unless
+``--no-pin``), then (``make bench`` runs it as its ``profile`` part):
 
 1. **The single push** (``perform_async`` in a loop, one thread): each step timed alone over ``--pushes`` calls —
    the job normalized, checked and encoded (``Client.encode``), the commands built, the write
@@ -26,6 +27,7 @@ from typing import Any
 
 import redis
 
+from bench import machine
 from bench.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,11 +41,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pushes", type=int, default=20_000, help="calls per timed push step")
     parser.add_argument("--port", type=int, default=6392, help="the private redis-server's port")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--no-pin", action="store_true", help="redis-server and the pushes on any CPU (see -m bench)")
     args = parser.parse_args(argv)
-    server = RedisServer(args.port)
+    redis_cpus, push_cpus = machine.pinning(args.no_pin)
+    server = RedisServer(args.port, cpus=redis_cpus)
     server.start()
     try:
-        push = push_steps(server.url, args.pushes)
+        push = push_steps(server.url, args.pushes, push_cpus)
         figures = {
             "push": push,
             "drain": {fetch: drain(server.url, fetch, args.jobs) for fetch in ("basic", "reliable")},
@@ -56,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def push_steps(url: str, count: int) -> dict[str, float]:
+def push_steps(url: str, count: int, cpus: frozenset[int] | None = None) -> dict[str, float]:
     """µs per call of each step of a single push, in a child process per plugin set (the otel plugin registers a
     client middleware for its config only, but the default config is what ``perform_async`` uses)."""
     steps = {}
@@ -65,6 +69,7 @@ def push_steps(url: str, count: int) -> dict[str, float]:
             [PYTHON, "-c", _PUSH_STEPS, url, str(count)],
             env={**os.environ, "KIQ_PLUGINS": plugins, "KIQ_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT)},
             capture_output=True, text=True, check=True,
+            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
         )  # fmt: skip
         measured = json.loads(done.stdout)
         if plugins:
