@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -9,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -192,3 +193,15 @@ def run_on_event_loop(config: Any, payloads: Sequence[str], concurrency: int = 1
     finally:
         loop.close(5)
     return units
+
+
+def run_async(config: kiq.Config, work: Callable[[], Awaitable[T]]) -> T:
+    """``work()`` on a fresh event loop, whose connections are closed after it."""
+
+    async def main() -> T:
+        try:
+            return await work()
+        finally:
+            await kiq.AsyncClient(config).close()
+
+    return asyncio.run(main())

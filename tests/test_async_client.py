@@ -16,6 +16,7 @@ from fastapi import FastAPI
 
 import kiq
 from kiq.errors import InvalidJobError
+from tests.support import run_async as run
 
 T = TypeVar("T")
 
@@ -28,18 +29,6 @@ class Mail(kiq.Job):
 
 @kiq.job(queue="feeds")
 async def fetch_feed(url: str) -> None: ...
-
-
-def run(config: kiq.Config, work: Callable[[], Awaitable[T]]) -> T:
-    """``work()`` on a fresh event loop, whose connections are closed after it."""
-
-    async def main() -> T:
-        try:
-            return await work()
-        finally:
-            await kiq.AsyncClient(config).close()
-
-    return asyncio.run(main())
 
 
 def queued(r: redis.Redis, queue: str) -> list[dict[str, Any]]:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 import pytest
@@ -14,6 +13,7 @@ import redis
 import kiq
 import kiq.api
 import kiq.client
+from tests.support import run_async as run
 
 T = TypeVar("T")
 
@@ -175,18 +175,6 @@ def other(config: kiq.Config) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(str(config.redis_url), decode_responses=True)
     yield client
     client.close()
-
-
-def run(config: kiq.Config, work: Callable[[], Awaitable[T]]) -> T:
-    """``work()`` on a fresh event loop, whose connections are closed after it."""
-
-    async def main() -> T:
-        try:
-            return await work()
-        finally:
-            await kiq.AsyncClient(config).close()
-
-    return asyncio.run(main())
 
 
 def test_a_queue_is_listed_again_once_queue_listed_for_has_passed(
