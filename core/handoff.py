@@ -79,9 +79,11 @@ class BatchFetch:
         return self._lead(deadline) if box is None else self._sleep(box, deadline)
 
     def _take_ready(self) -> Fetched:
-        """The oldest ready job; wakes the next sleeper if more are ready. Called with the lock held."""
+        """The oldest ready job; wakes the next sleeper if more are ready, or, if this was the last one and no
+        fetch is under way, so that it fetches (the job was fetched for it, and a thread already awake took it).
+        Called with the lock held."""
         job = self._ready.popleft()
-        if self._ready and self._sleepers and not self._woken:
+        if self._sleepers and not self._woken and (self._ready or not self._fetching):
             self._wake(self._sleepers.pop())
         return job
 

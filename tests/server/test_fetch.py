@@ -302,3 +302,35 @@ def test_jobs_fetched_for_sleeping_threads_reach_them_at_once(config: kiq.Config
     assert time.monotonic() - pushed < 1.2  # not at the sleepers' 2 s deadlines (the production block time)
     assert sorted(unit.job for unit in results if unit is not None) == [f"job-{i}" for i in range(4)]
     assert not fetch._ready
+
+
+class ListedFetch(kiq.BatchFetch):
+    """The hand-off engine over a list of jobs (no Redis: what is tested here is who gets which job, when)."""
+
+    def __init__(self, redis: redis.Redis, jobs: list[str], block_seconds: float) -> None:
+        super().__init__(redis, block_seconds)  # the connection is never used
+        self.jobs = jobs
+
+    def _fetch(self, wanted: int, block: float) -> list[tuple[str, str]]:
+        taken, self.jobs[:wanted] = self.jobs[:wanted], []
+        return [("default", job) for job in taken]
+
+
+def test_a_sleeper_whose_job_an_awake_thread_took_fetches_instead_of_waiting_out_its_time(config: kiq.Config) -> None:
+    """A fetch brought one job per idle thread, but a thread that was awake took the last one first: the sleeper it
+    was meant for must not sleep until its deadline while jobs wait in the queue (it fetches)."""
+    fetch = ListedFetch(config.redis, ["for-the-sleeper"], block_seconds=5)
+    with fetch._lock:
+        fetch._fetching = True  # a fetch under way: a thread asking now sleeps until it ends
+    got: list[tuple[str, str] | None] = []
+    sleeper = threading.Thread(target=lambda: got.append(fetch._next_job()))
+    sleeper.start()
+    wait_until(lambda: fetch._sleepers, 5, message="the thread to sleep")
+    with fetch._lock:  # the fetch ends with one ready job for the sleeper, whose wake-up is left to the next taker
+        fetch._fetching = False
+        fetch._ready.append(("default", "fetched-for-it"))
+    started = time.monotonic()
+    assert fetch._next_job() == ("default", "fetched-for-it")  # a thread already awake takes it first
+    sleeper.join(3)
+    assert got == [("default", "for-the-sleeper")]  # it fetched the job still in the queue
+    assert time.monotonic() - started < 1  # at once, not at its deadline (5 s)
