@@ -90,7 +90,7 @@ class AsyncClient:
             await connection.connection_pool.disconnect()
             replies = await self._send(connection, commands)
         note_listed(commands, listed)
-        check_replicated(replies, jobs, self.config)
+        check_replicated(commands, replies, jobs, self.config)
 
     @staticmethod
     async def _send(connection: redis_async.Redis, commands: list[tuple[Any, ...]]) -> list[Any]:

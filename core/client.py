@@ -206,8 +206,7 @@ class Client:
             connection.connection_pool.disconnect()
             replies = run_pipeline(connection, commands)
         note_listed(commands, listed)
-        if commands[-1][0] == "WAIT":
-            check_replicated(replies, jobs, self.config)
+        check_replicated(commands, replies, jobs, self.config)
 
 
 def write_commands(jobs: list[EncodedJob], config: Config, listed: dict[str, float]) -> list[tuple[Any, ...]]:
@@ -220,9 +219,7 @@ def write_commands(jobs: list[EncodedJob], config: Config, listed: dict[str, flo
     if len(jobs) == 1 and jobs[0][2] is None and not replicas:  # a single push, the common case
         queue, _, _, data = jobs[0]
         push = ("LPUSH", queue_key(queue), data)
-        if now - listed.get(queue, -QUEUE_LISTED_FOR) < QUEUE_LISTED_FOR:
-            return [push]
-        return [("SADD", QUEUES, queue), push]
+        return [("SADD", QUEUES, queue), push] if _unlisted(listed, queue, now) else [push]
     scheduled: dict[str, float] = {}
     queued: dict[str, list[str]] = {}
     for queue, _, at, data in jobs:
@@ -234,7 +231,7 @@ def write_commands(jobs: list[EncodedJob], config: Config, listed: dict[str, flo
     if scheduled:
         commands.append(("ZADD", SCHEDULE, *(item for data, at in scheduled.items() for item in (at, data))))
     for queue, payloads in queued.items():
-        if now - listed.get(queue, -QUEUE_LISTED_FOR) >= QUEUE_LISTED_FOR:
+        if _unlisted(listed, queue, now):
             commands.append(("SADD", QUEUES, queue))
         commands.append(("LPUSH", queue_key(queue), *payloads))
     if replicas:
@@ -249,6 +246,11 @@ def write_commands(jobs: list[EncodedJob], config: Config, listed: dict[str, flo
 # again. Keyed by connection pool (one Redis); each value maps a queue to when this process last added it.
 QUEUE_LISTED_FOR = 1.0
 _listed: PerPool[dict[str, float]] = PerPool(dict)
+
+
+def _unlisted(listed: dict[str, float], queue: str, now: float) -> bool:
+    """Whether this push adds ``queue`` to ``queues``: not added by this process within ``QUEUE_LISTED_FOR``."""
+    return now - listed.get(queue, -QUEUE_LISTED_FOR) >= QUEUE_LISTED_FOR
 
 
 def listed_queues(pool: Any) -> dict[str, float]:
@@ -270,12 +272,14 @@ def note_listed(commands: list[tuple[Any, ...]], listed: dict[str, float]) -> No
             listed[command[2]] = now
 
 
-def check_replicated(results: list[Any], jobs: list[EncodedJob], config: Config) -> None:
-    """``NotReplicated`` when the ``WAIT`` that ``write_commands`` added came back short."""
-    wanted = config.push_replicas
-    if wanted and results[-1] < wanted:
+def check_replicated(
+    commands: list[tuple[Any, ...]], replies: list[Any], jobs: list[EncodedJob], config: Config
+) -> None:
+    """``NotReplicated`` when the ``WAIT`` that ``write_commands`` added (with ``push_replicas``) came back short."""
+    command, confirmed = commands[-1], replies[-1]
+    if command[0] == "WAIT" and confirmed < command[1]:
         raise NotReplicated(
-            f"{len(jobs)} job(s) written to the Redis master, but {results[-1]} of {wanted} replicas confirmed them "
+            f"{len(jobs)} job(s) written to the Redis master, but {confirmed} of {command[1]} replicas confirmed them "
             f"within {config.push_replicas_timeout:g} s: a failover now could lose them"
         )
 

@@ -163,7 +163,7 @@ class DedicatedConnection:
 
 def run_pipeline(client: redis.Redis, commands: Sequence[Sequence[Any]], raise_on_error: bool = True) -> list[Any]:
     """``commands`` in one round trip, their replies in order: what ``pipeline(transaction=False)`` does, at half
-    its cost per call (the pushes' path; README, "The hot path"). One idle connection per pool waits on a shelf
+    its cost per call (the pushes' path; docs/performance.md, "Round 2"). One idle connection per pool waits on a shelf
     between calls, so a call skips the pool's checkout and the pipeline's wrappers but keeps its check (a connection
     the server closed — a timeout, a proxy, a restart, a failover — reconnects). Only these calls use a shelved
     connection and any failure disconnects it, so no reply is ever left unread on it; a broken one is retried as the
