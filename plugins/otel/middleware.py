@@ -74,7 +74,6 @@ class ClientTracing(kiq.ClientMiddleware):
 
     def call(self, job_class: type[kiq.Job] | str, job: dict[str, Any], queue: str, redis: redis.Redis) -> Wrapper:
         telemetry = self.telemetry
-        tracing = telemetry.tracing()
         batch = _current_batch.get()
         if batch is not None:  # one span for the whole bulk push
             if batch.span is not None:
@@ -87,7 +86,7 @@ class ClientTracing(kiq.ClientMiddleware):
                 batch.sent += 1
             return
         shared, metric = telemetry.attributes("send", queue, self.config, redis)
-        span = self._start(job, queue, shared) if tracing else None
+        span = self._start(job, queue, shared) if telemetry.tracing() else None
         try:
             pushed = yield
         except Exception as exc:
