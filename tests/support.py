@@ -19,6 +19,7 @@ import redis
 
 import kiq
 from kiq import config as kiq_config
+from kiq.tabs import TabRequest, TabView
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUIRE_SERVICES = os.environ.get("KIQ_REQUIRE_SERVICES") == "1"
@@ -205,3 +206,12 @@ def run_async(config: kiq.Config, work: Callable[[], Awaitable[T]]) -> T:
             await kiq.AsyncClient(config).close()
 
     return asyncio.run(main())
+
+
+def render_tab(config: kiq.Config, name: str, title: str, path: str = "", **query: str) -> TabView:
+    """A plugin's dashboard tab rendered as the dashboard renders it: found through the ``kiq_web_tabs`` hook (once,
+    by its name, with its title), then ``render`` with the request's path and query."""
+    tabs = [tab for found in config.plugins.hook.kiq_web_tabs(config=config) for tab in found]
+    (tab,) = [tab for tab in tabs if tab.name == name]
+    assert tab.title == title
+    return tab.render(TabRequest(path, query, config))

@@ -14,23 +14,17 @@ import redis
 import kiq
 from kiq.plugins.batch import Batch, status
 from kiq.plugins.batch.keys import INDEX, batch_key
-from kiq.tabs import Facts, Link, Pager, Tab, Table, TabRequest, TabView, When
+from kiq.tabs import Facts, Link, Pager, Table, TabView, When
 from tests.jobs.batch import FAIL, Callback, Dies, Noop
+from tests.support import render_tab
 
 from .conftest import drain
 
 COLUMNS = ["Batch", "Description", "State", "Total", "Pending", "Failures", "Dead", "Created"]
 
 
-def batches_tab(config: kiq.Config) -> Tab:
-    tabs = [tab for found in config.plugins.hook.kiq_web_tabs(config=config) for tab in found]
-    (tab,) = [tab for tab in tabs if tab.name == "batches"]
-    assert tab.title == "Batches"
-    return tab
-
-
 def render(config: kiq.Config, path: str = "", **query: str) -> TabView:
-    return batches_tab(config).render(TabRequest(path, query, config))
+    return render_tab(config, "batches", "Batches", path, **query)
 
 
 def table(view: TabView, index: int = 0) -> Table:

@@ -14,23 +14,17 @@ import kiq
 from kiq.plugins.periodic import PeriodicJob, PeriodicPlugin, register
 from kiq.plugins.periodic.scheduler import Scheduler
 from kiq.plugins.periodic.store import publish
-from kiq.tabs import Heading, Tab, Table, TabRequest, TabView, When
+from kiq.tabs import Heading, Table, TabView, When
 from tests.jobs.periodic import Tick
+from tests.support import render_tab
 
 COLUMNS = ["Name", "Cron", "Time zone", "Job class", "Queue", "Arguments", "Next run", "Last enqueued"]
 WEEKLY = PeriodicJob("0 6 * * MON", "PeriodicTick", ["w"], queue="low", tz="Europe/Paris", name="weekly")
 YEARLY = PeriodicJob("0 0 1 1 *", "PeriodicTick", [], name="yearly")
 
 
-def periodic_tab(config: kiq.Config) -> Tab:
-    tabs = [tab for found in config.plugins.hook.kiq_web_tabs(config=config) for tab in found]
-    (tab,) = [tab for tab in tabs if tab.name == "periodic"]
-    assert tab.title == "Periodic"
-    return tab
-
-
 def render(config: kiq.Config, path: str = "") -> TabView:
-    return periodic_tab(config).render(TabRequest(path, {}, config))
+    return render_tab(config, "periodic", "Periodic", path)
 
 
 def tables(view: TabView) -> list[Table]:

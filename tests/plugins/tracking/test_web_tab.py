@@ -19,8 +19,9 @@ import kiq
 from kiq.plugins.tracking import Tracker
 from kiq.plugins.tracking.store import Store
 from kiq.plugins.tracking.writer import Update
-from kiq.tabs import Code, Facts, Link, Pager, Tab, Table, TabRequest, TabView, Text, When
+from kiq.tabs import Code, Facts, Link, Pager, Table, TabView, Text, When
 from tests.jobs.tracking import Enroll
+from tests.support import render_tab
 from tests.tracking_support import PrivatePostgres, track, work_off
 
 B = TypeVar("B")
@@ -28,15 +29,8 @@ INDEX = "ix_kiq_tracking_tasks_created_at"
 HOUR = 3600.0
 
 
-def tasks_tab(config: kiq.Config) -> Tab:
-    tabs = [tab for found in config.plugins.hook.kiq_web_tabs(config=config) for tab in found]
-    (tab,) = [tab for tab in tabs if tab.name == "tasks"]
-    assert tab.title == "Tasks"
-    return tab
-
-
 def render(config: kiq.Config, path: str = "", **query: str) -> TabView:
-    return tasks_tab(config).render(TabRequest(path, query, config))
+    return render_tab(config, "tasks", "Tasks", path, **query)
 
 
 def blocks(view: TabView, kind: type[B]) -> list[B]:
