@@ -310,6 +310,12 @@ def _us_more(slow: float | None, fast: float | None) -> str:
     return f"{1e6 / slow - 1e6 / fast:+.1f} µs/job"
 
 
+def _pair(parts: dict[str, Any], off: str, on: str, key: str) -> tuple[float | None, float | None, float | None]:
+    """The no-op run's ``key`` of a system without a feature and of one with it, and the share lost (``_share``)."""
+    without, with_ = _value(parts, off, key), _value(parts, on, key)
+    return without, with_, _share(without, with_)
+
+
 def _share(off: float | None, on: float | None) -> float | None:
     """How much slower ``on`` is than ``off`` (rates), as a fraction of ``off``."""
     return (off - on) / off if off and on else None
@@ -334,27 +340,22 @@ def _rate(value: float | None) -> str:
 def costs(parts: dict[str, Any]) -> list[list[str]]:
     v = _value
     rows: list[list[str]] = []
-    basic, no_metrics = v(parts, "kiq_basic", "drain_rate"), v(parts, "kiq_no_metrics", "drain_rate")
-    share = _share(no_metrics, basic)
+    no_metrics, basic, share = _pair(parts, "kiq_no_metrics", "kiq_basic", "drain_rate")
     rows.append([
         "dashboard metrics (per-class counts, written per heartbeat)",
         _of_drain(share),
         f"no-op drain: kiq basic {_rate(basic)} vs metrics off {_rate(no_metrics)} jobs/s",
     ])  # fmt: skip
-    reliable_push, otel_push = v(parts, "kiq_reliable", "push_single_rate"), v(parts, "kiq_otel", "push_single_rate")
-    share = _share(reliable_push, otel_push)
-    rows.append([
-        "OpenTelemetry plugin, no SDK: single push",
-        _slower(share),
-        f"single pushes: kiq reliable+otel {_rate(otel_push)} vs kiq reliable {_rate(reliable_push)} jobs/s",
-    ])  # fmt: skip
-    reliable, otel = v(parts, "kiq_reliable", "drain_rate"), v(parts, "kiq_otel", "drain_rate")
-    share = _share(reliable, otel)
-    rows.append([
-        "OpenTelemetry plugin, no SDK: drain",
-        _slower(share),
-        f"no-op drain: kiq reliable+otel {_rate(otel)} vs kiq reliable {_rate(reliable)} jobs/s",
-    ])  # fmt: skip
+    for key, what, measured in (
+        ("push_single_rate", "single push", "single pushes"),
+        ("drain_rate", "drain", "no-op drain"),
+    ):
+        reliable, otel, share = _pair(parts, "kiq_reliable", "kiq_otel", key)
+        rows.append([
+            f"OpenTelemetry plugin, no SDK: {what}",
+            _slower(share),
+            f"{measured}: kiq reliable+otel {_rate(otel)} vs kiq reliable {_rate(reliable)} jobs/s",
+        ])  # fmt: skip
     batch, settled = v(parts, "kiq_batch", "drain_rate"), v(parts, "kiq_batch", "settled_rate")
     rows += [
         ["batch: drain", _us_more(batch, basic), f"kiq batch {_rate(batch)} vs kiq basic {_rate(basic)} jobs/s"],
@@ -440,8 +441,7 @@ def targets(parts: dict[str, Any]) -> list[list[str]]:
         "load_p99_ms", LATENCY_LOAD_P99_MS,
         f"latency p99 ≤ {LATENCY_LOAD_P99_MS:g} ms under a steady {load_rate:,.0f} jobs/s", load=True,
     )  # fmt: skip
-    basic, no_metrics = v(parts, "kiq_basic", "drain_rate"), v(parts, "kiq_no_metrics", "drain_rate")
-    share = _share(no_metrics, basic)
+    no_metrics, basic, share = _pair(parts, "kiq_no_metrics", "kiq_basic", "drain_rate")
     rows.append([
         f"dashboard metrics ≤ {METRICS_COST:.0%} of the drain",
         f"**{_of_drain(share)}** ({_rate(basic)} vs {_rate(no_metrics)} jobs/s off)" if share is not None else "-",
@@ -460,8 +460,7 @@ def targets(parts: dict[str, Any]) -> list[list[str]]:
         if push and sidekiq_push else "-",
         _met(None if not (push and sidekiq_push) else push / sidekiq_push >= SINGLE_PUSH_RATIO),
     ])  # fmt: skip
-    off, on = v(parts, "kiq_reliable", "push_single_rate"), v(parts, "kiq_otel", "push_single_rate")
-    share = _share(off, on)
+    off, on, share = _pair(parts, "kiq_reliable", "kiq_otel", "push_single_rate")
     measured = f"**{_slower(share)}** ({_rate(on)} vs {_rate(off)} single pushes/s)" if share is not None else "-"
     plugin_rows = {row["what"]: row for row in parts.get("plugins", {}).get("rows", [])}
     micro, plain = plugin_rows.get("push, otel plugin, no SDK"), plugin_rows.get("push, no plugin")
