@@ -263,3 +263,20 @@ def test_a_cleared_queue_is_listed_again_by_the_next_async_push(config: kiq.Conf
     run(config, pushes)
     assert r.llen("queue:default") == 1
     assert r.smembers("queues") == {"default"}
+
+
+def test_a_push_that_no_replica_confirms_raises_not_replicated_and_stays_written(
+    config: kiq.Config, r: redis.Redis
+) -> None:
+    """``push_replicas`` on a Redis without replicas: the WAIT comes back short, the push raises NotReplicated naming
+    the counts, and the job is in the queue all the same (a failover could lose it; it was written)."""
+    config.push_replicas = 1
+    config.push_replicas_timeout = 0.01
+    with pytest.raises(kiq.NotReplicated, match="0 of 1 replicas"):
+        kiq.Client(config).push({"class": "Replicated", "args": [1]})
+    with pytest.raises(kiq.NotReplicated, match="0 of 1 replicas"):
+        run(config, lambda: kiq.AsyncClient(config).push({"class": "Replicated", "args": [2]}))
+    assert r.llen("queue:default") == 2
+    config.push_replicas = 0  # no WAIT: nothing to confirm
+    kiq.Client(config).push({"class": "Replicated", "args": [3]})
+    assert r.llen("queue:default") == 3
