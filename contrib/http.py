@@ -1,10 +1,12 @@
 """What kiq's HTTP apps (the tracking endpoints, the dashboard) share: an ``Answer``, the headers every answer
-carries, and the request as they see it under ASGI and WSGI, so each app is written once as ``Request -> Answer``.
+carries, the request as they see it under ASGI and WSGI, so each app is written once as ``Request -> Answer``, and
+the ``Host`` check that a server of its own (``kiq web``) needs against DNS rebinding (``allowed_hosts_only``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import socketserver
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -65,6 +67,8 @@ class Answer:
 
 
 TOO_LARGE = Answer.text(413, "request body too large")
+# what a Host header may hold, its port removed: a DNS name or IPv4 address, or an IPv6 literal in brackets
+HOST_NAME = re.compile(r"[a-z0-9.-]+|\[[a-f0-9:.]+\]")
 
 
 @dataclass(frozen=True)
@@ -206,6 +210,44 @@ def _replay(body: bytes) -> Callable[..., Any]:
         return {"type": "http.request", "body": body, "more_body": False}
 
     return receive
+
+
+def host_name(header: str) -> str | None:
+    """The host of a ``Host`` header, lower case, without its port or a trailing dot; None when it is malformed."""
+    host = header.strip().lower()
+    if not host.endswith("]"):  # "name:port", "[::1]:port"; a bare "[::1]" has no port to remove
+        name, colon, port = host.rpartition(":")
+        if colon and (port.isdigit() or not port):
+            host = name
+    host = host.removesuffix(".")
+    return host if HOST_NAME.fullmatch(host) else None
+
+
+def host_allowed(host: str, allowed: Iterable[str]) -> bool:
+    """Django's ``ALLOWED_HOSTS`` rule: an entry matches that host exactly, ``.example.com`` matches example.com
+    and its subdomains, ``*`` matches any host (ports are not compared)."""
+    for entry in allowed:
+        entry = entry.lower()
+        if entry == "*" or entry == host or (entry.startswith(".") and (host.endswith(entry) or host == entry[1:])):
+            return True
+    return False
+
+
+def allowed_hosts_only(handle: Callable[[Request], Answer], allowed: Iterable[str]) -> Callable[[Request], Answer]:
+    """``handle`` for requests whose ``Host`` header names an ``allowed`` host (see ``host_allowed``); any other
+    request, or one without a ``Host``, is answered 400 before ``handle`` sees it. A page of another site whose name
+    an attacker points at 127.0.0.1 (DNS rebinding) is same-origin for the browser, but its requests carry that
+    name as their ``Host``."""
+    hosts = tuple(allowed)
+
+    def check(request: Request) -> Answer:
+        host = host_name(request.headers.get("host", ""))
+        if host is not None and host_allowed(host, hosts):
+            return handle(request)
+        named = request.headers.get("host", "")[:100]
+        return Answer.text(400, f"Host {named!r} is not an allowed host of this server (see --allowed-host)")
+
+    return check
 
 
 class _ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):

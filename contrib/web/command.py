@@ -3,6 +3,12 @@
 It binds loopback unless told otherwise. ``--password`` (or ``KIQ_WEB_PASSWORD``) asks for HTTP basic auth,
 ``--token`` (or ``KIQ_WEB_TOKEN``) accepts ``Authorization: Bearer <token>``; binding another address without either
 is allowed but warned about, as anyone who reaches the port could then retry, delete or stop.
+
+It answers only requests whose ``Host`` names it (DNS rebinding: a site whose name resolves to 127.0.0.1 would
+otherwise be same-origin with the dashboard): ``localhost``, ``127.0.0.1``, ``[::1]``, the address it binds unless a
+wildcard, and the ``web_allowed_hosts`` setting or ``--allowed-host`` (repeatable; the flags replace the setting).
+Mounted in an application, the dashboard leaves that check to the framework (Django's ``ALLOWED_HOSTS``, Starlette's
+``TrustedHostMiddleware``, …).
 """
 
 from __future__ import annotations
@@ -19,11 +25,13 @@ from collections.abc import Callable
 import kiq
 from kiq.cli.output import inspected_config
 
-from ..http import Answer, Request, serve_wsgi, wsgi_server
+from ..http import Answer, Request, allowed_hosts_only, host_name, serve_wsgi, wsgi_server
 from .app import Dashboard
 
 DEFAULT_PORT = 7433
 LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")  # always allowed: a rebinding page cannot send these names
+WILDCARDS = {"", "0.0.0.0", "::"}
 
 
 class WebCommand:
@@ -46,19 +54,24 @@ class WebCommand:
         )
         web.add_argument("--token", default=os.environ.get("KIQ_WEB_TOKEN"),
                          help="accept 'Authorization: Bearer TOKEN' (default: $KIQ_WEB_TOKEN)")  # fmt: skip
+        web.add_argument("--allowed-host", action="append", metavar="NAME", dest="allowed_hosts",
+                         help="also answer requests for this Host (repeatable; .example.com: with its subdomains; "
+                              "*: any, unsafe; default: the web_allowed_hosts setting)")  # fmt: skip
         web.set_defaults(run=run_web)
 
 
 def run_web(args: argparse.Namespace) -> int:
     config = inspected_config(args)
     dashboard = Dashboard(config, read_only=args.read_only)
-    handler = guarded(dashboard, args.user, args.password, args.token)
+    hosts = allowed_hosts(args.host, config.web_allowed_hosts if args.allowed_hosts is None else args.allowed_hosts)
+    handler = allowed_hosts_only(guarded(dashboard, args.user, args.password, args.token), hosts)
     if args.host not in LOOPBACK and not (args.password or args.token):
         print(f"kiq web: warning: serving {args.host} with no password or token: anyone who reaches it can act on "
               "your jobs", file=sys.stderr)  # fmt: skip
     server = wsgi_server(serve_wsgi(handler), args.host, args.port)
     host, port = str(server.server_address[0]), server.server_address[1]
-    print(f"kiq web: serving the dashboard on http://{host}:{port}/ (Ctrl-C stops)", flush=True)
+    print(f"kiq web: serving the dashboard on http://{host}:{port}/ to the hosts {', '.join(hosts)} (Ctrl-C stops)",
+          flush=True)  # fmt: skip
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
     try:
         server.serve_forever()
@@ -67,6 +80,21 @@ def run_web(args: argparse.Namespace) -> int:
     finally:
         server.server_close()
     return 0
+
+
+def allowed_hosts(bound: str, extra: list[str]) -> list[str]:
+    """The ``Host`` names ``kiq web`` answers: the loopback names, the bound address unless a wildcard, ``extra``."""
+    hosts = list(LOOPBACK_HOSTS)
+    if bound not in WILDCARDS:
+        hosts.append(f"[{bound}]" if ":" in bound else bound)
+    for entry in extra:
+        if entry != "*" and host_name(entry.removeprefix(".")) != entry.lower().removeprefix("."):
+            raise kiq.ConfigError(
+                f"allowed host {entry!r} is not a host name: give one as a Host header holds it, without scheme, "
+                "port or path (dash.example.com, 10.0.0.5, [fe80::1], .example.com with its subdomains, * for any)"
+            )
+        hosts.append(entry)
+    return list(dict.fromkeys(host.lower() for host in hosts))
 
 
 def guarded(

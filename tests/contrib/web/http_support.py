@@ -1,12 +1,17 @@
 """Helpers for the dashboard's HTTP-level tests (no browser): its HTML read back (links, forms, buttons, tables),
 jobs and a worker's process entry written into Redis as producers and workers write them, form posts, and a
-snapshot of Redis to tell that a request changed nothing."""
+snapshot of Redis to tell that a request changed nothing, and ``kiq web`` run as a command."""
 
 from __future__ import annotations
 
 import json
+import re
+import select
+import subprocess
+import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
@@ -17,7 +22,7 @@ import redis
 
 import kiq
 from kiq.keys import histogram_key, metrics_key
-from tests.support import fresh_config
+from tests.support import ROOT, child_env, fresh_config
 
 MARKUP = '<script>alert(1)</script>"><img src=x onerror=alert(1)>'
 ESCAPED_SCRIPT = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -312,3 +317,33 @@ def queued_jids(r: redis.Redis, queue: str = "default") -> list[str]:
 def set_jids(r: redis.Redis, name: str) -> list[str]:
     """The jids in a sorted set, lowest score first."""
     return [json.loads(str(value))["jid"] for value in r.zrange(name, 0, -1)]
+
+
+# -- kiq web -----------------------------------------------------------------------------------------------------
+SERVING = re.compile(r"serving the dashboard on (http://\S+?)/? ")
+
+
+@contextmanager
+def kiq_web(redis_url: str, *args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``kiq web`` on a free port: the process and the URL it says it serves."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kiq.cli", "web", "--redis-url", redis_url, "--port", "0", *args],
+        cwd=ROOT, env=child_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        deadline = time.monotonic() + 30
+        said = ""
+        while (found := SERVING.search(said)) is None:
+            left = deadline - time.monotonic()
+            assert left > 0 and process.poll() is None, f"kiq web did not start: {said}"
+            if select.select([process.stdout], [], [], left)[0]:
+                said += process.stdout.readline()
+        yield process, found.group(1)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+        if process.stdout is not None:
+            process.stdout.close()

@@ -11,14 +11,10 @@ import json
 import logging
 import re
 import secrets
-import select
 import signal
-import subprocess
-import sys
 import time
 import zlib
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +25,6 @@ import redis
 
 import kiq
 from kiq.contrib.web import Request
-from tests.support import ROOT, child_env
 
 from .http_support import (
     ESCAPED_SCRIPT,
@@ -41,6 +36,7 @@ from .http_support import (
     entry_key,
     failed,
     job,
+    kiq_web,
     parse,
     post_form,
     private_config,
@@ -535,35 +531,6 @@ def test_an_unreachable_redis_answers_503_pages_never_500(
 
 
 # -- kiq web -----------------------------------------------------------------------------------------------------
-SERVING = re.compile(r"serving the dashboard on (http://\S+?)/? ")
-
-
-@contextmanager
-def kiq_web(redis_url: str, *args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """``kiq web`` on a free port: the process and the URL it says it serves."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kiq.cli", "web", "--redis-url", redis_url, "--port", "0", *args],
-        cwd=ROOT, env=child_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True,
-    )  # fmt: skip
-    try:
-        assert process.stdout is not None
-        deadline = time.monotonic() + 30
-        said = ""
-        while (found := SERVING.search(said)) is None:
-            left = deadline - time.monotonic()
-            assert left > 0 and process.poll() is None, f"kiq web did not start: {said}"
-            if select.select([process.stdout], [], [], left)[0]:
-                said += process.stdout.readline()
-        yield process, found.group(1)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(10)
-        if process.stdout is not None:
-            process.stdout.close()
-
-
 def listening_address(port: int) -> str:
     """The address a local TCP socket listens on for ``port`` (from /proc/net/tcp, IPv4)."""
     for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
