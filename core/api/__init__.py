@@ -17,7 +17,7 @@ Every class takes an optional ``Config`` (default: the process-wide one)::
 from __future__ import annotations
 
 from ..server.scheduled import cleanup_processes
-from .job_sets import DeadSet, JobSet, RetrySet, ScheduledSet, SortedEntry
+from .job_sets import DeadSet, JobSet, RetrySet, ScheduledSet, SearchResult, SortedEntry
 from .metrics import (
     HISTOGRAM_BOUNDS_MS,
     HISTOGRAM_LABELS,
@@ -48,6 +48,7 @@ __all__ = [
     "Queue",
     "RetrySet",
     "ScheduledSet",
+    "SearchResult",
     "SortedEntry",
     "Stats",
     "Work",

@@ -3,11 +3,17 @@
 
 An entry is taken out of its set with ``ZREM`` of its exact JSON before anything is done with it, so two
 callers acting on the same entry (two admins, or an admin and the poller) never both move it.
+
+``JobSet.search`` looks for a text in a bounded window of entries per call, in score order, and says where a next
+call goes on: a search of a set of millions costs each caller (the dashboard's filter) a bounded time, and holds
+Redis for a few milliseconds at a time (one script call per ``SEARCH_CHUNK`` entries).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..client import Client
@@ -20,6 +26,56 @@ from .records import PAGE_SIZE, JobRecord
 
 if TYPE_CHECKING:
     from ..config import Config
+
+
+SEARCH_CHUNK = 5_000  # entries one script call reads: a few ms of Redis's time, then other clients get their turn
+# One step of a search: the entries from a score bound on (inclusive, ``skip`` of those at the bound already seen),
+# in score order; stops after ``chunk`` entries or at the ``limit``-th match. Replies the number of entries looked
+# at, the score of the last one and how many entries at that score were looked at so far (where the next step goes
+# on), then the matches (member, score).
+SEARCH_SCRIPT = """
+local text, bound, skip, chunk, limit = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
+local items
+if ARGV[6] == '1' then
+  items = redis.call('ZREVRANGEBYSCORE', KEYS[1], bound, '-inf', 'WITHSCORES', 'LIMIT', skip, chunk)
+else
+  items = redis.call('ZRANGEBYSCORE', KEYS[1], bound, '+inf', 'WITHSCORES', 'LIMIT', skip, chunk)
+end
+local found, matches, last = {}, 0, #items - 1
+for i = 1, #items, 2 do
+  if string.find(items[i], text, 1, true) then
+    found[#found + 1] = items[i]
+    found[#found + 1] = items[i + 1]
+    matches = matches + 1
+    if matches >= limit then
+      last = i
+      break
+    end
+  end
+end
+if last < 1 then
+  return {0, bound, skip}
+end
+local score, ties = items[last + 1], 0
+for i = last, 1, -2 do
+  if items[i + 1] ~= score then break end
+  ties = ties + 1
+end
+if score == bound then ties = ties + skip end
+local reply = {(last + 1) / 2, score, ties}
+for i = 1, #found do reply[#reply + 1] = found[i] end
+return reply
+"""
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """What one ``JobSet.search`` call found: ``entries`` in score order, ``examined`` the number of entries it
+    looked at, ``resume`` the ``after`` of the next call (None: it reached the end of the set)."""
+
+    entries: list[SortedEntry]
+    examined: int
+    resume: str | None
 
 
 def _scored(result: Any) -> list[tuple[str, float]]:
@@ -147,6 +203,30 @@ class JobSet:
         for value, score in _scored(pairs):
             yield SortedEntry(self, score, value)
 
+    def search(
+        self, text: str, newest_first: bool = True, after: str | None = None, limit: int = 25, window: int = 100_000
+    ) -> SearchResult:
+        """The entries whose JSON holds ``text`` (case-sensitive), in score order, looking at no more than ``window``
+        entries from ``after`` (a previous result's ``resume``; None: from the first entry) and stopping at the
+        ``limit``-th match. A set of any size costs one call at most ``window`` entries' work; entries added or
+        removed between calls are not skipped nor repeated unless they move across the position reached."""
+        bound, skip = _search_start(after, newest_first)
+        script = self.config.redis.register_script(SEARCH_SCRIPT)
+        entries: list[SortedEntry] = []
+        examined = 0
+        while examined < window and len(entries) < limit:
+            chunk = min(SEARCH_CHUNK, window - examined)
+            reply = script(
+                keys=[self.name], args=[text, bound, skip, chunk, limit - len(entries), "1" if newest_first else "0"]
+            )
+            looked, bound, skip = int(reply[0]), str(reply[1]), int(reply[2])
+            examined += looked
+            pairs = reply[3:]
+            entries += [SortedEntry(self, float(pairs[i + 1]), str(pairs[i])) for i in range(0, len(pairs), 2)]
+            if looked < chunk and len(entries) < limit:
+                return SearchResult(entries, examined, None)  # the end of the set
+        return SearchResult(entries, examined, f"{bound}:{skip}")
+
     def fetch(self, score: float, jid: str | None = None) -> list[SortedEntry]:
         """The entries with exactly this score (and this jid, when given)."""
         found = _scored(self.config.redis.zrangebyscore(self.name, score, score, withscores=True))
@@ -196,6 +276,21 @@ class JobSet:
                     done += 1
             remaining -= len(elements)
         return done
+
+
+def _search_start(after: str | None, newest_first: bool) -> tuple[str, int]:
+    """The score bound and the entries to skip at it where a search goes on (``after``: a ``resume`` value)."""
+    if after is None:
+        return ("+inf" if newest_first else "-inf"), 0
+    bound, _, skip = after.rpartition(":")
+    try:
+        if math.isnan(float(bound)):
+            bound = ""
+    except ValueError:
+        bound = ""
+    if not bound or not skip.isdigit() or len(skip) > 9:
+        raise KiqError(f"bad search position {after[:80]!r}: pass the resume value of a previous search, or None")
+    return bound, int(skip)
 
 
 class ScheduledSet(JobSet):

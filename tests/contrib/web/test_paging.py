@@ -1,7 +1,7 @@
 """Paging through big sets and queues over HTTP: a retry set of 10,000 entries and a queue of 1,000 jobs show
 exactly the expected entries on the first, second and last page, in either order, with the pager's links where
-they belong; the text filter finds exactly the matching entries; jids with unusual characters open their page;
-an entry gone meanwhile answers 404; and "Delete" on a selection deletes only the selected entries."""
+they belong; the text filter finds exactly the matching entries, a page at a time; jids with unusual characters
+open their page; an entry gone meanwhile answers 404; and "Delete" on a selection deletes only the selected entries."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ PAGE = 25
 BASE = float(int(time.time()) + 365 * 86_400)  # the retries are due from then on, one a second
 NEEDLE = "needle"
 MATCHES = [i for i in range(SIZE) if i % 250 == 7]  # 40 entries carry the needle in their arguments
+TO_THE_END = "{} in jobs 1–10,000 of 10,000, oldest first (searched to the end)"
 JOB_LINK = re.compile(r"/retries/(?P<score>[^-]+)-(?P<jid>.+)")
 
 
@@ -111,17 +112,19 @@ def test_a_set_of_10000_pages_by_rank_in_either_order(dashboard: Dashboard, retr
 
 def test_the_filter_finds_exactly_the_matching_entries(dashboard: Dashboard, retries: redis.Redis) -> None:
     with httpx.Client(base_url=dashboard()) as browser:
-        found = get(browser, "/retries", q=NEEDLE)
-        assert f"{len(MATCHES)} of 10,000 match" in found.texts["span"]
+        found = get(browser, "/retries", q=NEEDLE)  # a page of matches: the search stops at the 25th
+        assert "25 matches in jobs 1–6,008 of 10,000, oldest first" in found.texts["span"]
         assert shown(found) == [jid(i) for i in MATCHES[:PAGE]]
-        rest = get(browser, pager(found)["next"])
+        rest = get(browser, pager(found)["next"])  # "Search further" goes on after the last match
         assert shown(rest) == [jid(i) for i in MATCHES[PAGE:]] and "next" not in pager(rest)
+        assert "15 matches in jobs 6,009–10,000 of 10,000, oldest first (searched to the end)" in rest.texts["span"]
         newest = get(browser, "/retries", q=NEEDLE, order="newest")
         assert shown(newest) == [jid(i) for i in reversed(MATCHES)][:PAGE]
         one = get(browser, "/retries", q=jid(4321))  # the jid is in the JSON too
-        assert shown(one) == [jid(4321)] and "1 of 10,000 match" in one.texts["span"]
+        assert shown(one) == [jid(4321)] and TO_THE_END.format("1 match") in one.texts["span"]
         none = get(browser, "/retries", q="no such text *?[]")  # glob characters are literal
-        assert shown(none) == [] and "0 of 10,000 match" in none.texts["span"]
+        assert shown(none) == [] and TO_THE_END.format("0 matches") in none.texts["span"]
+        assert "No match." in none.text
 
 
 def test_a_queue_of_1000_pages_newest_first(dashboard: Dashboard, e2e_config: kiq.Config) -> None:
