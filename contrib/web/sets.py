@@ -167,7 +167,6 @@ def _row(view: View, kind: SetPage, entry: SortedEntry, form_id: str) -> list[Ma
 
 def job_page(view: View, kind: SetPage, key: str) -> Page:
     entry = find_entry(kind.make(view.config), key)
-    backtrace = entry.error_backtrace
     items: list[tuple[str, Node]] = [
         ("Queue", entry.queue),
         ("Job", entry.display_class),
@@ -179,7 +178,6 @@ def job_page(view: View, kind: SetPage, key: str) -> Page:
     ]
     if entry.error_class or entry.retry_count is not None:
         items += [
-            ("Error", el("span", f"{entry.error_class}: {entry.error_message}", class_="error")),
             ("Failed", when(entry.failed_at)),
             ("Retried", when(entry.retried_at)),
             ("Retry count", entry.retry_count),
@@ -190,12 +188,41 @@ def job_page(view: View, kind: SetPage, key: str) -> Page:
          for label in kind.actions],
         class_="actions",
     )  # fmt: skip
-    sections = [actions, el("dl", [[el("dt", k), el("dd", v)] for k, v in items], class_="facts")]
-    if backtrace:
-        sections += [el("h2", "Backtrace"), el("pre", "\n".join(backtrace), id="backtrace")]
+    sections = [
+        actions,
+        _failure(kind, entry),
+        el("dl", [[el("dt", k), el("dd", v)] for k, v in items], class_="facts"),
+    ]
     payload = pretty(entry.item) if entry.parsed else entry.value
     sections += [el("h2", "Payload"), el("pre", payload, id="payload")]
     return Page(kind.job_title, Markup("".join(sections)), section=kind.path)
+
+
+def _failure(kind: SetPage, entry: SortedEntry) -> Markup:
+    """Why the job failed, first on its page: the error's class and message, then its backtrace, or why there is
+    none and how to keep one (a job keeps a backtrace only when its ``backtrace`` option says so)."""
+    if kind.path == "scheduled" and not entry.error_class:
+        return Markup()
+    title = el("h2", "Why it died" if kind.path == "dead" else "Why it failed")
+    if not entry.parsed:
+        return title + el("p", "This entry is not valid JSON: no worker could read it (see the payload below).",
+                          class_="error", id="error")  # fmt: skip
+    if not entry.error_class:
+        return title + el("p", "No error was recorded with this job (it was moved here by hand or by another tool).",
+                          class_="muted", id="error")  # fmt: skip
+    error = el("pre", el("strong", entry.error_class), ": ", entry.error_message or "", class_="error", id="error")
+    backtrace = entry.error_backtrace
+    if backtrace:
+        return title + error + el("pre", "\n".join(backtrace), id="backtrace")
+    if "error_backtrace" in entry.item:
+        note = "Its backtrace was recorded but cannot be read (not base64 of zlib-compressed JSON)."
+    else:
+        note = (
+            f"{entry.display_class} kept no backtrace: a job keeps one when its backtrace option is set "
+            '(kiq_options = {"backtrace": True}, or a number of lines), or for every job class through the '
+            "default_job_options setting. The next failure will then show where it happened."
+        )
+    return title + error + el("p", note, class_="muted", id="no-backtrace")
 
 
 def act(view: View, kind: SetPage, action: str, keys: list[str]) -> str:

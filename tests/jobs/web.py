@@ -38,3 +38,13 @@ class Nap(kiq.Job):
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             time.sleep(0.05)
+
+
+class Brittle(kiq.Job):
+    """Always fails, straight to the dead set, keeping no backtrace (no ``backtrace`` option)."""
+
+    kiq_name = "Brittle"
+    kiq_options = {"retry": 0}
+
+    def perform(self, label: str) -> None:
+        raise ValueError(f"{label}: the warehouse said no")

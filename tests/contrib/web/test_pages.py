@@ -128,7 +128,7 @@ def test_each_page_shows_what_the_worker_did(
     assert shown_time.get_attribute("title").endswith(" UTC")
     browser.find_element(By.CSS_SELECTOR, "#entries td:nth-child(4) a").click()
     assert browser.title == "Dead job · kiq"
-    assert "RuntimeError: fragile" in text(browser, "dl.facts")
+    assert text(browser, "#error").startswith("RuntimeError: fragile")
     entry = next(iter(DeadSet(busy_shop)))
     assert entry.jid is not None and entry.jid in text(browser, "#payload")
     assert "perform" in text(browser, "#backtrace")
