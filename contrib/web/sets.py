@@ -205,15 +205,15 @@ def _failure(kind: SetPage, entry: SortedEntry) -> Markup:
         return Markup()
     title = el("h2", "Why it died" if kind.path == "dead" else "Why it failed")
     if not entry.parsed:
-        return title + el("p", "This entry is not valid JSON: no worker could read it (see the payload below).",
-                          class_="error", id="error")  # fmt: skip
+        return Markup(title + el("p", "This entry is not valid JSON: no worker could read it (see the payload below).",
+                                 class_="error", id="error"))  # fmt: skip
     if not entry.error_class:
-        return title + el("p", "No error was recorded with this job (it was moved here by hand or by another tool).",
-                          class_="muted", id="error")  # fmt: skip
+        return Markup(title + el("p", "No error was recorded with this job (it was moved here by hand or by another "
+                                 "tool).", class_="muted", id="error"))  # fmt: skip
     error = el("pre", el("strong", entry.error_class), ": ", entry.error_message or "", class_="error", id="error")
     backtrace = entry.error_backtrace
     if backtrace:
-        return title + error + el("pre", "\n".join(backtrace), id="backtrace")
+        return Markup(title + error + el("pre", "\n".join(backtrace), id="backtrace"))
     if "error_backtrace" in entry.item:
         note = "Its backtrace was recorded but cannot be read (not base64 of zlib-compressed JSON)."
     else:
@@ -222,7 +222,7 @@ def _failure(kind: SetPage, entry: SortedEntry) -> Markup:
             '(kiq_options = {"backtrace": True}, or a number of lines), or for every job class through the '
             "default_job_options setting. The next failure will then show where it happened."
         )
-    return title + error + el("p", note, class_="muted", id="no-backtrace")
+    return Markup(title + error + el("p", note, class_="muted", id="no-backtrace"))
 
 
 def act(view: View, kind: SetPage, action: str, keys: list[str]) -> str:
