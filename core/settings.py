@@ -202,8 +202,7 @@ CORE_SETTINGS = [
     Setting.text("tag", None, "a tag shown with this process in the process list"),
     Setting.choice("log_level", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"), "log level of the worker"),
     Setting.choice("log_format", "plain", ("plain", "json"), "log line format of the worker"),
-    Setting.names("web_allowed_hosts", [], "Host names kiq web answers besides localhost, 127.0.0.1, [::1] and the "
-                  "address it binds; .example.com: the domain and its subdomains; *: any (unsafe: DNS rebinding)"),
+    Setting.names("web_allowed_hosts", [], "Host names kiq web answers besides loopback and its bound address"),
 ]
 
 
