@@ -1,0 +1,55 @@
+"""A finished job's acknowledgement reaches Redis promptly on an idle worker too, so a worker killed afterwards
+leaves no finished job behind to run again or to count against the interrupt cap (issue 29, item 3)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import redis
+
+import kiq
+from kiq.plugins.reliable_fetch.keys import alive_key, working_key
+from tests.jobs.reliable import DONE, RUNS_BY_JID, Tick
+from tests.support import WorkerProcess, identity_of, wait_until
+
+StartWorker = Callable[..., WorkerProcess]
+
+RELIABLE = {"KIQ_HEARTBEAT_INTERVAL": "1", "KIQ_PLUGINS": "reliable_fetch", "KIQ_RELIABLE_RECOVERY_INTERVAL": "1"}
+ARGS = ("-r", "tests.jobs.reliable", "-q", "default", "-c", "10", "--fetch", "reliable")
+IDLE_BEFORE_KILL = 0.4  # the scenario of the issue: the jobs finished, the worker idle this long, then kill -9
+GHOST = "ghost:1:000000000000"  # the owner of a planted orphan list: no such process is alive
+
+
+def recovery_pass_after(r: redis.Redis, round_no: int) -> None:
+    """Wait until a recovery pass has run since now: plant an orphan list holding one Tick job and wait until
+    it ran (a pass that SCANs the planted list finds every orphan listed before it too)."""
+    jid = f"{round_no:024x}"
+    job = kiq.dumps({"class": "ReliableTick", "args": [1], "jid": jid, "queue": "default", "retry": True})
+    r.lpush(working_key(GHOST, f"round{round_no}"), job)
+    wait_until(lambda: r.hget(RUNS_BY_JID, jid), 30, message="a recovery pass")
+
+
+def test_finished_jobs_on_an_idle_worker_killed_later_never_run_again(
+    e2e_config: kiq.Config, start_worker: StartWorker
+) -> None:
+    r = e2e_config.redis
+    jids = Tick.perform_bulk([[20]] * 4)
+    for round_no in range(1, 4):
+        worker = start_worker(*ARGS, env=RELIABLE)
+        identity = identity_of(r, worker)
+        if round_no == 1:
+            wait_until(lambda: r.scard(DONE) == len(jids), 30, message="the 4 jobs")
+        else:
+            recovery_pass_after(r, round_no)  # whatever the last victim left would have run by now
+        time.sleep(IDLE_BEFORE_KILL)  # the worker sits idle (the scenario, not a wait for a condition)
+        worker.kill()
+        # nothing finished is still listed as in flight: there is nothing to recover, run again or count
+        assert r.lrange(working_key(identity, "default"), 0, -1) == []
+        alive = alive_key(identity)
+        wait_until(lambda: not r.exists(alive), 10, message="the victim's liveness to expire")  # noqa: B023
+    worker = start_worker(*ARGS, env=RELIABLE)
+    recovery_pass_after(r, 4)
+    assert {jid: r.hget(RUNS_BY_JID, jid) for jid in jids} == {jid: "1" for jid in jids}
+    assert r.zcard("dead") == 0
+    assert worker.stop() == 0, worker.output()
