@@ -42,7 +42,9 @@ class PendingAcks:
         self._jobs.append(job)
         if self._sender is None:
             self._start()
-        self._due.set()
+        # set already: the sender's next pass takes this one too (it clears the flag before it takes the acks)
+        if not self._due.is_set():
+            self._due.set()  # a lock and a notify: skipped on the busy path, where it is almost always set
 
     def take(self) -> list[str]:
         jobs = self._jobs

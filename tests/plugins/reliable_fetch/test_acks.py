@@ -1,15 +1,21 @@
 """A finished job's acknowledgement reaches Redis promptly on an idle worker too, so a worker killed afterwards
-leaves no finished job behind to run again or to count against the interrupt cap (issue 29, item 3)."""
+leaves no finished job behind to run again or to count against the interrupt cap (issue 29, item 3); one that
+Redis refuses is kept and sent once Redis is back."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 
+import pytest
 import redis
 
 import kiq
+from kiq.plugins.reliable_fetch.acks import PendingAcks
 from kiq.plugins.reliable_fetch.keys import alive_key, working_key
+from kiq.redis import EmbeddedRedis
 from tests.jobs.reliable import DONE, RUNS_BY_JID, Tick
 from tests.support import WorkerProcess, identity_of, wait_until
 
@@ -53,3 +59,27 @@ def test_finished_jobs_on_an_idle_worker_killed_later_never_run_again(
     assert {jid: r.hget(RUNS_BY_JID, jid) for jid in jids} == {jid: "1" for jid in jids}
     assert r.zcard("dead") == 0
     assert worker.stop() == 0, worker.output()
+
+
+def test_acknowledgements_redis_refuses_are_kept_and_sent_once_it_is_back(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = EmbeddedRedis(tmp_path / "redis")
+    client = redis.Redis.from_url(server.ensure_running(), decode_responses=True)
+    key = working_key("host:1:bbbbbbbbbbbb", "default")
+    client.lpush(key, "job-1", "job-2", "job-3")  # job-3 still runs
+    acks = PendingAcks(client, key, delay=0.01)
+    caplog.set_level(logging.WARNING, logger="kiq.reliable_fetch")
+    try:
+        server.stop()  # the list is saved with the server (append-only file)
+        acks.add("job-1")
+        wait_until(lambda: "could not send acknowledgements" in caplog.text, 10, message="the outage warning")
+        acks.add("job-2")
+        server.ensure_running()
+        wait_until(lambda: "reaching Redis again" in caplog.text, 20, message="the recovery message")
+        assert client.lrange(key, 0, -1) == ["job-3"]  # both sent, none dropped
+        assert caplog.text.count("could not send acknowledgements") == 1  # one line per outage, not per attempt
+    finally:
+        acks.stop()
+        client.close()
+        server.stop()
