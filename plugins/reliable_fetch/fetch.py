@@ -5,9 +5,10 @@ Speed without giving up the guarantee:
 - one Lua call, on the fetching thread's own connection, moves one job for each idle thread (at most
   ``reliable_batch_size``), handed out by ``kiq.BatchFetch``: a process never holds more jobs than it has
   idle threads, so it does not sit on jobs that idle processes could run;
-- acknowledgements (``LREM``) ride along with the next fetch, which comes as soon as the jobs fetched for idle
-  threads are taken (about a round trip later under load), so only a kill in that instant can run a finished job
-  again.
+- acknowledgements (``LREM``) ride along with the next fetch under load (one round trip for both); whatever no
+  fetch carried within ``ACK_DELAY`` (an idle worker blocked in ``BLMOVE``, every thread on a long job) is sent by
+  the acknowledgement thread (acks.py), so a finished job leaves the working list within ``ACK_DELAY`` plus a round
+  trip, and only a kill in that instant can run it again (and count it as interrupted).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -24,6 +24,7 @@ from redis import exceptions as redis_errors
 import kiq
 
 from . import scripts
+from .acks import PendingAcks
 from .keys import alive_key, liveness_ttl_ms, working_key
 from .recovery import put_back, recover_orphans
 
@@ -92,9 +93,7 @@ class ReliableFetch(kiq.BatchFetch):
         self._batch_size: int = config.get("reliable_batch_size")  # a ConfigError without the plugin
         self.liveness = liveness or Liveness(config, capsule.identity)
         self._requeue_script = self.redis.register_script(scripts.REQUEUE)
-        # finished jobs whose LREM has not been sent yet: appended by the job threads without a lock (the hand-off
-        # engine's lock is busy enough), taken by whoever sends them next
-        self._acks: deque[str] = deque()
+        self._acks = PendingAcks(self.redis, self.working_key)  # finished jobs whose LREM is not sent yet
         self._quiet = False
         self._idle_pause = IDLE_PAUSE[0]
         self._out_of_memory = False  # Redis refused BLMOVE at maxmemory: poll instead of blocking
@@ -107,7 +106,7 @@ class ReliableFetch(kiq.BatchFetch):
         return ReliableUnit(self, fetched[0], fetched[1]) if fetched is not None else None
 
     def acknowledge(self, unit: ReliableUnit) -> None:
-        self._acks.append(unit.job)  # sent with the next fetch (or a heartbeat)
+        self._acks.add(unit.job)  # sent with the next fetch, or by the acknowledgement thread
         if self._quiet or self._closed:  # no fetch is coming: send it now (with any other still waiting)
             self.flush_acks()
 
@@ -136,13 +135,14 @@ class ReliableFetch(kiq.BatchFetch):
         # waiting threads return None now; a fetch under way is let finish (bounded: a thread killed mid-fetch
         # leaves its jobs in the working list, which the put_back below returns)
         self._close(timeout=3 * BLOCK_SECONDS)
-        acks = self._take_acks()
+        self._acks.stop()
+        acks = self._acks.take()
         with self._lock:
             if not self._fetching:
                 self.connection.release()
         last = self.liveness.leave()
         try:
-            self._send_acks(acks)
+            self._acks.send(acks)
             # anything still listed was handed to a thread and not finished: better twice than never
             put_back(self.config, self.working_key, count_interruption=False)
             if last:
@@ -157,7 +157,7 @@ class ReliableFetch(kiq.BatchFetch):
 
     # -- the rest of its life, driven by the worker ----------------------------------------------------
     def heartbeat(self) -> None:
-        """Keep this process alive in Redis, bound how long an acknowledgement can wait, and recover the jobs of
+        """Keep this process alive in Redis, send any acknowledgement still pending, and recover the jobs of
         dead processes (one process of the fleet per ``reliable_recovery_interval``, under a lease)."""
         if self._closed:
             return
@@ -172,37 +172,18 @@ class ReliableFetch(kiq.BatchFetch):
         self.flush_acks()
 
     def flush_acks(self) -> None:
-        self._send_acks(self._take_acks())
+        self._acks.flush()
 
     # -- internals -------------------------------------------------------------------------------------
-    def _take_acks(self) -> list[str]:
-        acks = self._acks
-        return [acks.popleft() for _ in range(len(acks))]  # one appended meanwhile stays for the next taker
-
-    def _send_acks(self, acks: list[str]) -> None:
-        if not acks:
-            return
-        try:
-            pipe = self.redis.pipeline(transaction=False)
-            for job in acks:
-                pipe.lrem(self.working_key, -1, job)
-            pipe.execute()
-        except BaseException:
-            self._restore_acks(acks)
-            raise
-
-    def _restore_acks(self, acks: list[str]) -> None:
-        self._acks.extendleft(reversed(acks))  # try again with the next call; LREM of a job already gone is a no-op
-
     def _fetch(self, wanted: int, block: float) -> list[kiq.Fetched]:
-        acks = self._take_acks()
+        acks = self._acks.take()
         keys = [self.working_key, self.liveness.key, *self.order.keys()]
         try:
             reply: list[str] = self.connection.script(
                 scripts.FETCH, keys, [min(wanted, self._batch_size), self.liveness.ttl_ms, *acks]
             )
         except BaseException:
-            self._restore_acks(acks)
+            self._acks.restore(acks)
             raise
         if reply:
             self._idle_pause = IDLE_PAUSE[0]

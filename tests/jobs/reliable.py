@@ -15,6 +15,7 @@ from kiq.plugins.tracking import TaskFailure
 
 DONE = "reliable-test:done"  # SET of jids that completed at least once
 RUNS = "reliable-test:runs"  # counter of completions (minus the SET's size = duplicates)
+RUNS_BY_JID = "reliable-test:runs-by-jid"  # HASH jid -> completions of that job
 DEATHS = "reliable-test:deaths"  # LIST of jids the death hook saw
 INTERRUPTED = "reliable-test:interrupted"  # SET of jids that ran again after their worker was killed
 HOLD = "reliable-test:hold"  # while this key exists, Hold jobs keep running
@@ -30,6 +31,7 @@ class Tick(kiq.Job):
         pipe = kiq.default_config().redis.pipeline(transaction=False)
         pipe.sadd(DONE, self.jid)
         pipe.incr(RUNS)
+        pipe.hincrby(RUNS_BY_JID, self.jid, 1)
         if self.job.get("interrupted_count"):
             pipe.sadd(INTERRUPTED, self.jid)
         pipe.execute()

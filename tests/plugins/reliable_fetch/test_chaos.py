@@ -13,7 +13,7 @@ import redis
 
 import kiq
 from kiq.payload import loads
-from tests.jobs.reliable import DEATHS, DONE, INTERRUPTED, RUNS, KillsItsWorker, Tick, TrackedWork, expected_status
+from tests.jobs.reliable import DEATHS, DONE, INTERRUPTED, RUNS, RUNS_BY_JID, KillsItsWorker, Tick, TrackedWork, expected_status
 from tests.support import WorkerProcess, wait_until
 from tests.tracking_support import track
 
@@ -41,14 +41,20 @@ def orphans(r: redis.Redis) -> list[str]:
 
 
 def run_with_kills(
-    r: redis.Redis, start_worker: StartWorker, fetch: str, env: dict[str, str], kills: int, queue: str = "default"
+    r: redis.Redis,
+    start_worker: StartWorker,
+    fetch: str,
+    env: dict[str, str],
+    kills: int,
+    every: float = KILL_EVERY,
+    concurrency: int = 4,
 ) -> list[WorkerProcess]:
-    """Start the workers, SIGKILL a random one every KILL_EVERY s and start a replacement; returns the live ones."""
-    args = ("-r", "tests.jobs.reliable", "-q", queue, "-c", "4", "--fetch", fetch)
+    """Start the workers, SIGKILL a random one every ``every`` s and start a replacement; returns the live ones."""
+    args = ("-r", "tests.jobs.reliable", "-q", "default", "-c", str(concurrency), "--fetch", fetch)
     workers = [start_worker(*args, env=env) for _ in range(WORKERS)]
     chaos = random.Random()
     for _ in range(kills):
-        time.sleep(KILL_EVERY)
+        time.sleep(every)
         victim = workers.pop(chaos.randrange(len(workers)))
         victim.kill()
         workers.append(start_worker(*args, env=env))
@@ -88,6 +94,29 @@ def test_reliable_fetch_loses_no_job_when_workers_are_killed(e2e_config: kiq.Con
     assert r.scard(DONE) == total
     assert recovered > 0  # the kills did hit jobs in flight
     assert r.zcard("dead") == 0
+
+
+def test_a_crash_loop_kills_no_healthy_job(e2e_config: kiq.Config, start_worker: StartWorker) -> None:
+    """Issue 29's crash loop, with the default interrupt cap (3): 15 SIGKILLs in about 20 s over 4,000 jobs of
+    20 ms. Only the jobs running at a kill count an interruption (finished ones are acknowledged within 10 ms plus
+    a round trip), so none of these healthy jobs reaches the dead set, and none is lost."""
+    r = e2e_config.redis
+    total, kills = 4000, 15
+    Tick.perform_bulk([[20]] * total)
+    workers = run_with_kills(r, start_worker, "reliable", RELIABLE, kills, every=1.3, concurrency=3)
+
+    def everything_done() -> bool:
+        return r.scard(DONE) == total and not r.exists("queue:default") and not orphans(r)
+
+    wait_until(everything_done, 60, interval=0.5, message=f"all {total} jobs ({r.scard(DONE)} done)")
+    stop_all(workers)
+    runs = [int(count) for count in r.hvals(RUNS_BY_JID)]
+    print(
+        f"\ncrash loop: {total} jobs, {kills} SIGKILLs, {r.scard(INTERRUPTED)} recovered from killed workers, "
+        f"{sum(runs) - total} duplicate completions, most runs of one job {max(runs)}"
+    )
+    assert r.scard(DONE) == total
+    assert r.zrange("dead", 0, -1) == []
 
 
 def test_basic_fetch_loses_jobs_under_the_same_chaos(e2e_config: kiq.Config, start_worker: StartWorker) -> None:

@@ -85,6 +85,17 @@ def test_an_acknowledgement_rides_on_the_next_fetch(make_fetch: MakeFetch, r: re
     assert not r.exists(WORKING)
 
 
+def test_an_acknowledgement_no_fetch_carries_is_sent_by_itself(make_fetch: MakeFetch, r: redis.Redis) -> None:
+    """Every thread busy (or the fetch blocked on an empty queue): no fetch is coming, the ack goes out alone."""
+    jobs = push(r, "default", 2)
+    fetch = make_fetch()
+    first, second = take(fetch), take(fetch)  # two threads on their jobs; nobody asks for work
+    first.acknowledge()
+    wait_until(lambda: r.lrange(WORKING, 0, -1) == [jobs[1]], 10, message="the acknowledgement in Redis")
+    second.acknowledge()
+    wait_until(lambda: not r.exists(WORKING), 10, message="the second acknowledgement in Redis")
+
+
 def test_after_quiet_acknowledge_is_sent_at_once(make_fetch: MakeFetch, r: redis.Redis) -> None:
     push(r, "default", 1)
     fetch = make_fetch()

@@ -1,0 +1,110 @@
+"""The acknowledgements of one reliable fetcher: a finished job leaves its working list (``LREM``) within
+``ACK_DELAY`` plus a round trip, whether the worker is busy or idle.
+
+Under load the next fetch carries them (the fetch script removes them before it moves new jobs: one round trip
+for both, as before). A sender thread, woken by the first acknowledgement after a quiet spell, sends whatever is
+still pending ``ACK_DELAY`` later in one pipelined round trip, so a worker that goes idle (its fetch blocked in
+``BLMOVE``, or every thread on a long job) does not keep a finished job listed, where a crash would run it again
+and count it against the interrupt cap. The delay costs nothing on the busy path (fetches take the acks first, and
+the thread wakes at most once per delay); a shorter one would race the fetches for them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from typing import Any
+
+log = logging.getLogger("kiq.reliable_fetch")
+
+ACK_DELAY = 0.01  # seconds a finished job's acknowledgement waits for a fetch to carry it before it is sent alone
+RETRY_PAUSE = (0.05, 1.0)  # Redis refused the acknowledgements: try again after this, doubling up to the second
+
+
+class PendingAcks:
+    """Finished jobs whose ``LREM`` has not reached Redis yet, and the thread that sends them if no fetch does."""
+
+    def __init__(self, redis: Any, working_key: str, delay: float = ACK_DELAY) -> None:
+        self.redis = redis
+        self.working_key = working_key
+        self.delay = delay
+        # appended by the job threads without a lock (the hand-off engine's lock is busy enough), taken by whoever
+        # sends them next: a fetch, the sender thread, a heartbeat or the close
+        self._jobs: deque[str] = deque()
+        self._due = threading.Event()
+        self._stopped = False
+        self._sender: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+
+    def add(self, job: str) -> None:
+        self._jobs.append(job)
+        if self._sender is None:
+            self._start()
+        # set already: the sender's next pass takes this one too (it clears the flag before it takes the acks)
+        if not self._due.is_set():
+            self._due.set()  # a lock and a notify: skipped on the busy path, where it is almost always set
+
+    def take(self) -> list[str]:
+        jobs = self._jobs
+        return [jobs.popleft() for _ in range(len(jobs))]  # one appended meanwhile stays for the next taker
+
+    def restore(self, jobs: list[str]) -> None:
+        """Give back acknowledgements that could not be sent (an ``LREM`` of a job already gone is a no-op)."""
+        self._jobs.extendleft(reversed(jobs))
+
+    def send(self, jobs: list[str]) -> None:
+        """One round trip for all of ``jobs``; on an error they are pending again and the error is raised."""
+        if not jobs:
+            return
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            for job in jobs:
+                pipe.lrem(self.working_key, -1, job)
+            pipe.execute()
+        except BaseException:
+            self.restore(jobs)
+            raise
+
+    def flush(self) -> None:
+        self.send(self.take())
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """The sender thread ends (the caller sends what is left)."""
+        self._stopped = True
+        self._due.set()
+        if self._sender is not None and self._sender is not threading.current_thread():
+            self._sender.join(timeout)
+
+    def _start(self) -> None:
+        with self._start_lock:
+            if self._sender is None and not self._stopped:
+                name = f"kiq-acks-{self.working_key.rpartition(':')[2]}"
+                self._sender = threading.Thread(target=self._run, name=name, daemon=True)
+                self._sender.start()
+
+    def _run(self) -> None:
+        pause = RETRY_PAUSE[0]
+        failing: BaseException | None = None
+        while True:
+            self._due.wait()
+            if self._stopped:
+                return
+            time.sleep(self.delay)  # a fetch under way or about to start carries them in its own round trip
+            self._due.clear()  # an acknowledgement added from here on sets it again: the next pass sends it
+            try:
+                self.flush()
+            except Exception as exc:  # the sender outlives any error; the jobs stay pending
+                if failing is None:
+                    log.warning(
+                        "reliable fetch could not send acknowledgements (%s); retrying until Redis takes them", exc
+                    )
+                failing = exc
+                self._due.set()
+                time.sleep(pause)
+                pause = min(2 * pause, RETRY_PAUSE[1])
+                continue
+            if failing is not None:
+                log.warning("reliable fetch: acknowledgements are reaching Redis again")
+                failing, pause = None, RETRY_PAUSE[0]

@@ -1,0 +1,85 @@
+"""A finished job's acknowledgement reaches Redis promptly on an idle worker too, so a worker killed afterwards
+leaves no finished job behind to run again or to count against the interrupt cap (issue 29, item 3); one that
+Redis refuses is kept and sent once Redis is back."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import redis
+
+import kiq
+from kiq.plugins.reliable_fetch.acks import PendingAcks
+from kiq.plugins.reliable_fetch.keys import alive_key, working_key
+from kiq.redis import EmbeddedRedis
+from tests.jobs.reliable import DONE, RUNS_BY_JID, Tick
+from tests.support import WorkerProcess, identity_of, wait_until
+
+StartWorker = Callable[..., WorkerProcess]
+
+RELIABLE = {"KIQ_HEARTBEAT_INTERVAL": "1", "KIQ_PLUGINS": "reliable_fetch", "KIQ_RELIABLE_RECOVERY_INTERVAL": "1"}
+ARGS = ("-r", "tests.jobs.reliable", "-q", "default", "-c", "10", "--fetch", "reliable")
+IDLE_BEFORE_KILL = 0.4  # the scenario of the issue: the jobs finished, the worker idle this long, then kill -9
+GHOST = "ghost:1:000000000000"  # the owner of a planted orphan list: no such process is alive
+
+
+def recovery_pass_after(r: redis.Redis, round_no: int) -> None:
+    """Wait until a recovery pass has run since now: plant an orphan list holding one Tick job and wait until
+    it ran (a pass that SCANs the planted list finds every orphan listed before it too)."""
+    jid = f"{round_no:024x}"
+    job = kiq.dumps({"class": "ReliableTick", "args": [1], "jid": jid, "queue": "default", "retry": True})
+    r.lpush(working_key(GHOST, f"round{round_no}"), job)
+    wait_until(lambda: r.hget(RUNS_BY_JID, jid), 30, message="a recovery pass")
+
+
+def test_finished_jobs_on_an_idle_worker_killed_later_never_run_again(
+    e2e_config: kiq.Config, start_worker: StartWorker
+) -> None:
+    r = e2e_config.redis
+    jids = Tick.perform_bulk([[20]] * 4)
+    for round_no in range(1, 4):
+        worker = start_worker(*ARGS, env=RELIABLE)
+        identity = identity_of(r, worker)
+        if round_no == 1:
+            wait_until(lambda: r.scard(DONE) == len(jids), 30, message="the 4 jobs")
+        else:
+            recovery_pass_after(r, round_no)  # whatever the last victim left would have run by now
+        time.sleep(IDLE_BEFORE_KILL)  # the worker sits idle (the scenario, not a wait for a condition)
+        worker.kill()
+        # nothing finished is still listed as in flight: there is nothing to recover, run again or count
+        assert r.lrange(working_key(identity, "default"), 0, -1) == []
+        alive = alive_key(identity)
+        wait_until(lambda: not r.exists(alive), 10, message="the victim's liveness to expire")  # noqa: B023
+    worker = start_worker(*ARGS, env=RELIABLE)
+    recovery_pass_after(r, 4)
+    assert {jid: r.hget(RUNS_BY_JID, jid) for jid in jids} == {jid: "1" for jid in jids}
+    assert r.zcard("dead") == 0
+    assert worker.stop() == 0, worker.output()
+
+
+def test_acknowledgements_redis_refuses_are_kept_and_sent_once_it_is_back(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = EmbeddedRedis(tmp_path / "redis")
+    client = redis.Redis.from_url(server.ensure_running(), decode_responses=True)
+    key = working_key("host:1:bbbbbbbbbbbb", "default")
+    client.lpush(key, "job-1", "job-2", "job-3")  # job-3 still runs
+    acks = PendingAcks(client, key, delay=0.01)
+    caplog.set_level(logging.WARNING, logger="kiq.reliable_fetch")
+    try:
+        server.stop()  # the list is saved with the server (append-only file)
+        acks.add("job-1")
+        wait_until(lambda: "could not send acknowledgements" in caplog.text, 10, message="the outage warning")
+        acks.add("job-2")
+        server.ensure_running()
+        wait_until(lambda: "reaching Redis again" in caplog.text, 20, message="the recovery message")
+        assert client.lrange(key, 0, -1) == ["job-3"]  # both sent, none dropped
+        assert caplog.text.count("could not send acknowledgements") == 1  # one line per outage, not per attempt
+    finally:
+        acks.stop()
+        client.close()
+        server.stop()
