@@ -66,6 +66,18 @@ def test_manage_py_kiq_runs_every_kiq_command_with_settings_kiq(three_jobs: str,
     assert sorted(job["args"] for job in jobs) == [["a"], ["b"], ["c"]]
     # the installed plugins' commands too, and kiq's own help lists them
     help_text = run([sys.executable, MANAGE, "kiq", "--help"], **project)
-    for command in ("stats", "queues", "retries", "dead", "scheduled", "processes", "worker", "web", "periodic"):
+    for command in (
+        "stats",
+        "queues",
+        "retries",
+        "dead",
+        "scheduled",
+        "processes",
+        "worker",
+        "web",
+        "periodic",
+        "batches",
+    ):
         assert command in help_text.stdout, (command, help_text.stdout)
-    assert as_json(run([sys.executable, MANAGE, "kiq", "dead", "--json"], **project)) == []
+    for command in ("dead", "batches", "periodic"):  # kiq's and installed plugins' commands, on that Redis
+        assert as_json(run([sys.executable, MANAGE, "kiq", command, "--json"], **project)) == [], command
