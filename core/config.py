@@ -7,10 +7,11 @@ that names a plugin's fetcher (found through the ``kiq.fetchers`` entry points),
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -110,8 +111,10 @@ class Config:
     def load(
         cls, config_file: str | Path | None = None, env: Mapping[str, str] | None = None, **settings: Any
     ) -> Config:
-        """defaults < config file (``config_file``, kiq.toml or [tool.kiq]) < ``KIQ_*`` env < ``settings``."""
-        return cls([read_file(config_file), read_environment(os.environ if env is None else env)], **settings)
+        """defaults < config file (``config_file``, kiq.toml or [tool.kiq]) < the plugins' settings sources (see
+        ``plugin_settings``) < ``KIQ_*`` env < ``settings``."""
+        file, environment = read_file(config_file), read_environment(os.environ if env is None else env)
+        return cls([file, *_plugin_sources, environment], **settings)
 
     # -- settings access ----------------------------------------------------------------------------
     def __getattr__(self, name: str) -> Any:
@@ -257,6 +260,22 @@ _ATTRIBUTES = frozenset(
         "_shard_configs",
     }
 )
+
+
+# -- settings that installed plugins give (the kiq_settings_source hook), while a kiq command runs --------------
+_plugin_sources: list[Source] = []
+
+
+@contextlib.contextmanager
+def plugin_settings(sources: Iterable[Source]) -> Iterator[None]:
+    """Lay ``sources`` between the config file and the environment of every ``Config.load`` in this process for
+    the block (the ``kiq`` command line runs each command inside one, with its installed plugins' sources)."""
+    added = list(sources)
+    _plugin_sources.extend(added)
+    try:
+        yield
+    finally:
+        del _plugin_sources[len(_plugin_sources) - len(added) :]
 
 
 # -- the process-wide default config and Sidekiq's configure_server / configure_client -----------------

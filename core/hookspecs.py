@@ -8,10 +8,11 @@ plugin keeps its state on ``self``.
 Two kinds of hooks, two failure rules:
 
 - **Contributions** (``kiq_settings``, ``kiq_job_options``, ``kiq_client_middleware``, ``kiq_server_middleware``,
-  ``kiq_fetcher``, ``kiq_cli``, ``kiq_check``) shape the process when a plugin is registered or the worker starts;
-  a failure stops the start with an error naming the plugin. The first four are pluggy *historic* hooks: a plugin
-  registered at any time gets them called once. ``kiq_web_tabs`` (tabs for the dashboard) is isolated instead,
-  like a notification: a dashboard must not fail to serve because one plugin's tabs could not be made.
+  ``kiq_fetcher``, ``kiq_cli``, ``kiq_settings_source``, ``kiq_check``) shape the process when a plugin is
+  registered or the worker starts; a failure stops the start with an error naming the plugin. The first four are
+  pluggy *historic* hooks: a plugin registered at any time gets them called once. ``kiq_web_tabs`` (tabs for the
+  dashboard) is isolated instead, like a notification: a dashboard must not fail to serve because one plugin's
+  tabs could not be made.
 - **Notifications** (everything else) report what happens while kiq runs. Each implementation runs on its own:
   one that raises is logged and reported to the ``kiq_error`` hooks, and the others still run (a raising
   ``kiq_error`` implementation is only logged). A context manager it returns is entered the same way.
@@ -19,6 +20,7 @@ Two kinds of hooks, two failure rules:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -86,6 +88,15 @@ def kiq_check(config: Config) -> None:
 def kiq_cli(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add subcommands to the ``kiq`` command line (``commands.add_parser(...)``, with ``set_defaults(run=f)``
     where ``f(args) -> int``). Asked of every installed plugin (the ``kiq.plugins`` entry points)."""
+
+
+@hookspec
+def kiq_settings_source() -> tuple[str, Mapping[str, Any]] | None:
+    """Settings from a place this plugin knows, as ``(origin, values)`` (``origin`` names the place in error
+    messages), or None where the place does not apply. Asked of every installed plugin (the ``kiq.plugins`` entry
+    points) before a ``kiq`` command runs; the values sit between the config file and the ``KIQ_*`` environment
+    in every config the command loads. E.g. ``kiq.contrib.django`` gives ``settings.KIQ`` when
+    ``DJANGO_SETTINGS_MODULE`` is set. A failure stops the command with an error naming the plugin."""
 
 
 @hookspec

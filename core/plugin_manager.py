@@ -10,14 +10,14 @@ import functools
 import importlib
 import importlib.metadata
 import logging
-from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 import pluggy
 
 from . import hookspecs
 from .errors import ConfigError
-from .settings import did_you_mean
+from .settings import Source, did_you_mean
 
 if TYPE_CHECKING:
     from .config import Config
@@ -113,6 +113,25 @@ class PluginManager(pluggy.PluginManager):
             log.error("%s: %s", context, exc, exc_info=exc)
         else:
             self.config.handle_exception(exc, {"context": context})
+
+    def settings_sources(self) -> list[Source]:
+        """What the ``kiq_settings_source`` implementations give, each as a settings ``Source``; one that fails
+        stops with an error naming its plugin."""
+        sources = []
+        for impl in self.hook.kiq_settings_source.get_hookimpls():
+            try:
+                given = cast("tuple[str, Mapping[str, Any]] | None", impl.function())
+            except ConfigError:
+                raise
+            except Exception as exc:
+                raise ConfigError(
+                    f"plugin {describe(impl.plugin, impl.plugin_name)!r} failed to give its settings: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            if given is not None:
+                origin, values = given
+                sources.append(Source(origin, values))
+        return sources
 
     @contextlib.contextmanager
     def enter(self, scopes: Iterable[contextlib.AbstractContextManager[Any] | None]) -> Iterator[None]:

@@ -1,15 +1,17 @@
 """A FastAPI app that pushes kiq jobs from async endpoints, and lets a frontend poll a task of many jobs.
 
     pip install 'kiq[tracking]' fastapi uvicorn
-    uvicorn examples.fastapi_app:app                     # the web app
-    kiq worker -r examples.fastapi_app --plugins tracking  # a worker for its jobs
+    uvicorn examples.fastapi_app:app                                           # the web app
+    kiq worker -r examples.fastapi_app --plugins tracking -q feeds -q imports  # a worker for its jobs' queues
 
     curl -X POST 'localhost:8000/feeds?url=https://example.com/feed'
     curl -X POST localhost:8000/imports -H 'content-type: application/json' -d '[1, 2, 3]'
     curl localhost:8000/tracking/tasks/<task_id>            # progress, as the status page polls it
 
 ``kiq.contrib.starlette.install`` opens kiq's asyncio connections when the app starts, closes them when it stops,
-and mounts the tracking endpoints under /tracking. tests/contrib/test_starlette.py runs this app.
+and mounts the tracking endpoints under /tracking. The worker serves the queues the jobs go to (``feeds``,
+``imports``): a worker serves only ``default`` unless told. tests/contrib/test_example_apps.py runs this
+walk-through, the worker command above included.
 """
 
 from __future__ import annotations

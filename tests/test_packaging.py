@@ -55,6 +55,7 @@ def test_the_package_ships_its_type_marker_and_entry_points() -> None:
         "batch",
         "results",
         "web",  # only for its command, `kiq web`
+        "django",  # only for kiq_settings_source: settings.KIQ when DJANGO_SETTINGS_MODULE is set
     }
     assert (package / "contrib" / "web" / "static" / "kiq.js").exists()  # the dashboard's assets ship
     assert (package / "contrib" / "web" / "static" / "kiq.css").exists()

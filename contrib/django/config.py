@@ -18,10 +18,10 @@ from typing import Any
 
 import kiq
 
+from ..django_settings import PLUGIN_NAMES, project_settings
 from .plugin import DjangoPlugin
 
 ENV_PREFIX = "KIQ_"  # kiq's environment variables: KIQ_<SETTING NAME>
-PLUGIN_NAMES = kiq.Setting.names("plugins", [])  # parses a plugins value as kiq does (a list, or "a,b")
 
 
 def config(**settings: Any) -> kiq.Config:
@@ -51,16 +51,6 @@ def apply_settings(config: kiq.Config, keep: Collection[str] = ()) -> kiq.Config
     with _origin("the environment"):
         _assign(config, {name: value for name, value in late.items() if name != "plugins"})
     return config
-
-
-def project_settings() -> dict[str, Any]:
-    """``settings.KIQ``, or nothing when the project has none."""
-    from django.conf import settings
-
-    values = getattr(settings, "KIQ", {})
-    if not isinstance(values, Mapping) or not all(isinstance(name, str) for name in values):
-        raise kiq.ConfigError(f"settings.KIQ must be a dict of kiq settings by name, got {values!r:.80}")
-    return dict(values)
 
 
 def _environment() -> dict[str, str]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -26,6 +27,8 @@ from .config import config
 def tracking(request: HttpRequest, subpath: str = "") -> HttpResponse:
     if not is_staff(request):
         return _refuse(request)
+    if subpath.strip("/") in ADMIN_LINKS:
+        return index(request)
     answer = endpoints.handle(request.method or "GET", "/" + subpath, request.META.get("QUERY_STRING", ""), request)
     return _response(answer)
 
@@ -39,6 +42,27 @@ def dashboard(request: HttpRequest, subpath: str = "") -> HttpResponse:
     query = request.META.get("QUERY_STRING", "")
     answer = _dashboard()(Request(request.method or "GET", "/" + subpath, query, headers, request.body, root, request))
     return _response(answer)
+
+
+# the admin's links to kiq (its app, its Dashboard entry), which lead here when the dashboard is mounted elsewhere
+ADMIN_LINKS = ("", "dashboard")
+
+
+def index(request: HttpRequest) -> HttpResponse:
+    """kiq's page of the admin, for staff: the dashboard when the project mounts it, else how to mount it."""
+    if not is_staff(request):
+        return _refuse(request)
+    try:
+        return redirect(reverse("kiq_dashboard:dashboard", kwargs={"subpath": ""}))
+    except NoReverseMatch:
+        return HttpResponse(NO_DASHBOARD, content_type="text/html; charset=utf-8")
+
+
+NO_DASHBOARD = b"""<!doctype html><title>kiq</title><h1>kiq</h1>
+<p>The dashboard is not mounted. Add it to your URLconf, before the admin:
+<pre>path("admin/kiq/dashboard/", include("kiq.contrib.django.dashboard_urls")),</pre>
+<p>A tracked task's progress page is <code>admin/kiq/tasks/&lt;task id&gt;/page</code>.
+"""
 
 
 @functools.cache

@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ..config import Config
+from ..config import Config, plugin_settings
 from ..errors import KiqError
 from ..plugin_manager import PluginManager, installed_plugins
 from ..redis import EmbeddedRedis
@@ -26,7 +26,9 @@ from .settings_command import add_settings_command
 log = logging.getLogger("kiq")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(plugins: PluginManager | None = None) -> argparse.ArgumentParser:
+    """The ``kiq`` parser, with the commands of ``plugins`` (default: the installed ones, see
+    ``installed_plugin_manager``)."""
     parser = argparse.ArgumentParser(prog="kiq", description="Redis-backed background jobs, Sidekiq-compatible.")
     parser.add_argument("--version", action="version", version=f"kiq {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -38,20 +40,20 @@ def build_parser() -> argparse.ArgumentParser:
     embedded.set_defaults(run=run_redis)
     inspection.add_commands(commands)
     add_settings_command(commands)
-    add_plugin_commands(commands)
+    (plugins or installed_plugin_manager()).hook.kiq_cli(commands=commands)
     return parser
 
 
-def add_plugin_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Every installed plugin may add commands (``kiq tracking ...``); one that fails to load is skipped, with a
-    warning, so a broken optional dependency does not break ``kiq`` itself."""
+def installed_plugin_manager() -> PluginManager:
+    """Every installed plugin, which may add commands (``kiq tracking ...``) and settings (``kiq_settings_source``);
+    one that fails to load is skipped, with a warning, so a broken optional dependency does not break ``kiq``."""
     plugins = PluginManager(None)
     for name, entry_point in installed_plugins().items():
         try:
             plugins.add(entry_point.load(), name)
         except Exception as exc:
             log.warning("plugin %s is installed but cannot be loaded: %s", name, exc)
-    plugins.hook.kiq_cli(commands=commands)
+    return plugins
 
 
 def run_redis(args: argparse.Namespace) -> int:
@@ -75,13 +77,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     for stream in (sys.stdout, sys.stderr):  # a payload that is not UTF-8 prints as \\xff escapes, not a crash
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
-    parser = build_parser()
+    plugins = installed_plugin_manager()
+    parser = build_parser(plugins)
     args = parser.parse_args(argv)
     if not hasattr(args, "run"):
         parser.print_help()
         return 2
     try:
-        code: int = args.run(args)
+        # e.g. settings.KIQ of a Django project (DJANGO_SETTINGS_MODULE), between the config file and the environment
+        with plugin_settings(plugins.settings_sources()):
+            code: int = args.run(args)
     except KiqError as exc:
         print(f"kiq: error: {exc}", file=sys.stderr)
         return 2

@@ -2,7 +2,8 @@
 
 - ``TEST_DJANGO_SQLITE``: the SQLite file of the ``default`` database;
 - ``TEST_DJANGO_POSTGRES``: optional, a SQLAlchemy URL (with ``options=-csearch_path=...`` for a private schema)
-  of PostgreSQL, which becomes the ``postgres`` database.
+  of PostgreSQL, which becomes the ``postgres`` database;
+- ``TEST_DJANGO_REDIS_URL``: optional, the ``redis_url`` of ``settings.KIQ`` (to see that ``kiq`` reads it).
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ if os.environ.get("TEST_DJANGO_POSTGRES"):
 
 KIQ = {
     # a Redis nobody listens on: the tests give theirs through KIQ_REDIS_URL or an argument, which must win
-    "redis_url": "redis://127.0.0.1:9/0",
+    "redis_url": os.environ.get("TEST_DJANGO_REDIS_URL", "redis://127.0.0.1:9/0"),
     "queues": ["django"],
     "concurrency": 3,
     "require": ["tests.contrib.django_project.jobs"],

@@ -16,9 +16,7 @@ import kiq
 import kiq.cli
 
 from ...config import apply_settings
-
-# Django's own options, already acted upon by manage.py before the command runs
-DJANGO_OPTIONS = ("--settings", "--pythonpath")
+from ..arguments import without_django_options
 
 
 class Command(BaseCommand):
@@ -28,7 +26,7 @@ class Command(BaseCommand):
         parser.add_argument("worker_args", nargs="*", help="flags of `kiq worker`, for call_command")
 
     def run_from_argv(self, argv: list[str]) -> NoReturn:
-        sys.exit(run_worker(_without_django_options(argv[2:])))
+        sys.exit(run_worker(without_django_options(argv[2:])))
 
     def handle(self, *args: Any, **options: Any) -> None:
         code = run_worker(options["worker_args"])
@@ -48,16 +46,3 @@ def _flagged_settings(args: Sequence[str]) -> set[str]:
     parsed = vars(kiq.cli.build_parser().parse_args(["worker", *args]))
     flagged = {name for name, value in parsed.items() if value is not None and value is not False}
     return flagged | ({"log_level"} if parsed.get("verbose") else set())  # -v sets log_level
-
-
-def _without_django_options(args: list[str]) -> list[str]:
-    kept: list[str] = []
-    skip_value = False
-    for arg in args:
-        if skip_value:
-            skip_value = False
-        elif arg in DJANGO_OPTIONS:
-            skip_value = True  # "--settings mysite.settings": the value follows
-        elif not arg.startswith(tuple(option + "=" for option in DJANGO_OPTIONS)):
-            kept.append(arg)
-    return kept

@@ -1,0 +1,12 @@
+"""The Django example's ``manage.py``: run it from ``examples/django_app`` (see README.md there)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+if __name__ == "__main__":
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shop.settings")
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(sys.argv)
