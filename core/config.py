@@ -45,6 +45,7 @@ class Config:
 
     redis_url: str | None
     embedded_dir: str
+    embedded: bool
     shards: dict[str, str]
     push_replicas: int
     push_replicas_timeout: float
@@ -239,7 +240,7 @@ class Config:
 
             threads = self.concurrency + sum(concurrency for _, concurrency in self.capsules.values())
             # every processor may hold a connection (BRPOP); plus heartbeat, poller and pushes from jobs
-            self._redis = connect(self.redis_url, self.embedded_dir, pool_size=threads + 5)
+            self._redis = connect(self.redis_url, self.embedded_dir, pool_size=threads + 5, embedded=self.embedded)
         return self._redis
 
 

@@ -180,6 +180,9 @@ DAY = 24 * 60 * 60
 CORE_SETTINGS = [
     Setting.text("redis_url", None, "Redis URL; unset: the embedded server in embedded_dir"),
     Setting.text("embedded_dir", ".kiq", "where the embedded Redis keeps its socket and data"),
+    Setting.boolean(
+        "embedded", True, "redis_url unset: use the embedded Redis (not for production); false: that is an error"
+    ),
     Setting.integer("push_replicas", 0, 0, "a push waits (WAIT) until this many replicas have it; 0: no wait"),
     Setting.number("push_replicas_timeout", 1.0, 0.001, "seconds a push waits for push_replicas"),
     Setting("shards", {}, as_shards, "named Redis servers besides redis_url: name -> URL (see Sharding)"),
