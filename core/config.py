@@ -51,6 +51,7 @@ class Config:
     push_replicas_timeout: float
     concurrency: int
     async_concurrency: int
+    async_block_warning: float
     processes: int
     max_memory_mb: int
     queues: Queues

@@ -188,6 +188,9 @@ CORE_SETTINGS = [
     Setting("shards", {}, as_shards, "named Redis servers besides redis_url: name -> URL (see Sharding)"),
     Setting.integer("concurrency", 10, 1, "processor threads per worker process"),
     Setting.integer("async_concurrency", 200, 1, "async jobs each capsule's event loop awaits at once"),
+    Setting.number(
+        "async_block_warning", 1.0, 0, "seconds an async job may block its event loop before a WARNING; 0: never"
+    ),
     Setting("processes", 1, as_processes, "worker processes kiq worker forks (a swarm); 0 or auto: one per core"),
     Setting.integer("max_memory_mb", 0, 0, "a swarm child using more memory is stopped and replaced; 0: no limit"),
     Setting("queues", [("default", 0)], as_queues, "queues to fetch from, 'name' or 'name,weight'"),
