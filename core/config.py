@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .errors import ConfigError
+from .logging import log_job_failure
 from .middleware import Chain, ClientMiddleware, ServerMiddleware
 from .plugin_manager import PluginManager
 from .settings import (
@@ -38,6 +39,7 @@ log = logging.getLogger("kiq")
 P = TypeVar("P")
 FETCHERS_GROUP = "kiq.fetchers"  # entry points: fetcher name -> the plugin that provides it
 DEFAULT_CAPSULE = "default"
+JOB_FAILED = "Job raised exception"  # Sidekiq's error-handler context for a job's failure (kiq_error hooks see it)
 
 
 class Config:
@@ -228,8 +230,13 @@ class Config:
     # -- errors -------------------------------------------------------------------------------------------
     def handle_exception(self, exc: BaseException, context: dict[str, Any], traceback: bool = True) -> None:
         """Log an error with its context and pass it to every ``kiq_error`` hook (each one's failure is only
-        logged). ``traceback=False`` for errors whose message says it all (an unreachable Redis)."""
-        log.warning("%s: %s", context.get("context", "error"), exc, exc_info=exc if traceback else None)
+        logged). ``traceback=False`` for errors whose message says it all (an unreachable Redis). A job's failure
+        (Sidekiq's context ``"Job raised exception"``) is one line with its outcome and the job's own frames."""
+        job = context.get("job")
+        if context.get("context") == JOB_FAILED and isinstance(job, dict):
+            log_job_failure(exc, job)
+        else:
+            log.warning("%s: %s", context.get("context", "error"), exc, exc_info=exc if traceback else None)
         self.plugins.hook.kiq_error(exc=exc, context=context, config=self)
 
     # -- shared resources ---------------------------------------------------------------------------
