@@ -62,6 +62,7 @@ class Config:
     fetch: str
     require: list[str]
     max_retries: int
+    default_job_options: dict[str, Any]
     dead_max_jobs: int
     dead_timeout: float
     poll_interval: float
