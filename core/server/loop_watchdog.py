@@ -2,8 +2,8 @@
 
 A coroutine that calls blocking code (``time.sleep``, a synchronous HTTP or database client, a long computation)
 stalls every other async job of its loop, and the loop itself cannot notice: it is the thing that is stuck. So the
-loop only beats (a ``call_later`` tick records the time), and a thread of its own watches the beat. When the last
-beat is older than ``async_block_warning`` seconds, it logs one WARNING naming the running job (class and jid)
+loop only beats (a ``call_later`` tick records the time), and a thread of its own watches the beat. When the next
+beat is ``async_block_warning`` seconds late, it logs one WARNING naming the running job (class and jid)
 and the loop thread's current stack (``sys._current_frames``), i.e. the blocking call; when the loop beats again it
 logs at INFO how long the block lasted. The cost is one callback on the loop and one wake-up of the thread every
 quarter of the threshold (at most 0.25 s). asyncio's own debug mode reports a slow callback only after it
@@ -65,11 +65,14 @@ class LoopWatchdog:
         while not self._stopped.wait(self.interval):
             beat = self._beat
             if warned is not None and beat != warned:
-                log.info("the event loop %s runs again, after %.1f s blocked", self.name, beat - warned)
+                blocked = beat - warned - self.interval
+                log.info("the event loop %s runs again, after at least %.1f s blocked", self.name, blocked)
                 warned = None
-            if warned is None and time.monotonic() - beat > self.threshold:
+            # blocked: how late the next beat is (the loop may have been idle until just before the block began)
+            blocked = time.monotonic() - beat - self.interval
+            if warned is None and blocked > self.threshold:
                 warned = beat
-                self._warn(time.monotonic() - beat)
+                self._warn(blocked)
 
     def _warn(self, blocked: float) -> None:
         task = asyncio.current_task(self.loop) if self.loop.is_running() else None
