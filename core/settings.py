@@ -168,6 +168,19 @@ def as_shards(raw: Any) -> dict[str, str]:
     return dict(raw)
 
 
+def as_job_options(raw: Any) -> dict[str, Any]:
+    """``default_job_options``: a table of job options (from the environment: a JSON object). Each option's type is
+    checked as a class's ``kiq_options`` are, by kiq.job, when a push first uses them."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError as exc:
+            raise ValueError(f"expected a JSON object of job options, e.g. '{{\"retry\": 5}}': {exc}") from None
+    if not isinstance(raw, dict) or not all(isinstance(key, str) and key for key in raw):
+        raise ValueError(f"expected a table of job options, e.g. {{retry = 5, backtrace = true}}, got {raw!r:.80}")
+    return dict(raw)
+
+
 def as_processes(raw: Any) -> int:
     """``processes``: a count >= 0, or ``auto`` (0: one per core, counted when the worker starts)."""
     if isinstance(raw, str) and raw.strip().lower() == "auto":
@@ -180,11 +193,17 @@ DAY = 24 * 60 * 60
 CORE_SETTINGS = [
     Setting.text("redis_url", None, "Redis URL; unset: the embedded server in embedded_dir"),
     Setting.text("embedded_dir", ".kiq", "where the embedded Redis keeps its socket and data"),
+    Setting.boolean(
+        "embedded", True, "redis_url unset: use the embedded Redis (not for production); false: that is an error"
+    ),
     Setting.integer("push_replicas", 0, 0, "a push waits (WAIT) until this many replicas have it; 0: no wait"),
     Setting.number("push_replicas_timeout", 1.0, 0.001, "seconds a push waits for push_replicas"),
     Setting("shards", {}, as_shards, "named Redis servers besides redis_url: name -> URL (see Sharding)"),
     Setting.integer("concurrency", 10, 1, "processor threads per worker process"),
     Setting.integer("async_concurrency", 200, 1, "async jobs each capsule's event loop awaits at once"),
+    Setting.number(
+        "async_block_warning", 1.0, 0, "seconds an async job may block its event loop before a WARNING; 0: never"
+    ),
     Setting("processes", 1, as_processes, "worker processes kiq worker forks (a swarm); 0 or auto: one per core"),
     Setting.integer("max_memory_mb", 0, 0, "a swarm child using more memory is stopped and replaced; 0: no limit"),
     Setting("queues", [("default", 0)], as_queues, "queues to fetch from, 'name' or 'name,weight'"),
@@ -194,6 +213,9 @@ CORE_SETTINGS = [
     Setting.names("plugins", [], "plugins to load: entry point names or module[:attr]"),
     Setting.names("require", [], "modules the worker imports to register its jobs"),
     Setting.integer("max_retries", 25, 0, "retries for a job with retry: true"),
+    Setting(
+        "default_job_options", {}, as_job_options, "job options under each class's kiq_options, e.g. {backtrace = true}"
+    ),
     Setting.integer("dead_max_jobs", 10_000, 0, "the dead set keeps at most this many jobs"),
     Setting.number("dead_timeout", 180.0 * DAY, 0, "seconds a job stays in the dead set"),
     Setting.number("poll_interval", 5.0, 0.1, "average seconds between scheduled/retry polls"),

@@ -27,7 +27,7 @@ from .job_registry import registry
 from .payload import loads, parse_payload
 from .server.processor import JobRunner, Slot, begin, resume
 
-__all__ = ["Fake", "Inline", "disable", "fake", "inline", "jobs"]
+__all__ = ["Fake", "Inline", "disable", "fake", "inline", "jobs", "mode"]
 
 
 class _Unit:
@@ -165,6 +165,12 @@ def disable() -> Iterator[None]:
         yield
     finally:
         sink.current = previous
+
+
+def mode() -> Fake | Inline | None:
+    """The testing mode running now (``fake()`` or ``inline()``), None when pushes go to Redis."""
+    current = sink.current
+    return current if isinstance(current, Fake | Inline) else None
 
 
 def jobs(queue: str | None = None, job: type[Any] | str | None = None) -> list[dict[str, Any]]:

@@ -133,10 +133,16 @@ def watch(tracker: Tracker, task_id: str, worker: subprocess.Popen[bytes]) -> di
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Without --serve the demo (and its dashboard) exits once the task is complete; with it, the dashboard "
+        "and the status page stay up until Ctrl-C: .venv/bin/python examples/demo.py --serve",
+    )
     parser.add_argument("--jobs", type=int, default=300, help="jobs in the task (default 300)")
     parser.add_argument("--job-seconds", type=float, default=0.03, help="mean time a job works (default 0.03)")
-    parser.add_argument("--serve", action="store_true", help="keep the dashboard up after the task completes")
+    parser.add_argument(
+        "--serve", action="store_true", help="keep the dashboard up after the task completes, until Ctrl-C"
+    )
     parser.add_argument("--port", type=int, default=8077, help="dashboard port (0: any free port)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)  # clean up (worker, Redis, temp dir) on TERM as on Ctrl-C
@@ -164,7 +170,9 @@ def main(argv: list[str] | None = None) -> int:
         task = watch(tracker, task_id, worker)
         print("final counts: " + ", ".join(f"{status} {count}" for status, count in task["counts"].items()))
         print(f"complete: {task['done']} of {task['total']} jobs done; dashboard: {root}/", flush=True)
-        if args.serve:
+        if not args.serve:
+            print("the dashboard stops with the demo; to keep it up: .venv/bin/python examples/demo.py --serve")
+        else:
             print("serving the dashboard and the status page until Ctrl-C", flush=True)
             while True:
                 time.sleep(1)

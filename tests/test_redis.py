@@ -62,12 +62,28 @@ def test_embedded_server_keeps_data_across_restarts(tmp_path: Path) -> None:
         server.stop()
 
 
-def test_start_is_announced_in_the_log(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_start_is_one_warning_naming_the_directory(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level("INFO", logger="kiq")
-    client = connect(None, str(tmp_path))
-    client.close()
+    for _ in range(2):  # the second connection shares the running server: nothing more to warn about
+        client = connect(None, str(tmp_path))
+        client.ping()
+        client.close()
     EmbeddedRedis(tmp_path).stop()
-    assert any("embedded Redis" in record.getMessage() for record in caplog.records)
+    warnings = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
+    assert len(warnings) == 1, warnings
+    assert str(tmp_path) in warnings[0] and "not for production" in warnings[0]
+    assert "KIQ_REDIS_URL" in warnings[0] and "kiq embedded stop" in warnings[0]
+
+
+def test_embedded_off_makes_a_missing_redis_url_an_error(tmp_path: Path) -> None:
+    config = kiq.Config(embedded_dir=str(tmp_path / "kiq"), embedded=False)
+    with pytest.raises(kiq.ConfigError) as refused:
+        config.redis.ping()
+    message = str(refused.value)
+    for name in ("redis_url", "KIQ_REDIS_URL", "embedded = false", "KIQ_EMBEDDED"):
+        assert name in message
+    assert not (tmp_path / "kiq").exists()  # nothing was started
+    assert kiq.Config.load(env={"KIQ_EMBEDDED": "0"}).embedded is False
 
 
 def test_running_url_starts_nothing(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The ``kiq`` command line: ``kiq worker`` runs jobs (cli.worker); ``kiq redis`` manages the embedded server; the
+"""The ``kiq`` command line: ``kiq worker`` runs jobs (cli.worker); ``kiq embedded`` manages the embedded server; the
 inspection commands come from cli.inspection, ``kiq settings`` from cli.settings_command; installed plugins add
 theirs (the ``kiq_cli`` hook).
 
@@ -21,7 +21,7 @@ from ..plugin_manager import PluginManager, installed_plugins
 from ..redis import EmbeddedRedis
 from ..version import __version__
 from . import inspection, worker
-from .settings_command import add_settings_command
+from .settings_command import add_settings_command, without_password
 
 log = logging.getLogger("kiq")
 
@@ -34,10 +34,17 @@ def build_parser(plugins: PluginManager | None = None) -> argparse.ArgumentParse
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     worker.add_worker_command(commands)
 
-    embedded = commands.add_parser("redis", help="show (starting if needed) or stop the embedded Redis server")
+    embedded = commands.add_parser(
+        "embedded",
+        aliases=["redis"],  # its name up to 0.1
+        help="status, start or stop of the embedded (development) Redis server",
+        description="The embedded Redis that kiq starts in embedded_dir when redis_url is not set. status prints "
+        "its URL (exit 1 when it is not running); start starts it; stop shuts it down, saving its data.",
+    )
+    embedded.add_argument("action", nargs="?", choices=("status", "start", "stop"), default="status")
     embedded.add_argument("-C", "--config", help="config file (default: kiq.toml or [tool.kiq] in pyproject.toml)")
-    embedded.add_argument("--stop", action="store_true", help="stop the embedded server")
-    embedded.set_defaults(run=run_redis)
+    embedded.add_argument("--stop", action="store_true", help=argparse.SUPPRESS)  # `kiq redis --stop` up to 0.1
+    embedded.set_defaults(run=run_embedded)
     inspection.add_commands(commands)
     add_settings_command(commands)
     (plugins or installed_plugin_manager()).hook.kiq_cli(commands=commands)
@@ -56,17 +63,22 @@ def installed_plugin_manager() -> PluginManager:
     return plugins
 
 
-def run_redis(args: argparse.Namespace) -> int:
+def run_embedded(args: argparse.Namespace) -> int:
     config = Config.load(args.config)
-    if config.redis_url is not None:
-        print(f"redis_url is set ({config.redis_url}); the embedded server is not used")
-        return 0
     server = EmbeddedRedis(config.embedded_dir)
-    if args.stop:
-        print("stopped" if server.stop() else "not running")
-    else:
+    action = "stop" if args.stop else args.action
+    if config.redis_url is not None and action != "stop":  # stopping a leftover one still makes sense
+        print(f"redis_url is set ({without_password(config.redis_url)}); the embedded server is not used")
+        return 0
+    if action == "stop":
+        print(f"stopped the embedded Redis in {server.dir}" if server.stop() else f"not running in {server.dir}")
+        return 0
+    if action == "start":
         print(server.ensure_running())
-    return 0
+        return 0
+    url = server.running_url()
+    print(url if url is not None else f"not running in {server.dir}")
+    return 0 if url is not None else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Shutdown
 from ..logging import thread_id
+from .loop_watchdog import LoopWatchdog
 from .processor import JobRunner, Slot, begin, resume
 from .time_limit import time_limit, timed_out
 
@@ -48,12 +49,14 @@ class EventLoop(JobRunner):
         self._cancelling = False  # a hard shutdown cancelled the jobs (a job's own CancelledError is its error)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._watchdog = LoopWatchdog(self._loop, name, config.async_block_warning)
         self._ready = threading.Event()
         self.tid = ""
 
     def start(self) -> None:
         self._thread.start()
         self._ready.wait()
+        self._watchdog.start()
 
     def _run(self) -> None:
         self.tid = thread_id()
@@ -99,6 +102,7 @@ class EventLoop(JobRunner):
 
     def close(self, timeout: float) -> None:
         """Stop the loop and its thread, once the jobs ended or were cancelled."""
+        self._watchdog.stop()
         if self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout)
@@ -107,6 +111,7 @@ class EventLoop(JobRunner):
     def _start(self, slot: Slot, job: dict[str, Any], job_class: type[Any]) -> None:
         task = self._loop.create_task(self._drive(slot, job, job_class))
         self._tasks[slot] = task
+        self._watchdog.watch(task, job)
         task.add_done_callback(lambda _: self._end(slot))
 
     def _end(self, slot: Slot) -> None:

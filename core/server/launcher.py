@@ -32,6 +32,7 @@ from .manager import Manager, capsules_for
 from .metrics import MetricsFlusher, Recorder
 from .processor import JobRunner, RedisOutage
 from .scheduled import Poller
+from .unserved_queues import warn_about_unserved_queues
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -113,6 +114,7 @@ class Launcher:
             raise
         except Exception as exc:  # a check that failed instead of saying what is wrong
             raise ConfigError(f"a plugin's start-up check failed: {type(exc).__name__}: {exc}") from exc
+        warn_about_unserved_queues(self.capsules)
         self.config.plugins.hook.kiq_startup(config=self.config)
         # What is loaded by now (modules, classes, plugins) lives as long as the process: the cyclic GC need not walk
         # it again. Otherwise every full collection walks all of it, a ~15 ms pause of every thread, which the

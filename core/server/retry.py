@@ -39,6 +39,7 @@ import redis
 from .. import sink
 from ..errors import JobTimeout, Shutdown, error_class
 from ..keys import RETRY
+from ..logging import note_failure_outcome
 from ..payload import dumps, epoch, loads
 from . import dead
 
@@ -86,6 +87,7 @@ class JobRetry:
         if _ruby_truthy(job.setdefault("retry", True)):
             self._record(None, job, jobstr, queue, exc)
         else:  # retry: false: no retry and no dead set, but it died, so the death hooks hear of it
+            note_failure_outcome("not retried (retry: false)")
             dead.notify_death(self.config, job, exc)
         raise Handled(f"{error_class(exc)} recorded by JobRetry") from exc
 
@@ -100,6 +102,7 @@ class JobRetry:
         if _ruby_truthy(job["retry"]):
             self._record(job_instance, job, jobstr, queue, exc)
         else:  # retry: false: no retry and no dead set, but it died, so the death hooks hear of it
+            note_failure_outcome("not retried (retry: false)")
             dead.notify_death(self.config, job, exc)
         raise Handled(f"{error_class(exc)} recorded by JobRetry") from exc
 
@@ -126,6 +129,7 @@ class JobRetry:
     def _bury(self, jobstr: str, exc: BaseException, why: str) -> None:
         """The last resort: the job as it was stored goes to the dead set, with the death hooks."""
         logger.error("A failed job goes to the dead set as stored (%s): %.200s", why, jobstr)
+        note_failure_outcome("dead")
         dead.kill(self.config, jobstr, exc)
 
     # -- Sidekiq's process_retry -----------------------------------------------------------------------
@@ -159,12 +163,14 @@ class JobRetry:
             return self._retries_exhausted(instance, job, exc)
         strategy, delay = self._delay_for(instance, count, exc, job)
         if strategy == "discard":
+            note_failure_outcome("discarded (retry_in)")
             return None  # dropped on purpose: no retry, no dead set, no death hooks
         if strategy == "kill":
             return self._retries_exhausted(instance, job, exc)
         jitter = random.randrange(10) * (count + 1)
         # no logging here: a failing log device must not stop the retry from being recorded (Sidekiq #3979)
         at = time.time() + delay + jitter
+        note_failure_outcome(f"retry {count + 1} of {max_attempts} in {delay + jitter} s")
         if sink.current is not None:  # kiq.testing
             sink.current.retry(dumps(job), at)
             return None
@@ -202,7 +208,9 @@ class JobRetry:
                 context = {"context": "Error calling retries_exhausted", "job": job}
                 self.config.handle_exception(error, context)
         if answer == "discard":
+            note_failure_outcome("discarded (retries_exhausted)")
             return
+        note_failure_outcome("dead" if job.get("dead") is not False else "not kept (dead: false)")
         if job.get("dead") is not False:
             logger.info("Adding dead %s job %s", job.get("class"), job.get("jid"))
             # the hooks run below, each on its own, as Sidekiq's retries_exhausted runs its death handlers

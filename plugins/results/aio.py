@@ -8,12 +8,12 @@ from typing import Any
 import kiq
 
 from .record import result_key
-from .store import answer, pauses
+from .store import answer, pauses, refuse_unkept
 
 
 async def result(jid: str, config: kiq.Config | None = None, wait: float = 0.0) -> Any:
     """``kiq.plugins.results.result`` without blocking the event loop (it awaits while it waits)."""
-    redis = kiq.AsyncClient(config).redis
+    redis = kiq.AsyncClient(refuse_unkept(jid, config or kiq.default_config())).redis
     for pause in pauses(wait):
         text = await redis.get(result_key(jid))
         if text is not None or pause is None:

@@ -8,7 +8,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import kiq
+import kiq.testing
 
+from .plugin import ResultsPlugin
 from .record import result_key
 
 
@@ -25,11 +27,27 @@ class ResultError(kiq.KiqError):
 def answer(jid: str, text: str | bytes | None) -> Any:
     """The value in a stored record; raises NoResult (none stored) or ResultError (an error recorded)."""
     if text is None:
-        raise NoResult(f"no result for job {jid}: not finished yet, expired, or not kept (see result_ttl)")
+        raise NoResult(
+            f"no result for job {jid}: not finished yet, expired, or not kept (a job keeps its result with the "
+            "result_ttl option or the job_result_ttl setting, in a worker with the results plugin)"
+        )
     record = kiq.loads(text if isinstance(text, str) else text.decode())
     if "error" in record:
         raise ResultError(str(record["error"]))
     return record["value"]
+
+
+def refuse_unkept(jid: str, config: kiq.Config) -> kiq.Config:
+    """``config``, unless no result can be there: under ``kiq.testing`` (the jobs run in this process) a config
+    without the results plugin kept none, so NoResult says so, before a Redis is opened (or an embedded one
+    started in the test's directory)."""
+    if kiq.testing.mode() is not None and config.plugins.find(ResultsPlugin) is None:
+        raise NoResult(
+            f"no result for job {jid}: the results plugin is not enabled in this config, and kiq.testing ran the job "
+            "here, so no result was kept; enable it: plugins = ['results'] in the settings, or "
+            "config.add_plugin('results')"
+        )
+    return config
 
 
 def pauses(wait: float) -> Iterator[float | None]:
@@ -49,7 +67,7 @@ def result(jid: str, config: kiq.Config | None = None, wait: float = 0.0) -> Any
     """The value job ``jid`` returned (kept by the results plugin in the worker, for jobs with ``result_ttl`` or
     the ``job_result_ttl`` setting). ``wait``: seconds to wait for it to appear. Raises ``NoResult`` if there is
     none, ``ResultError`` if the job's value could not be kept (the message says why)."""
-    redis = (config or kiq.default_config()).redis
+    redis = refuse_unkept(jid, config or kiq.default_config()).redis
     for pause in pauses(wait):
         text = redis.get(result_key(jid))
         if text is not None or pause is None:

@@ -6,6 +6,9 @@ the executions of the job (1 on the first, then 1 + 1 per retry, derived from Si
 phase is 1 for working, 2 for the outcome of that run and 3 for death. The database keeps the highest version,
 so the stored status converges to the latest one whatever the order of arrival.
 
+A job tracked on its own (``track: True``) is readable as ``enqueued`` from the moment its push returns: the push
+waits (up to PUSH_WAIT, not at all during a database outage) for the batch writer to commit its row, woken at once.
+
 A job's outcome (finished, failed, error) is written before the job leaves Redis: the middleware holds the job's
 acknowledgement (``kiq.hold_acknowledgement``) until the writer has committed that status. With reliable fetch a
 worker killed in between leaves the job in its working list, so it runs again and its status converges.
@@ -13,7 +16,10 @@ worker killed in between leaves the job in its working list, so it runs again an
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,7 +28,7 @@ from kiq import ClientMiddleware, ServerMiddleware, Shutdown, Wrapper, hold_ackn
 from kiq.plugins.results import tracked_result
 
 from .statuses import ENQUEUED, ERROR, FAILED, FINISHED, WORKING
-from .writer import Update
+from .writer import Update, Writer
 
 if TYPE_CHECKING:
     import redis
@@ -32,6 +38,9 @@ if TYPE_CHECKING:
     from .plugin import TrackingPlugin
 
 WORKING_PHASE, OUTCOME_PHASE, DEATH_PHASE = 1, 2, 3
+# Seconds a push of a job tracked on its own waits for its ``enqueued`` row, so that a poll right after the push
+# finds it (one transaction, shared by concurrent pushes); a slow database delays pushes by at most this much.
+PUSH_WAIT = 1.0
 MAX_ERROR = 2000
 
 
@@ -92,8 +101,34 @@ class TrackingClientMiddleware(ClientMiddleware):
         if reserved is not None and job.get("task_id") == reserved.task_id:
             job["jid"] = reserved.jids.get(id(job["args"]), job["jid"])
         elif job.get("track") is True and "task_id" not in job:
-            self.plugin.tracker(self.config).writer.submit(job_update(job, ENQUEUED, 0))
+            writer = self.plugin.tracker(self.config).writer
+            written = writer.submit_now(job_update(job, ENQUEUED, 0))
+            bulk = bulk_pushes.get()
+            if bulk is not None:  # waited for together, once the whole bulk is pushed
+                bulk.append((writer, written))
+            else:
+                writer.wait_written(written, PUSH_WAIT)
         yield
+
+
+# Where the ``enqueued`` rows of a push_bulk's tracked jobs are waited for together (tracking's kiq_push_bulk)
+bulk_pushes: ContextVar[list[tuple[Writer, threading.Event | None]] | None] = ContextVar(
+    "kiq_tracking_bulk_pushes", default=None
+)
+
+
+@contextmanager
+def rows_written_after_bulk() -> Iterator[None]:
+    """Around a push_bulk: the tracked jobs' rows are written (or PUSH_WAIT has passed) when it returns."""
+    waits: list[tuple[Writer, threading.Event | None]] = []
+    token = bulk_pushes.set(waits)
+    try:
+        yield
+    finally:
+        bulk_pushes.reset(token)
+        deadline = time.monotonic() + PUSH_WAIT
+        for writer, written in waits:
+            writer.wait_written(written, max(0.0, deadline - time.monotonic()))
 
 
 class TrackingServerMiddleware(ServerMiddleware):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import threading
+from contextlib import AbstractContextManager
 from typing import Any
 
 import kiq
@@ -17,6 +18,7 @@ from .middleware import (
     dropped_outcome,
     dropping,
     is_tracked,
+    rows_written_after_bulk,
 )
 from .tracker import Tracker
 from .web import tasks_tab
@@ -60,6 +62,10 @@ class TrackingPlugin:
     @kiq.hookimpl
     def kiq_client_middleware(self, chain: kiq.Chain[kiq.ClientMiddleware]) -> None:
         chain.prepend(TrackingClientMiddleware, self)  # outermost: it must see every job of a task being created
+
+    @kiq.hookimpl
+    def kiq_push_bulk(self, config: kiq.Config, queue: str, count: int) -> AbstractContextManager[None]:
+        return rows_written_after_bulk()
 
     @kiq.hookimpl
     def kiq_server_middleware(self, chain: kiq.Chain[kiq.ServerMiddleware]) -> None:

@@ -91,6 +91,7 @@ class Writer:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._outage_since: float | None = None
+        self._late = False  # a submit_now's wait timed out: the next ones do not wait until a write succeeds
         self._dropped = 0
 
     # -- job threads --------------------------------------------------------------------------------
@@ -107,6 +108,26 @@ class Writer:
                 self._start()
         if wake and not self._wake.is_set():  # the writer is behind: wake it once, not on every submit
             self._wake.set()
+
+    def submit_now(self, update: Update) -> threading.Event | None:
+        """``submit``, and wake the writer now rather than at its next interval; the event is set once the update
+        is written (or given up). None while the database is away: there is nothing to wait for then (a push must
+        not block on an outage), or while an earlier wait timed out and no write has succeeded since (a database
+        that hangs). Updates submitted together by several threads still share one transaction."""
+        if self._outage_since is not None or self._late:
+            self.submit(update)
+            return None
+        written = threading.Event()
+        update.callbacks.append(written.set)
+        self.submit(update)
+        self._wake.set()
+        return written
+
+    def wait_written(self, written: threading.Event | None, timeout: float) -> None:
+        """Wait for a ``submit_now`` update to be written, at most ``timeout``; a wait that times out stops the
+        next ones until a write succeeds."""
+        if written is not None and not written.wait(timeout):
+            self._late = True
 
     @property
     def pending(self) -> int:
@@ -211,6 +232,7 @@ class Writer:
                 else:
                     self._refused(part[0], exc)
                 continue
+            self._late = False
             self._recovered()
             self._run_callbacks([callback for update in part for callback in update.callbacks])
 

@@ -60,6 +60,7 @@ def test_make_demo_runs_the_task_to_completion_and_exits_0(tmp_path: Path) -> No
     assert re.search(r"\[#{40}\] 100\.0%", output)
     assert re.search(r"status page: http://127\.0\.0\.1:\d+/tracking/tasks/[0-9a-f]{32}/page", output)
     assert re.search(r"dashboard: http://127\.0\.0\.1:\d+/ ", output)
+    assert "to keep it up: .venv/bin/python examples/demo.py --serve" in output  # the dashboard ends with the demo
 
 
 def dump_dom(url: str, profile: Path, budget_ms: int) -> str:

@@ -11,6 +11,7 @@ connections die, new ones are refused) and started again.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 
 import kiq
 from kiq.plugins.tracking import Tracker
+from kiq.plugins.tracking.middleware import PUSH_WAIT
 from tests.jobs.tracking import DONE, SlowEnroll
 from tests.support import WorkerProcess, wait_until
 from tests.tracking_support import PrivatePostgres, track
@@ -79,7 +81,10 @@ def test_a_database_outage_loses_no_job_and_statuses_converge(
     outage.begin()
     try:
         done_at_outage = summary()["done"] if outage.readable else None
+        pushing = time.monotonic()
         alone = [SlowEnroll.set(track=True).perform_async(JOBS + n) for n in range(ALONE)]
+        # a push waits for its row (PUSH_WAIT) only until one wait timed out: an outage does not block pushes
+        assert time.monotonic() - pushing < ALONE * PUSH_WAIT / 2
         wait_until(lambda: e2e_config.redis.llen(DONE) == JOBS + ALONE, 60, message="every job to run meanwhile")
         wait_until(lambda: "database unavailable" in worker.output(), 30, message="the outage to be logged")
         if outage.readable:  # the jobs ran, their statuses wait in the worker
