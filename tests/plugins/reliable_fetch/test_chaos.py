@@ -13,7 +13,17 @@ import redis
 
 import kiq
 from kiq.payload import loads
-from tests.jobs.reliable import DEATHS, DONE, INTERRUPTED, RUNS, RUNS_BY_JID, KillsItsWorker, Tick, TrackedWork, expected_status
+from tests.jobs.reliable import (
+    DEATHS,
+    DONE,
+    INTERRUPTED,
+    RUNS,
+    RUNS_BY_JID,
+    KillsItsWorker,
+    Tick,
+    TrackedWork,
+    expected_status,
+)
 from tests.support import WorkerProcess, wait_until
 from tests.tracking_support import track
 
