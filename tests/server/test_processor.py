@@ -112,8 +112,27 @@ def test_shutdown_is_neither_acknowledged_nor_counted(config: kiq.Config, r: red
     assert r.zcard("retry") == 0
 
 
-def test_an_internal_error_is_not_acknowledged(redis_url: str) -> None:
-    # the job fails and Redis is unreachable while its retry is recorded: the job must not be acknowledged
+def test_an_internal_error_is_not_acknowledged(config: kiq.Config, r: redis.Redis) -> None:
+    # the job fails and Redis refuses its retry entry for good (a wrong type, not an outage): not acknowledged
+    r.set("retry", "not a sorted set")
+    errors: list[str] = []
+
+    class Errors:
+        @kiq.hookimpl
+        def kiq_error(self, exc: BaseException, context: dict[str, Any]) -> None:
+            errors.append(context["context"])
+
+    config.add_plugin(Errors())
+    processor = make_processor(config)
+    unit = Unit(payload("tests.Boom"))
+    processor.process(unit)
+    assert unit.acked == 0 and errors == ["Internal exception!"] and processor.keeper.held == 0
+    processor.process(Unit(payload("tests.Remember", 2)))  # and the processor goes on
+    assert len(seen) == 1
+
+
+def test_a_failure_redis_cannot_take_is_held_not_acknowledged(redis_url: str) -> None:
+    # Redis is unreachable while the retry is recorded: the outcome is held (and retried), the job not acknowledged
     config = kiq.Config(redis_url="redis://127.0.0.1:1")
     errors: list[str] = []
 
@@ -126,9 +145,11 @@ def test_an_internal_error_is_not_acknowledged(redis_url: str) -> None:
     processor = make_processor(config)
     unit = Unit(payload("tests.Boom"))
     processor.process(unit)
-    assert unit.acked == 0 and errors == ["Internal exception!"]
+    assert unit.acked == 0 and processor.keeper.held == 1
+    assert errors[0] == "Job raised exception" and "is unreachable (job outcomes" in errors[1], errors
     processor.process(Unit(payload("tests.Remember", 2)))  # and the processor goes on
     assert len(seen) == 1
+    assert processor.keeper.give_up() == 1 and unit.acked == 0
 
 
 def test_server_middleware_wraps_perform(config: kiq.Config) -> None:
