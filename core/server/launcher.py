@@ -30,7 +30,7 @@ from ..payload import dumps, new_jid
 from ..version import __version__
 from .manager import Manager, capsules_for
 from .metrics import MetricsFlusher, Recorder
-from .outcomes import OutcomeKeeper
+from .outcomes import OutcomeKeeper, refused
 from .processor import JobRunner, RedisOutage
 from .scheduled import Poller
 
@@ -124,7 +124,7 @@ class Launcher:
         gc.freeze()
         self._heartbeat = threading.Thread(target=self._beat_loop, name="kiq-heartbeat", daemon=True)
         self._heartbeat.start()
-        self._poller = Poller(self.config)
+        self._poller = Poller(self.config, self.outage)
         self._poller.start()
         for manager in self.managers:
             manager.start()
@@ -263,7 +263,15 @@ class Launcher:
             try:
                 manager.fetcher.heartbeat()
             except Exception as exc:
-                self.config.handle_exception(exc, {"context": f"fetcher heartbeat of capsule {manager.capsule.name}"})
+                if refused(exc):  # part of the outage, logged once
+                    self.outage.failed(exc, "fetcher heartbeat")
+                else:
+                    self.config.handle_exception(
+                        exc, {"context": f"fetcher heartbeat of capsule {manager.capsule.name}"}
+                    )
+            else:
+                if self.outage.down_since is not None:
+                    self.outage.recovered("fetcher heartbeat")
         self._note_failover()
         self.config.plugins.hook.kiq_heartbeat(config=self.config)
         if signal_name:
