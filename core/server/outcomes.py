@@ -96,6 +96,8 @@ class OutcomeKeeper:
 
     def hold(self, outcome: Outcome, refusal: BaseException) -> None:
         """Keep ``outcome`` until Redis takes it; the first one of an outage is logged (by ``RedisOutage``)."""
+        # before the outcome is in: the writer thread must not find it written (and the outage over) before it began
+        self.outage.failed(refusal, WHERE, note="fetching pauses until Redis takes them", held=1)
         with self._changed:
             self._outcomes.append(outcome)
             self.held += 1
@@ -103,7 +105,6 @@ class OutcomeKeeper:
                 self._thread = threading.Thread(target=self._run, name="kiq-outcomes", daemon=True)
                 self._thread.start()
             self._changed.notify_all()
-        self.outage.failed(refusal, WHERE, note="fetching pauses until Redis takes them", held=1)
 
     def wait(self, until: Callable[[], bool], timeout: float) -> bool:
         """Wait at most ``timeout`` s until nothing is held or ``until()`` (checked at least every 0.25 s); True

@@ -19,9 +19,10 @@ import kiq
 from kiq.errors import Shutdown
 from kiq.logging import JsonFormatter, PlainFormatter, setup_logging
 from kiq.middleware import ServerMiddleware, Wrapper
-from kiq.payload import dumps, new_jid
+from kiq.payload import dumps, new_jid, parse_payload
+from kiq.server.aio import EventLoop
 from kiq.server.processor import Processor, RedisOutage
-from tests.support import Unit, run_on_event_loop
+from tests.support import Unit, run_on_event_loop, wait_until
 
 seen: list[tuple[str, Any, str]] = []
 
@@ -372,3 +373,31 @@ def test_a_job_that_cancels_itself_fails_through_the_retry_rules(config: kiq.Con
     assert unit.acked == 1
     (retry,) = r.zrange("retry", 0, -1)
     assert json.loads(retry)["error_message"].startswith("CancelsItself.perform was cancelled")
+
+
+class NoWork:
+    """A fetcher with no jobs that counts how often it was asked."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def retrieve_work(self) -> None:
+        self.asked += 1
+
+
+def test_an_async_jobs_refused_outcome_is_held_by_the_workers_keeper_and_fetching_pauses(redis_url: str) -> None:
+    config = kiq.Config(redis_url="redis://127.0.0.1:1")  # unreachable: the retry entry is refused
+    fetcher = NoWork()
+    processor = Processor(config, fetcher, threading.Event(), RedisOutage(config), "t")  # type: ignore[arg-type]
+    loop = EventLoop(config, "t-loop", 2, processor.keeper)  # as a Manager builds them: one keeper
+    loop.start()
+    unit = Unit(payload("tests.CancelsItself"))
+    try:
+        assert loop.hand_off(unit, parse_payload(unit.job), CancelsItself, threading.Event())
+        wait_until(lambda: not loop.slots, 10, message="the async job to end")
+    finally:
+        loop.close(5)
+    assert unit.acked == 0 and processor.keeper.held == 1
+    processor.stopping.set()  # the fetch would otherwise wait (up to 2 s) for the held outcome first
+    assert processor.fetch() is None and fetcher.asked == 0
+    assert processor.keeper.give_up() == 1
