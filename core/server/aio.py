@@ -29,6 +29,7 @@ from .time_limit import time_limit, timed_out
 if TYPE_CHECKING:
     from ..config import Config
     from ..fetcher import UnitOfWork
+    from .outcomes import OutcomeKeeper
 
 STOP_POLL = 0.1  # seconds between checks while waiting for the running jobs at a stop
 
@@ -36,8 +37,8 @@ STOP_POLL = 0.1  # seconds between checks while waiting for the running jobs at 
 class EventLoop(JobRunner):
     """A capsule's event loop thread and the async jobs on it."""
 
-    def __init__(self, config: Config, name: str, concurrency: int) -> None:
-        super().__init__(config)
+    def __init__(self, config: Config, name: str, concurrency: int, keeper: OutcomeKeeper | None = None) -> None:
+        super().__init__(config, keeper)  # the worker's keeper: an async job's refused outcome is held like any
         self.name = name
         self.concurrency = concurrency
         self._room = threading.BoundedSemaphore(concurrency)

@@ -35,6 +35,11 @@ def bury(config: Config, jobstr: str) -> None:
     pipe.execute()
 
 
+def replay_command(jobstr: str) -> list[str]:
+    """``bury`` as a Redis command, for a log line that must let an operator write it by hand."""
+    return ["ZADD", DEAD, repr(time.time()), jobstr]
+
+
 def notify_death(config: Config, job: dict[str, Any], exc: BaseException | None) -> None:
     """Run the ``kiq_death`` hooks (each on its own: one that fails is reported and the others run)."""
     config.plugins.hook.kiq_death(job=job, exc=exc, config=config)

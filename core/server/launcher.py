@@ -30,6 +30,7 @@ from ..payload import dumps, new_jid
 from ..version import __version__
 from .manager import Manager, capsules_for
 from .metrics import MetricsFlusher, Recorder
+from .outcomes import OutcomeKeeper, refused
 from .processor import JobRunner, RedisOutage
 from .scheduled import Poller
 from .unserved_queues import warn_about_unserved_queues
@@ -72,7 +73,9 @@ class Launcher:
         config.identity = self.identity
         self.capsules: list[Capsule] = capsules_for(config, self.identity)
         self.outage = RedisOutage(config)
-        self.managers = [Manager(capsule, self.outage) for capsule in self.capsules]
+        self.keeper = OutcomeKeeper(config, self.outage)  # job outcomes Redis refused, held until it takes them
+        self.managers = [Manager(capsule, self.outage, self.keeper) for capsule in self.capsules]
+        self.unwritten = 0  # held job outcomes a stop gave up on (logged at ERROR): the process exits non-zero
         self.signal_sink = signal_sink or self.handle_signal
         self.quieted = False
         self.started_at = time.time()
@@ -123,7 +126,7 @@ class Launcher:
         gc.freeze()
         self._heartbeat = threading.Thread(target=self._beat_loop, name="kiq-heartbeat", daemon=True)
         self._heartbeat.start()
-        self._poller = Poller(self.config)
+        self._poller = Poller(self.config, self.outage)
         self._poller.start()
         for manager in self.managers:
             manager.start()
@@ -159,6 +162,7 @@ class Launcher:
             stopper.start()
         for stopper in stoppers:
             stopper.join()
+        self._settle_outcomes(deadline)
         self.config.plugins.hook.kiq_shutdown(config=self.config)
         for manager in self.managers:  # after the hooks: a plugin may still release held acknowledgements
             manager.close()
@@ -169,6 +173,25 @@ class Launcher:
         self._clear_heartbeat()
         log.info("bye")
         self.done.set()
+
+    @property
+    def exit_code(self) -> int:
+        """0, or 3 when a stop gave up held job outcomes (each logged at ERROR with its payload)."""
+        return 3 if self.unwritten else 0
+
+    def _settle_outcomes(self, deadline: float) -> None:
+        """Wait for held job outcomes until the stop's deadline (or a second TERM), then give up what Redis still
+        refuses: each job's payload at ERROR, in a line that can be replayed (docs/guide/guarantees.md)."""
+        keeper = self.keeper
+        if not keeper.held:
+            return
+        log.warning("waiting up to %.1f s for Redis to take %d held job outcomes", deadline - time.monotonic(),
+                    keeper.held)  # fmt: skip
+        if keeper.wait(self._cut_short.is_set, deadline - time.monotonic()):
+            return
+        self.unwritten = keeper.give_up()
+        log.error("%d job outcomes could not be written to Redis before the stop (lines above); exiting with 3",
+                  self.unwritten)  # fmt: skip
 
     def stop_now(self) -> None:
         """Cut a stop short (a second TERM/INT): requeue the jobs still running now and interrupt them."""
@@ -242,7 +265,15 @@ class Launcher:
             try:
                 manager.fetcher.heartbeat()
             except Exception as exc:
-                self.config.handle_exception(exc, {"context": f"fetcher heartbeat of capsule {manager.capsule.name}"})
+                if refused(exc):  # part of the outage, logged once
+                    self.outage.failed(exc, "fetcher heartbeat")
+                else:
+                    self.config.handle_exception(
+                        exc, {"context": f"fetcher heartbeat of capsule {manager.capsule.name}"}
+                    )
+            else:
+                if self.outage.down_since is not None:
+                    self.outage.recovered("fetcher heartbeat")
         self._note_failover()
         self.config.plugins.hook.kiq_heartbeat(config=self.config)
         if signal_name:

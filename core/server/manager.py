@@ -24,6 +24,7 @@ from ..fetcher import Capsule
 from ..payload import parse_payload
 from .aio import EventLoop
 from .fetch import fetcher_for
+from .outcomes import OutcomeKeeper
 from .processor import JobRunner, Processor, RedisOutage, Slot
 from .time_limit import Watchdog
 
@@ -49,7 +50,9 @@ class Manager:
     """The processors of one capsule, sharing its fetcher, and its event loop for async jobs (kiq.server.aio),
     started by the first async job it meets."""
 
-    def __init__(self, capsule: Capsule, outage: RedisOutage | None = None) -> None:
+    def __init__(
+        self, capsule: Capsule, outage: RedisOutage | None = None, keeper: OutcomeKeeper | None = None
+    ) -> None:
         self.capsule = capsule
         self.fetcher = fetcher_for(capsule)
         self.stopping = threading.Event()
@@ -58,6 +61,7 @@ class Manager:
         self._loop_lock = threading.Lock()
         self.event_loop: EventLoop | None = None
         outage = outage or RedisOutage(capsule.config)
+        self.keeper = keeper or OutcomeKeeper(capsule.config, outage)  # the worker's, for held job outcomes
         watchdog = Watchdog(f"kiq-{capsule.name}-watchdog")  # time limits; its thread starts with the first one
         self.processors = [
             Processor(
@@ -68,6 +72,7 @@ class Manager:
                 f"kiq-{capsule.name}-{index}",
                 self._run_async,
                 watchdog,
+                self.keeper,
             )
             for index in range(capsule.concurrency)
         ]
@@ -151,7 +156,7 @@ class Manager:
                 loop = self.event_loop
                 if loop is None:
                     config = self.capsule.config
-                    loop = EventLoop(config, f"kiq-{self.capsule.name}-loop", config.async_concurrency)
+                    loop = EventLoop(config, f"kiq-{self.capsule.name}-loop", config.async_concurrency, self.keeper)
                     loop.start()
                     self.event_loop = loop
         return loop.hand_off(unit, job, job_class, self.stopping)

@@ -4,8 +4,9 @@ acknowledges it with Sidekiq 7's rules.
 Nesting per job (Sidekiq's dispatch): job log context → ``JobRetry.global_`` → job logger + stats → resolve the
 class in the registry → ``JobRetry.local`` → server middleware → ``perform``. A job is acknowledged when it
 finished or when the retry layer recorded its failure (``Handled``); not on ``Shutdown`` (it was requeued) and
-not on an unexpected internal error (e.g. Redis down while recording the retry), so a reliable fetcher can
-recover it.
+not on an unexpected internal error, so a reliable fetcher can recover it. An outcome Redis refuses (its failure's
+record, its acknowledgement) is held by the worker's ``OutcomeKeeper`` and written once Redis takes it
+(kiq.server.outcomes); meanwhile the processors fetch nothing.
 
 The hot path allocates little and makes no Redis calls besides the fetch: counters are plain ints owned by
 this thread (the heartbeat sums them), so are the per-class metrics (kiq.server.metrics, flushed by the heartbeat),
@@ -15,6 +16,7 @@ and the ``<identity>:work`` entry is a tuple the heartbeat writes out.
 from __future__ import annotations
 
 import ctypes
+import functools
 import inspect
 import logging
 import threading
@@ -30,7 +32,8 @@ from ..logging import JobLogger, thread_id
 from ..payload import parse_payload
 from . import acknowledgement, dead
 from .metrics import Recorder
-from .retry import Handled, JobRetry
+from .outcomes import Outcome, OutcomeKeeper, refused
+from .retry import Handled, Held, JobRetry
 from .time_limit import Watchdog, time_limit, timed_out
 
 if TYPE_CHECKING:
@@ -44,32 +47,47 @@ MAX_BACKOFF = 2.0  # seconds between fetch attempts while Redis is unreachable (
 
 class RedisOutage:
     """Shared by a worker's threads so an outage is logged once when it starts and once when it ends. ``where``
-    (fetch, heartbeat) tells which work failed: only that work succeeding again ends it (at maxmemory, fetches
-    work while the heartbeat's writes are refused)."""
+    (fetch, heartbeat, job outcomes) tells which work failed; the outage ends when every work that failed during
+    it succeeded again (at maxmemory, fetches work while the heartbeat's writes are refused: a fetch does not end
+    it). ``held`` counts the job outcomes held meanwhile (kiq.server.outcomes), told in the closing line."""
 
     def __init__(self, config: Config) -> None:
         self.config = config
         self.down_since: float | None = None
-        self._where = ""
+        self._failing: list[str] = []  # the works that failed and have not succeeded since, in order
+        self._seen: list[str] = []  # every work that failed during this outage
+        self._held = 0
         self._lock = threading.Lock()
 
-    def failed(self, exc: BaseException, where: str) -> None:
+    def failed(self, exc: BaseException, where: str, note: str = "", held: int = 0) -> None:
         with self._lock:
+            self._held += held
+            if where not in self._failing:
+                self._failing.append(where)
+            if where not in self._seen:
+                self._seen.append(where)
             if self.down_since is not None:
                 return
-            self.down_since, self._where = time.monotonic(), where
+            self.down_since = time.monotonic()
         url = self.config.redis_url or f"the embedded server in {self.config.embedded_dir}"
-        context = f"Redis at {url} {describe_redis_error(exc)} ({where}); retrying with backoff"
+        context = (
+            f"Redis at {url} {describe_redis_error(exc)} ({where}{'; ' + note if note else ''}); retrying with backoff"
+        )
         # one line: the message says it all, and a chained traceback of a refused connection helps no one
         self.config.handle_exception(exc, {"context": context}, traceback=False)
 
     def recovered(self, where: str) -> None:
         with self._lock:
-            if where != self._where:
+            if where not in self._failing:
+                return
+            self._failing.remove(where)
+            if self._failing or self.down_since is None:
                 return
             since, self.down_since = self.down_since, None
-        if since is not None:
-            log.info("Redis works again (%s) after %.1f s", where, time.monotonic() - since)
+            seen, self._seen = self._seen, []
+            held, self._held = self._held, 0
+        written = f"; {held} job outcomes held meanwhile are written" if held else ""
+        log.info("Redis works again (%s) after %.1f s%s", ", ".join(seen), time.monotonic() - since, written)
 
 
 def describe_redis_error(exc: BaseException) -> str:
@@ -106,8 +124,10 @@ class JobRunner:
     """Runs jobs through Sidekiq's layers and counts them; the counters are written by its one thread only (the
     heartbeat reads and sums them). Its ``steps`` serve sync and async jobs alike."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, keeper: OutcomeKeeper | None = None) -> None:
         self.config = config
+        # the worker's one keeper of held outcomes; a runner made on its own (a test's) gets its own
+        self.keeper = keeper or OutcomeKeeper(config, RedisOutage(config))
         self.retrier = JobRetry(config)
         self.job_logger = JobLogger()
         self.processed = 0
@@ -125,7 +145,7 @@ class JobRunner:
         job_logger = self.job_logger
         metrics = self.metrics
         context = job_logger.prepare(job)
-        ack = False
+        acknowledge: Callable[[UnitOfWork], None] | None = None
         if acknowledgement.current.get() is not slot.acknowledgement:  # once per thread, or per async job's task
             acknowledgement.current.set(slot.acknowledgement)
         slot.acknowledgement.begin()
@@ -163,28 +183,43 @@ class JobRunner:
                 elif metrics is not None:
                     metrics.succeeded(job, started)
                 job_logger.finish(context, started, failed=failure is not None, reason=failure)
-            ack = True
+            acknowledge = self._acknowledge
         except Handled as handled:
-            ack = True  # the retry layer recorded the failure (retry, dead or discarded)
+            # the retry layer recorded the failure (retry, dead or discarded), or Redis refused the record: then
+            # it is held, and the job acknowledged once Redis took it
+            acknowledge = self._held(handled) if isinstance(handled, Held) else self._acknowledge
             error = handled.__cause__ or handled
-            self.config.handle_exception(error, {"context": "Job raised exception", "job": job, "queue": queue})
+            context = {"context": "Job raised exception", "job": job, "queue": queue}
+            # a job that failed because Redis is down says so in one line: the outage is logged on its own
+            self.config.handle_exception(error, context, traceback=not refused(error))
         except Shutdown:
             pass  # a hard shutdown requeued this job: not finished, not acknowledged
         except BaseException as exc:
-            # got past the retry layer (e.g. Redis down while recording a retry): not acknowledged, so a
-            # reliable fetcher can give it back; the thread keeps working
+            # got past the retry layer (e.g. a Redis error that is no outage while recording a retry): not
+            # acknowledged, so a reliable fetcher can give it back; the thread keeps working
             self.config.handle_exception(exc, {"context": "Internal exception!", "job": job, "jobstr": jobstr})
         finally:
             slot.work = None
             job_logger.clear()
-            slot.acknowledgement.end(self._acknowledge if ack else None, unit)
+            slot.acknowledgement.end(acknowledge, unit)
             slot.unit = None
 
     def _acknowledge(self, unit: UnitOfWork) -> None:
         try:
             unit.acknowledge()
         except Exception as exc:
-            self.config.handle_exception(exc, {"context": "acknowledge", "jobstr": unit.job})
+            if refused(exc):
+                self.keeper.hold(Outcome(None, None, unit, _acknowledge_unit), exc)
+            else:
+                self.config.handle_exception(exc, {"context": "acknowledge", "jobstr": unit.job})
+
+    def _held(self, held: Held) -> Callable[[UnitOfWork], None]:
+        """The acknowledgement of a job whose failure Redis refused to record: its outcome goes to the keeper."""
+
+        def hold(unit: UnitOfWork) -> None:
+            self.keeper.hold(Outcome(held.write, held.command, unit, _acknowledge_unit), held.refusal)
+
+        return hold
 
     def parse(self, unit: UnitOfWork) -> dict[str, Any] | None:
         """The unit's job, or None when no worker could ever run it: then it is in the dead set, acknowledged."""
@@ -199,7 +234,11 @@ class JobRunner:
         try:
             dead.bury(self.config, unit.job)
         except Exception as error:
-            self.config.handle_exception(error, {"context": "Internal exception!", "jobstr": unit.job})
+            if refused(error):  # held: buried and acknowledged once Redis takes it
+                write = functools.partial(dead.bury, self.config, unit.job)
+                self.keeper.hold(Outcome(write, dead.replay_command(unit.job), unit, _acknowledge_unit), error)
+            else:
+                self.config.handle_exception(error, {"context": "Internal exception!", "jobstr": unit.job})
             return
         self.config.handle_exception(
             exc, {"context": "Invalid job payload, moved to the dead set", "queue": unit.queue_name}
@@ -213,8 +252,8 @@ class Processor(JobRunner):
 
     def __init__(self, config: Config, fetcher: Fetcher, stopping: threading.Event, outage: RedisOutage,
                  name: str, run_async: AsyncHandOff | None = None,
-                 watchdog: Watchdog | None = None) -> None:  # fmt: skip
-        super().__init__(config)
+                 watchdog: Watchdog | None = None, keeper: OutcomeKeeper | None = None) -> None:  # fmt: skip
+        super().__init__(config, keeper or OutcomeKeeper(config, outage))
         self.watchdog = watchdog or Watchdog(f"{name}-watchdog")
         self.fetcher = fetcher
         self.stopping = stopping
@@ -250,6 +289,9 @@ class Processor(JobRunner):
             pass  # a hard shutdown reached this thread between jobs: nothing was in flight
 
     def fetch(self) -> UnitOfWork | None:
+        if self.keeper.held:  # Redis refuses job outcomes: take no more jobs until it takes them
+            self.keeper.wait(self.stopping.is_set, MAX_BACKOFF)
+            return None
         failures = 0
         while True:
             try:
@@ -340,6 +382,10 @@ def resume(steps: JobSteps, result: Any = None, error: BaseException | None = No
     except StopIteration:
         return
     raise RuntimeError("the steps of a job asked to run it twice")
+
+
+def _acknowledge_unit(unit: UnitOfWork) -> None:
+    unit.acknowledge()
 
 
 def _perform_step(call: PerformCall) -> Generator[PerformCall, Any, Any]:

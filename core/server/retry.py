@@ -11,8 +11,10 @@ The processor wraps every job in two guards (Sidekiq's ``dispatch``)::
 A failure is recorded in the ``retry`` ZSET (score = when to run again) with Sidekiq's error fields, or,
 when retries are exhausted, in the ``dead`` ZSET; then ``Handled`` is raised *from* the job's error, which
 tells the processor to acknowledge the job and report the error (``handled.__cause__``) to the error
-handlers. Anything else escaping the guards (``Shutdown``, or Redis failing while recording the failure)
-means: do not acknowledge.
+handlers. When Redis refuses that write (unreachable, maxmemory, read-only, loading), ``Held`` (a ``Handled``)
+carries the write instead: the worker holds it and acknowledges the job once Redis took it (kiq.server.outcomes).
+Anything else escaping the guards (``Shutdown``, or another Redis error while recording the failure) means: do
+not acknowledge.
 
 Every payload field is untrusted (another producer, a bug or an attacker may have written it): a field the rules
 cannot use (``retry_count: "abc"``, ``backtrace: "x"``, ``retry_for: -1``, ``failed_at: "yesterday"``...) is
@@ -42,6 +44,7 @@ from ..keys import RETRY
 from ..logging import note_failure_outcome
 from ..payload import dumps, epoch, loads
 from . import dead
+from .outcomes import refused
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -62,6 +65,28 @@ class Handled(Exception):
 
     The processor acknowledges the job and passes ``__cause__`` to ``config.handle_exception``.
     """
+
+
+class Held(Handled):
+    """Redis refused the write that records this failure (kiq.server.outcomes): the worker holds it, makes
+    ``write`` once Redis takes it, then acknowledges the job. ``command`` is the same write as a Redis command,
+    logged to replay it if the worker stops before it was written. The job's error is ``__cause__``."""
+
+    def __init__(self, write: Callable[[], object], command: list[str], refusal: BaseException) -> None:
+        super().__init__(f"job outcome held: {type(refusal).__name__}: {refusal}")
+        self.write = write
+        self.command = command
+        self.refusal = refusal
+
+
+def _write(write: Callable[[], object], command: list[str]) -> None:
+    """Make a write of the failure path; refused by Redis (an outage, maxmemory...), it is ``Held``."""
+    try:
+        write()
+    except redis.RedisError as exc:
+        if not refused(exc):
+            raise
+        raise Held(write, command, exc) from None
 
 
 class JobRetry:
@@ -113,24 +138,30 @@ class JobRetry:
         except (ValueError, RecursionError):
             job = None
         if not isinstance(job, dict):
-            self._bury(jobstr, exc, "the payload is not a JSON object")
+            try:
+                self._bury(jobstr, exc, "the payload is not a JSON object")
+            except Held as held:
+                raise held from exc
             raise Handled(f"{error_class(exc)} recorded by JobRetry") from exc
         return job
 
     def _record(self, instance: Any, job: dict[str, Any], jobstr: str, queue: str, exc: BaseException) -> None:
         try:
-            self._process_retry(instance, job, queue, exc)
-        except redis.RedisError:
-            raise  # not recorded: the processor does not acknowledge it, so a reliable fetcher gives it back
-        except Exception as bug:
-            self.config.handle_exception(bug, {"context": "Recording a job's failure failed", "job": job})
-            self._bury(jobstr, exc, f"recording its failure failed: {type(bug).__name__}: {bug}")
+            try:
+                self._process_retry(instance, job, queue, exc)
+            except (Held, redis.RedisError):
+                raise  # held, or not recorded: the processor does not acknowledge it (a reliable fetcher gives it back)
+            except Exception as bug:
+                self.config.handle_exception(bug, {"context": "Recording a job's failure failed", "job": job})
+                self._bury(jobstr, exc, f"recording its failure failed: {type(bug).__name__}: {bug}")
+        except Held as held:
+            raise held from exc  # the processor reports the job's error, as for Handled
 
     def _bury(self, jobstr: str, exc: BaseException, why: str) -> None:
         """The last resort: the job as it was stored goes to the dead set, with the death hooks."""
         logger.error("A failed job goes to the dead set as stored (%s): %.200s", why, jobstr)
         note_failure_outcome("dead")
-        dead.kill(self.config, jobstr, exc)
+        _write(lambda: dead.kill(self.config, jobstr, exc), dead.replay_command(jobstr))
 
     # -- Sidekiq's process_retry -----------------------------------------------------------------------
     def _process_retry(self, instance: Any, job: dict[str, Any], queue: str, exc: BaseException) -> None:
@@ -174,7 +205,8 @@ class JobRetry:
         if sink.current is not None:  # kiq.testing
             sink.current.retry(dumps(job), at)
             return None
-        self.config.redis.zadd(RETRY, {dumps(job): at})
+        member = dumps(job)
+        _write(lambda: self.config.redis.zadd(RETRY, {member: at}), ["ZADD", RETRY, repr(at), member])
         return None
 
     def _delay_for(
@@ -211,11 +243,19 @@ class JobRetry:
             note_failure_outcome("discarded (retries_exhausted)")
             return
         note_failure_outcome("dead" if job.get("dead") is not False else "not kept (dead: false)")
-        if job.get("dead") is not False:
-            logger.info("Adding dead %s job %s", job.get("class"), job.get("jid"))
-            # the hooks run below, each on its own, as Sidekiq's retries_exhausted runs its death handlers
-            dead.bury(self.config, dumps(job))
-        dead.notify_death(self.config, job, exc)
+        if job.get("dead") is False:
+            dead.notify_death(self.config, job, exc)
+            return
+        logger.info("Adding dead %s job %s", job.get("class"), job.get("jid"))
+        member = dumps(job)
+
+        def record_death() -> None:
+            dead.bury(self.config, member)
+            # each hook on its own, as Sidekiq's retries_exhausted runs its death handlers; after the dead-set
+            # entry, so a held death runs its hooks once, when Redis took it
+            dead.notify_death(self.config, job, exc)
+
+        _write(record_death, dead.replay_command(member))
 
 
 # The guards are a small class rather than @contextmanager generators: they are entered twice per job, and a

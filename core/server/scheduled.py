@@ -27,9 +27,11 @@ from ..errors import InvalidJobError
 from ..keys import PROCESS_CLEANUP, PROCESSES, RETRY, SCHEDULE
 from ..payload import parse_payload
 from . import dead
+from .outcomes import refused
 
 if TYPE_CHECKING:
     from ..config import Config
+    from .processor import RedisOutage
 
 log = logging.getLogger("kiq")
 
@@ -57,8 +59,9 @@ return redis.call("ZADD", KEYS[1], ARGV[1], ARGV[2])
 class Poller:
     """The thread that enqueues due scheduled jobs and retries; the launcher starts and stops it."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, outage: RedisOutage | None = None) -> None:
         self.config = config
+        self.outage = outage  # the worker's: an unreachable Redis is logged once for the whole worker
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
         self._client = Client(config)
@@ -135,8 +138,17 @@ class Poller:
                 try:
                     step()
                 except Exception as exc:  # most likely Redis is unreachable: try again next time
-                    self.config.handle_exception(exc, {"context": f"poller: {step.__name__}"})
+                    self._failed(exc, f"poller: {step.__name__}")
+                else:
+                    if self.outage is not None and self.outage.down_since is not None:
+                        self.outage.recovered("poller")
             self._done.wait(self._next_wait())
+
+    def _failed(self, exc: Exception, context: str) -> None:
+        if self.outage is not None and refused(exc):
+            self.outage.failed(exc, "poller")
+        else:
+            self.config.handle_exception(exc, {"context": context})
 
     def _cleanup(self) -> int:
         return cleanup_processes(self.config.redis)
@@ -145,7 +157,7 @@ class Poller:
         try:
             return self.random_poll_interval()
         except redis_py.RedisError as exc:
-            self.config.handle_exception(exc, {"context": "poller: counting processes"})
+            self._failed(exc, "poller: counting processes")
             return self.config.poll_interval
 
     def initial_wait(self) -> float:

@@ -46,7 +46,7 @@ def serve(config: Config, parent: int | None = None, index: int | None = None) -
             if parent is not None and os.getppid() != parent and not launcher.stopping:
                 log.warning("the swarm's parent %d is gone: stopping", parent)
                 launcher.handle_signal("TERM")
-        return 0
+        return launcher.exit_code
 
 
 @dataclass

@@ -19,9 +19,10 @@ import kiq
 from kiq.errors import Shutdown
 from kiq.logging import JsonFormatter, PlainFormatter, setup_logging
 from kiq.middleware import ServerMiddleware, Wrapper
-from kiq.payload import dumps, new_jid
+from kiq.payload import dumps, new_jid, parse_payload
+from kiq.server.aio import EventLoop
 from kiq.server.processor import Processor, RedisOutage
-from tests.support import Unit, run_on_event_loop
+from tests.support import Unit, run_on_event_loop, wait_until
 
 seen: list[tuple[str, Any, str]] = []
 
@@ -112,8 +113,27 @@ def test_shutdown_is_neither_acknowledged_nor_counted(config: kiq.Config, r: red
     assert r.zcard("retry") == 0
 
 
-def test_an_internal_error_is_not_acknowledged(redis_url: str) -> None:
-    # the job fails and Redis is unreachable while its retry is recorded: the job must not be acknowledged
+def test_an_internal_error_is_not_acknowledged(config: kiq.Config, r: redis.Redis) -> None:
+    # the job fails and Redis refuses its retry entry for good (a wrong type, not an outage): not acknowledged
+    r.set("retry", "not a sorted set")
+    errors: list[str] = []
+
+    class Errors:
+        @kiq.hookimpl
+        def kiq_error(self, exc: BaseException, context: dict[str, Any]) -> None:
+            errors.append(context["context"])
+
+    config.add_plugin(Errors())
+    processor = make_processor(config)
+    unit = Unit(payload("tests.Boom"))
+    processor.process(unit)
+    assert unit.acked == 0 and errors == ["Internal exception!"] and processor.keeper.held == 0
+    processor.process(Unit(payload("tests.Remember", 2)))  # and the processor goes on
+    assert len(seen) == 1
+
+
+def test_a_failure_redis_cannot_take_is_held_not_acknowledged(redis_url: str) -> None:
+    # Redis is unreachable while the retry is recorded: the outcome is held (and retried), the job not acknowledged
     config = kiq.Config(redis_url="redis://127.0.0.1:1")
     errors: list[str] = []
 
@@ -126,9 +146,11 @@ def test_an_internal_error_is_not_acknowledged(redis_url: str) -> None:
     processor = make_processor(config)
     unit = Unit(payload("tests.Boom"))
     processor.process(unit)
-    assert unit.acked == 0 and errors == ["Internal exception!"]
+    assert unit.acked == 0 and processor.keeper.held == 1
+    assert errors[0] == "Job raised exception" and "is unreachable (job outcomes" in errors[1], errors
     processor.process(Unit(payload("tests.Remember", 2)))  # and the processor goes on
     assert len(seen) == 1
+    assert processor.keeper.give_up() == 1 and unit.acked == 0
 
 
 def test_server_middleware_wraps_perform(config: kiq.Config) -> None:
@@ -351,3 +373,31 @@ def test_a_job_that_cancels_itself_fails_through_the_retry_rules(config: kiq.Con
     assert unit.acked == 1
     (retry,) = r.zrange("retry", 0, -1)
     assert json.loads(retry)["error_message"].startswith("CancelsItself.perform was cancelled")
+
+
+class NoWork:
+    """A fetcher with no jobs that counts how often it was asked."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def retrieve_work(self) -> None:
+        self.asked += 1
+
+
+def test_an_async_jobs_refused_outcome_is_held_by_the_workers_keeper_and_fetching_pauses(redis_url: str) -> None:
+    config = kiq.Config(redis_url="redis://127.0.0.1:1")  # unreachable: the retry entry is refused
+    fetcher = NoWork()
+    processor = Processor(config, fetcher, threading.Event(), RedisOutage(config), "t")  # type: ignore[arg-type]
+    loop = EventLoop(config, "t-loop", 2, processor.keeper)  # as a Manager builds them: one keeper
+    loop.start()
+    unit = Unit(payload("tests.CancelsItself"))
+    try:
+        assert loop.hand_off(unit, parse_payload(unit.job), CancelsItself, threading.Event())
+        wait_until(lambda: not loop.slots, 10, message="the async job to end")
+    finally:
+        loop.close(5)
+    assert unit.acked == 0 and processor.keeper.held == 1
+    processor.stopping.set()  # the fetch would otherwise wait (up to 2 s) for the held outcome first
+    assert processor.fetch() is None and fetcher.asked == 0
+    assert processor.keeper.give_up() == 1

@@ -14,7 +14,7 @@ import redis
 import kiq
 from kiq.errors import Shutdown, UnknownJobError
 from kiq.payload import dumps, new_jid
-from kiq.server.retry import Handled, JobRetry
+from kiq.server.retry import Handled, Held, JobRetry
 
 
 class Boom(Exception):
@@ -442,11 +442,24 @@ def test_sys_exit_in_a_job_is_a_failure(config: kiq.Config, r: redis.Redis) -> N
     assert only_entry(r, "retry")[0]["error_class"] == "SystemExit"
 
 
-def test_redis_down_while_recording_is_not_handled(config: kiq.Config) -> None:
-    """The processor must not acknowledge a job whose failure was not recorded: the Redis error escapes."""
+def test_redis_down_while_recording_holds_the_write(config: kiq.Config) -> None:
+    """Redis unreachable: the failure's record is ``Held`` (a write the worker retries), with the job's error as
+    its cause and the same write as a replayable command."""
     unreachable = kiq.Config(redis_url="redis://127.0.0.1:1/0")
     retrier = JobRetry(unreachable)
-    with pytest.raises(redis.ConnectionError), retrier.global_(payload(), "default"):
+    with pytest.raises(Held) as raised, retrier.global_(payload(), "default"):
+        raise Boom("x")
+    held = raised.value
+    assert isinstance(held.__cause__, Boom) and isinstance(held.refusal, redis.ConnectionError)
+    assert held.command[:2] == ["ZADD", "retry"] and float(held.command[2]) > time.time()
+    recorded = json.loads(held.command[3])
+    assert (recorded["error_message"], recorded["retry_count"]) == ("x", 0)
+
+
+def test_a_redis_error_that_is_no_outage_escapes_unrecorded(config: kiq.Config, r: redis.Redis) -> None:
+    """A write that would fail again (a wrong type) is not held: the error escapes, the job is not acknowledged."""
+    r.set("retry", "not a sorted set")
+    with pytest.raises(redis.ResponseError), JobRetry(config).global_(payload(), "default"):
         raise Boom("x")
 
 

@@ -1,0 +1,154 @@
+"""Held outcomes: what a worker does with a job's outcome that Redis will not take right now.
+
+A job's outcome is a write (its retry entry, its dead-set entry) followed by its acknowledgement. When Redis is
+unreachable or refuses writes (``ConnectionError``/``TimeoutError``, maxmemory's ``OOM``, a replica's ``READONLY``, a
+restart's ``LOADING``), the worker does not drop the job: the ``OutcomeKeeper`` (one per worker process, shared by
+every capsule, processor thread and event loop) holds the outcome and retries the write with backoff until Redis
+takes it, then acknowledges the job. With reliable fetch the job stays in the working list meanwhile, and is handed
+on (to ``retry`` or ``dead``) as soon as Redis is back; with basic fetch the worker's memory is the only copy, so a
+stop waits for it (up to ``timeout``) and then logs each held job at ERROR in a line that can be replayed.
+
+While anything is held, the processors fetch nothing (``held`` is read before each fetch: a plain int, so the hot
+path pays nothing): a worker whose outcomes Redis refuses takes no more jobs out of their queues than it has threads.
+The outage is logged by the worker's ``RedisOutage`` (once when it begins, once when it ends), not once per job.
+Writes are retried as they are: a ``ZADD`` of the same member is idempotent, so a write that reached Redis before the
+connection broke does no harm when sent again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import redis
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..fetcher import UnitOfWork
+    from .processor import RedisOutage
+
+log = logging.getLogger("kiq")
+
+# what Redis says when it cannot take a write now but will later (BusyLoadingError, LOADING, is a ConnectionError)
+REFUSALS = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.exceptions.OutOfMemoryError,
+    redis.exceptions.ReadOnlyError,
+)
+BACKOFF = (0.25, 2.0)  # seconds between attempts at the oldest held outcome: doubling from the first to the second
+WHERE = "job outcomes"  # the outage's name for this work in the log
+UNWRITTEN = "unwritten job outcome"  # the start of the ERROR line of each outcome given up at a stop
+
+
+def refused(exc: BaseException) -> bool:
+    """Redis could not take a write now (unreachable, out of memory, read-only, loading): worth holding and
+    retrying, unlike an error the same write would meet again (a wrong type, a script error)."""
+    return isinstance(exc, REFUSALS)
+
+
+class Outcome:
+    """A held outcome: the write still to make (None once made), then the acknowledgement of ``unit``."""
+
+    __slots__ = ("acknowledge", "command", "unit", "write")
+
+    def __init__(self, write: Callable[[], object] | None, command: list[str] | None, unit: UnitOfWork,
+                 acknowledge: Callable[[UnitOfWork], None]) -> None:  # fmt: skip
+        self.write = write
+        self.command = command
+        self.unit = unit
+        self.acknowledge = acknowledge
+
+    def settle(self) -> None:
+        if self.write is not None:
+            self.write()
+            self.write = None  # made: a refused acknowledgement does not repeat it
+        self.acknowledge(self.unit)
+
+    def replay_line(self) -> str:
+        """The ERROR line for an outcome given up at a stop: the job's full payload, and the command that writes
+        it (with basic fetch this line is the job's only copy)."""
+        unit = self.unit
+        if self.command is None:
+            what = "finished or recorded, not acknowledged (a reliable fetcher runs it again)"
+        else:
+            what = f"its {self.command[1]} entry was not written"
+        replay = {"queue": unit.queue_name, "payload": unit.job, "command": self.command}
+        return f"{UNWRITTEN}: {what}; replay: {json.dumps(replay, separators=(',', ':'))}"
+
+
+class OutcomeKeeper:
+    """The held outcomes of one worker process, written back in order by a thread of their own (started by the
+    first one)."""
+
+    def __init__(self, config: Config, outage: RedisOutage) -> None:
+        self.config = config
+        self.outage = outage
+        self.held = 0  # read without the lock before every fetch: an int costs nothing
+        self._outcomes: deque[Outcome] = deque()
+        self._changed = threading.Condition(threading.Lock())
+        self._thread: threading.Thread | None = None
+
+    def hold(self, outcome: Outcome, refusal: BaseException) -> None:
+        """Keep ``outcome`` until Redis takes it; the first one of an outage is logged (by ``RedisOutage``)."""
+        # before the outcome is in: the writer thread must not find it written (and the outage over) before it began
+        self.outage.failed(refusal, WHERE, note="fetching pauses until Redis takes them", held=1)
+        with self._changed:
+            self._outcomes.append(outcome)
+            self.held += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="kiq-outcomes", daemon=True)
+                self._thread.start()
+            self._changed.notify_all()
+
+    def wait(self, until: Callable[[], bool], timeout: float) -> bool:
+        """Wait at most ``timeout`` s until nothing is held or ``until()`` (checked at least every 0.25 s); True
+        when nothing is held."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self.held and not until() and (remaining := deadline - time.monotonic()) > 0:
+                self._changed.wait(min(remaining, BACKOFF[0]))
+            return not self.held
+
+    def give_up(self) -> int:
+        """A stop ran out of time with Redis still refusing: log each held job's payload at ERROR (one replayable
+        line each) and forget them; returns how many there were."""
+        with self._changed:
+            outcomes, self._outcomes = list(self._outcomes), deque()
+            self.held = 0
+            self._changed.notify_all()
+        for outcome in outcomes:
+            log.error("%s", outcome.replay_line())
+        return len(outcomes)
+
+    def _run(self) -> None:
+        pause = BACKOFF[0]
+        while True:
+            with self._changed:
+                while not self._outcomes:
+                    self._changed.wait()
+                outcome = self._outcomes[0]
+            try:
+                outcome.settle()
+            except Exception as exc:
+                if refused(exc):
+                    time.sleep(pause)
+                    pause = min(2 * pause, BACKOFF[1])
+                    continue
+                # the write itself is wrong (not an outage): retrying cannot help, so say what is lost and go on
+                self.config.handle_exception(exc, {"context": "a held job outcome cannot be written"})
+                log.error("%s", outcome.replay_line())
+            pause = BACKOFF[0]
+            with self._changed:
+                if self._outcomes and self._outcomes[0] is outcome:  # not given up meanwhile
+                    self._outcomes.popleft()
+                    self.held -= 1
+                empty = not self._outcomes
+                self._changed.notify_all()
+            if empty:
+                self.outage.recovered(WHERE)

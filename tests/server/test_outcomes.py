@@ -1,0 +1,239 @@
+"""Held job outcomes (kiq.server.outcomes) on real worker processes and a real redis-server of the test's own (AOF,
+``appendfsync always``), stopped and restarted on the same port and directory, or filled to maxmemory.
+
+Jobs whose code touches Redis fail while it is down or refuses writes, and so does recording their failure: the
+worker must hold those outcomes and write them once Redis is back, with basic and reliable fetch alike, and log the
+outage once. The accounting of each test: every pushed job ends done, in ``retry`` or in ``dead`` (0 lost), and
+nothing stays in a queue or a working list (0 stuck).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+import kiq
+from tests.jobs.outcomes import DONE
+from tests.sentinel_support import free_port, redis_server
+from tests.support import FAST, WorkerProcess, make_retries_due, wait_until
+
+pytestmark = pytest.mark.slow
+CONCURRENCY = 5
+BACK_WITHIN = 10.0  # seconds after Redis returns by which every job must be done, in retry or in dead
+ENV = {**FAST, "KIQ_PLUGINS": "limiter", "KIQ_POLL_INTERVAL": "0.5"}
+
+
+class AofRedis:
+    """A redis-server with AOF (``appendfsync always``) in a directory of its own; ``stop`` takes it away between
+    two commands, ``start`` brings it back on the same port and directory.
+
+    ``stop`` first pauses every client's writes (``CLIENT PAUSE WRITE``: what was executed has been answered by the
+    time the pause is), then kills the server (SIGKILL: only what the AOF holds survives). Killed mid-command
+    instead, a fetch that Redis executed (and wrote to its AOF) but whose reply died with it is lost with basic fetch
+    and left in the working list of a live worker with reliable fetch: a window of each fetcher at a fetch, not the
+    failure path these tests are about (docs/guide/guarantees.md)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.dir.mkdir()
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> AofRedis:
+        args = ["--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir), "--save", "",
+                "--appendonly", "yes", "--appendfsync", "always"]  # fmt: skip
+        with open(self.dir / "server.log", "ab") as log:
+            self.process = subprocess.Popen([redis_server(), *args], stdout=log, stderr=subprocess.STDOUT)
+        wait_until(self._answers, 20, message=f"redis-server on {self.port}")
+        return self
+
+    def stop(self) -> None:
+        assert self.process is not None
+        if self.process.poll() is None:
+            pauser = redis.Redis(port=self.port)
+            try:
+                pauser.execute_command("CLIENT", "PAUSE", 600_000, "WRITE")
+            finally:
+                pauser.close()
+            self.process.kill()
+        self.process.wait(20)
+
+    def _answers(self) -> bool:
+        client = redis.Redis(port=self.port, socket_connect_timeout=0.5)
+        try:
+            return bool(client.ping())
+        except redis.RedisError:
+            return False
+        finally:
+            client.close()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[AofRedis]:
+    aof = AofRedis(tmp_path / "redis").start()
+    try:
+        yield aof
+    finally:
+        if aof.process is not None and aof.process.poll() is None:
+            aof.process.kill()
+            aof.process.wait(20)
+
+
+@pytest.fixture
+def client(server: AofRedis) -> Iterator[redis.Redis]:
+    connection = redis.Redis.from_url(server.url, decode_responses=True)
+    yield connection
+    connection.close()
+
+
+def push(url: str, count: int, ms: int) -> set[str]:
+    """``count`` jobs of ``ms`` milliseconds that touch Redis, every fourth one inside a limiter."""
+    config = kiq.Config(redis_url=url)
+    try:
+        pusher = kiq.Client(config)
+        plain = pusher.push_bulk({"class": "OutcomesTouchesRedis", "args": [[ms]] * (count - count // 4)})
+        limited = pusher.push_bulk({"class": "OutcomesLimited", "args": [[ms]] * (count // 4)})
+    finally:
+        config.redis.close()
+    return {jid for jid in [*plain, *limited] if jid is not None}
+
+
+def working_lists(client: redis.Redis) -> list[str]:
+    return list(client.scan_iter("kiq:working:*"))
+
+
+def unaccounted(client: redis.Redis, jids: set[str]) -> set[str]:
+    """The jobs neither done nor in ``retry``/``dead``, while something sits in a queue or a working list (a job
+    done, in retry or dead but also still listed would be stuck, and is counted as such)."""
+    ended = client.smembers(DONE)
+    ended |= {json.loads(member)["jid"] for name in ("retry", "dead") for member in client.zrange(name, 0, -1)}
+    listed = client.llen("queue:default") + sum(client.llen(key) for key in working_lists(client))
+    missing = jids - ended
+    return missing if missing or not listed else {f"{listed} still listed"}
+
+
+def start_worker(server: AofRedis, tmp_path: Path, fetch: str, *extra: str) -> WorkerProcess:
+    args = ["-r", "tests.jobs.outcomes", "-c", str(CONCURRENCY), "--fetch", fetch, *extra]
+    return WorkerProcess(args, server.url, tmp_path / f"worker-{fetch}.log", ENV)
+
+
+def run_through_outage(server: AofRedis, client: redis.Redis, tmp_path: Path, fetch: str, outage: float) -> None:
+    jids = push(server.url, 300, 20)
+    with start_worker(server, tmp_path, fetch) as worker:
+        wait_until(lambda: client.scard(DONE) >= 50, 30, message="50 jobs before the outage")
+        server.stop()
+        wait_until(lambda: "unreachable" in worker.output(), 30, message="the outage in the log")
+        time.sleep(outage)  # the outage's length, not a wait for a condition
+        server.start()
+        try:
+            wait_until(lambda: not unaccounted(client, jids), BACK_WITHIN, message="every job done, in retry or dead")
+        except AssertionError:
+            raise AssertionError(f"not done, in retry or dead: {unaccounted(client, jids)}") from None
+        wait_until(lambda: "Redis works again" in worker.output(), 10, message="the end of the outage in the log")
+        assert worker.stop() == 0
+        output = worker.output()
+    assert output.count("is unreachable") == 1 and output.count("Redis works again") == 1, output
+    # the jobs running when Redis went away failed, and their failures were held, then written (to retry: after a
+    # long outage they are due at once, and the poller has already run them again)
+    held = re.search(r"; (\d+) job outcomes held meanwhile are written", output)
+    assert held is not None and int(held.group(1)) >= 1, output
+    assert "Internal exception" not in output and "Traceback" not in output, output
+    assert not working_lists(client)
+
+
+@pytest.mark.parametrize("fetch", ["basic", "reliable"])
+def test_jobs_failing_during_a_3s_outage_are_held_and_handed_on(
+    server: AofRedis, client: redis.Redis, tmp_path: Path, fetch: str
+) -> None:
+    run_through_outage(server, client, tmp_path, fetch, 3.0)
+
+
+def test_jobs_failing_during_a_60s_outage_are_held_and_handed_on(
+    server: AofRedis, client: redis.Redis, tmp_path: Path
+) -> None:
+    run_through_outage(server, client, tmp_path, "basic", 60.0)
+
+
+class LengthWatch:
+    """Samples the total length of the worker's working lists (every few ms, in a thread) and keeps the largest."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self.largest = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> LengthWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.005):
+            total = sum(self.client.llen(key) for key in working_lists(self.client))
+            self.largest = max(self.largest, total)
+
+
+@pytest.mark.parametrize("fetch", ["basic", "reliable"])
+def test_at_maxmemory_a_worker_takes_no_more_jobs_than_its_threads_and_drains_once_memory_is_freed(
+    server: AofRedis, client: redis.Redis, tmp_path: Path, fetch: str
+) -> None:
+    jids = push(server.url, 200, 10)
+    client.config_set("maxmemory-policy", "noeviction")
+    client.config_set("maxmemory", 1)  # always over the limit: every write that needs memory is refused
+    with LengthWatch(client) as watch, start_worker(server, tmp_path, fetch) as worker:
+        wait_until(
+            lambda: "Job raised exception: command not allowed when used memory" in worker.output(),
+            30,
+            message="a job failing at maxmemory",
+        )
+        time.sleep(2.0)  # the worker has had time to take more jobs, if it would
+        assert client.llen("queue:default") >= 200 - CONCURRENCY
+        assert client.scard(DONE) == 0
+        client.config_set("maxmemory", 0)
+        wait_until(lambda: not unaccounted(client, jids), 30, message="every job done, in retry or dead")
+        make_retries_due(client)  # the held failures, due now: everything runs to its end
+        wait_until(lambda: client.scard(DONE) == len(jids), 30, message="every job done")
+        wait_until(lambda: not working_lists(client), 10, message="the working lists acknowledged")
+        assert worker.stop() == 0
+        output = worker.output()
+    assert watch.largest <= CONCURRENCY, watch.largest
+    assert client.smembers(DONE) == jids
+    assert output.count("is out of memory (maxmemory reached") == 1 and output.count("Redis works again") == 1, output
+    assert "Internal exception" not in output
+
+
+def test_a_stop_with_redis_still_down_logs_each_held_job_replayably_and_exits_non_zero(
+    server: AofRedis, client: redis.Redis, tmp_path: Path
+) -> None:
+    jids = push(server.url, 30, 300)
+    with start_worker(server, tmp_path, "basic", "-t", "2") as worker:
+        wait_until(lambda: client.scard(DONE) >= CONCURRENCY, 30, message="the first jobs done")
+        server.stop()
+        wait_until(lambda: "Job raised exception" in worker.output(), 30, message="a job failing in the outage")
+        assert worker.stop() == 3
+        output = worker.output()
+    lines = [line for line in output.splitlines() if "ERROR: unwritten job outcome:" in line]
+    assert lines, output
+    server.start()
+    done = client.smembers(DONE)
+    replayed = set()
+    for line in lines:  # the replay of docs/guide/guarantees.md
+        entry = json.loads(line.split("; replay: ", 1)[1])
+        assert entry["queue"] == "default" and json.loads(entry["payload"])["jid"] in jids
+        client.execute_command(*entry["command"])
+        replayed.add(json.loads(entry["command"][3])["jid"])
+    assert replayed == {json.loads(member)["jid"] for member in client.zrange("retry", 0, -1)}
+    assert not replayed & done
