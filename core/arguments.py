@@ -26,6 +26,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from .errors import ArgumentError, JobArgumentError
 
 # the types whose instances a value is checked to be exactly, then written without a validating round trip
@@ -49,8 +51,6 @@ class Converter:
 
     def encode(self, value: Any, owner: str, where: str) -> Any:
         """``value``'s JSON form; JobArgumentError when it is not one the annotation reads back."""
-        import msgspec
-
         if type(value) is self.exact:  # the annotated class itself: written as is, checked for a zone only
             if self.with_datetime and _is_naive(value):
                 raise self._refused(owner, where, value, _NAIVE)
@@ -68,8 +68,6 @@ class Converter:
 
     def decode(self, wire: Any, owner: str, where: str) -> Any:
         """The annotated value of ``wire`` (read from a payload); ArgumentError when it cannot be one."""
-        import msgspec
-
         try:
             value = msgspec.convert(wire, self.annotation)
         except msgspec.ValidationError as exc:
@@ -148,7 +146,7 @@ class ArgumentPlan:
 
     def decode(self, args: list[Any], kwargs: dict[str, Any] | None) -> tuple[list[Any], dict[str, Any] | None]:
         """The arguments ``perform`` gets for a payload's ``args`` and ``kwargs`` (in the worker)."""
-        job = {"args": args, "kwargs": kwargs}
+        job: dict[str, Any] = {"args": args, "kwargs": kwargs}
         self._convert(job, encode=False)
         return job["args"], job["kwargs"]
 
@@ -158,18 +156,19 @@ class ArgumentPlan:
         owner = self.owner
         args = job["args"]
         converted: list[Any] | None = None
-        for index, converter in self.positional:
-            if index < len(args):
-                if converted is None:
-                    converted = list(args)
-                converted[index] = _apply(converter, args[index], owner, f"args[{index}]", encode)
         rest = self.rest
+        typed = self.positional
         if rest is not None and len(args) > self.first_rest:
-            if converted is None:
-                converted = list(args)
-            for index in range(self.first_rest, len(args)):
-                converted[index] = _apply(rest, args[index], owner, f"args[{index}]", encode)
-        if converted is not None:
+            typed = [*typed, *((index, rest) for index in range(self.first_rest, len(args)))]
+        for index, converter in typed:
+            if index < len(args):
+                old = args[index]
+                new = _apply(converter, old, owner, f"args[{index}]", encode)
+                if type(new) is not type(old) or new != old:  # a list already in its JSON form stays that list
+                    if converted is None:
+                        converted = list(args)
+                    converted[index] = new
+        if converted is not None:  # the caller's list is left as it was
             job["args"] = converted
         kwargs = job.get("kwargs")
         if kwargs:
@@ -224,7 +223,7 @@ def _hints(function: Callable[..., Any], parameters: list[inspect.Parameter], st
     try later unless ``strict``; then that parameter is left unconverted, as an unannotated one is."""
     try:
         return typing.get_type_hints(function, include_extras=True)
-    except Exception:  # noqa: BLE001 - any error of evaluating an annotation: per parameter below
+    except Exception:  # any error of evaluating an annotation: per parameter below
         if not strict:
             return None
     hints: dict[str, Any] = {}
@@ -233,7 +232,7 @@ def _hints(function: Callable[..., Any], parameters: list[inspect.Parameter], st
         holder = types.SimpleNamespace(__annotations__={parameter.name: parameter.annotation})
         try:
             hints.update(typing.get_type_hints(holder, globalns=namespace, include_extras=True))
-        except Exception:  # noqa: BLE001, S112 - this parameter is not converted
+        except Exception:  # this parameter is not converted
             continue
     return hints
 
@@ -264,7 +263,7 @@ def _inspect(annotation: Any, seen: set[int]) -> tuple[bool, bool] | None:
             seen.add(id(annotation))
             try:
                 fields = typing.get_type_hints(annotation, include_extras=True)
-            except Exception:  # noqa: BLE001 - an annotation that does not resolve: not converted
+            except Exception:  # an annotation that does not resolve: not converted
                 return None
             found = [_inspect(field, seen) for field in fields.values()]
             if any(item is None for item in found):
@@ -288,7 +287,7 @@ def _is_scalar(annotation: type) -> bool:
     return issubclass(annotation, _SCALARS) or issubclass(annotation, enum.Enum)
 
 
-def _is_naive(value: datetime.datetime) -> bool:
+def _is_naive(value: Any) -> bool:
     return value.tzinfo is None or value.utcoffset() is None
 
 

@@ -147,12 +147,12 @@ class Job:
             raise ConfigError(f"{cls.__qualname__}.kiq_options must be a dict, got {own!r}")
         _check_options(own, cls.__qualname__)
         cls._kiq_async = cls._perform_is_async()
-        perform = cls._perform_function()
-        cls._kiq_arity = None if perform is None else _arity(perform[0], method=perform[1])
-        cls._kiq_arguments = None if perform is None else plan_for(perform[0], perform[1], cls.__qualname__)
         cls._kiq_merged_options = {**cls._kiq_merged_options, **own}  # inherited, as sidekiq_options are
         if "kiq_name" not in cls.__dict__:
             cls.kiq_name = wire_name(cls.__module__, cls.__qualname__)
+        perform = cls._perform_function()
+        cls._kiq_arity = None if perform is None else _arity(perform[0], method=perform[1])
+        cls._kiq_arguments = None if perform is None else plan_for(perform[0], perform[1], cls.kiq_name)
         if not abstract:
             registry.register(cls)
 
