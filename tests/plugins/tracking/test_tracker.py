@@ -150,6 +150,17 @@ def test_classes_opt_in_and_others_are_not_tracked(config: kiq.Config, tracker: 
     assert tracker.event(untracked) is None
 
 
+def test_a_tracked_job_keeps_its_keyword_arguments_with_its_params(config: kiq.Config, tracker: Tracker) -> None:
+    jid = TrackedAlone.perform_async(number=7)
+    positional = TrackedAlone.perform_async(8)
+    work_off(config)
+    tracker.writer.flush()
+    event = tracker.event(jid)
+    assert event is not None and event["params"] == {"args": [], "kwargs": {"number": 7}}
+    assert [message["text"] for message in event["messages"]] == ["alone 7"]
+    assert positional is not None and (tracker.event(positional) or {}).get("params") == [8]  # as it always was
+
+
 def test_a_failed_push_is_recorded_on_the_task(tracking_db_url: str) -> None:
     unreachable = kiq.Config(redis_url="redis://127.0.0.1:9/0")
     tracker = track(unreachable, tracking_db_url)
