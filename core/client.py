@@ -46,8 +46,11 @@ class Arity(NamedTuple):
 
     counts: range  # how many positional ones: range(1, 3) for perform(number, mode="ok"); to sys.maxsize with *args
     signature: str  # "perform(number, mode='ok')", for the error message
-    parameters: inspect.Signature  # without self: binds a push with keyword arguments
-    keywords_required: bool  # a keyword-only parameter without a default: every push is bound
+    parameters: inspect.Signature  # without self: says why a push with keyword arguments does not fit
+    keywords_required: bool  # a keyword-only parameter without a default: every push is checked by name
+    by_name: dict[str, int]  # the parameters a keyword can give: their position, or sys.maxsize if keyword-only
+    required: tuple[tuple[str, int], ...]  # the parameters without a default, and their position (same rule)
+    any_keyword: bool  # perform takes **kwargs
 
 
 class Client:
@@ -346,9 +349,12 @@ def _check_kwargs(job: dict[str, Any], where: str = "kwargs") -> None:
 def _check_arity(job: dict[str, Any], arity: Arity, where: str = "") -> None:
     """Refuse a push whose arguments ``perform`` could not take: by count, or by binding when keywords are in play."""
     kwargs = job.get("kwargs")
+    count = len(job["args"])
     if kwargs is None and not arity.keywords_required:
-        if len(job["args"]) not in arity.counts:
-            raise _wrong_count(job, arity, len(job["args"]), where)
+        if count not in arity.counts:
+            raise _wrong_count(job, arity, count, where)
+        return
+    if _fits(arity, count, kwargs or {}):  # the common case, cheaply: Signature.bind costs ~4 µs
         return
     try:
         arity.parameters.bind(*job["args"], **(kwargs or {}))
@@ -357,6 +363,21 @@ def _check_arity(job: dict[str, Any], arity: Arity, where: str = "") -> None:
             f"{job['class']}: {arity.signature} cannot take these arguments{where}: {exc}; nothing was pushed (the "
             "option check_args=False turns this check off)"
         ) from None
+
+
+def _fits(arity: Arity, count: int, kwargs: dict[str, Any]) -> bool:
+    """Whether ``count`` positional arguments and ``kwargs`` bind to ``perform`` (as ``Signature.bind`` would say)."""
+    if count >= arity.counts.stop:
+        return False
+    by_name = arity.by_name
+    for key in kwargs:
+        position = by_name.get(key)
+        if position is None:
+            if not arity.any_keyword:
+                return False
+        elif position < count:  # given twice
+            return False
+    return all(position < count or name in kwargs for name, position in arity.required)
 
 
 def _bulk_arguments(

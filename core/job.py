@@ -77,7 +77,17 @@ def _arity(function: Callable[..., Any], method: bool) -> Arity | None:
     shown = ", ".join(str(p.replace(annotation=p.empty)) for p in parameters)
     signature = f"{getattr(function, '__name__', 'perform')}({shown})"
     counts = range(fewest, sys.maxsize if takes_any else len(positional) + 1)
-    return Arity(counts, signature, inspect.Signature(parameters), keywords_required)
+    keyword_only = sys.maxsize  # the position of a parameter only a keyword gives
+    by_name = {p.name: index for index, p in enumerate(positional) if p.kind is p.POSITIONAL_OR_KEYWORD}
+    by_name |= {p.name: keyword_only for p in parameters if p.kind is p.KEYWORD_ONLY}
+    required = tuple(
+        (p.name, positional.index(p) if p in positional else keyword_only)
+        for p in parameters
+        if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    )
+    any_keyword = any(p.kind is p.VAR_KEYWORD for p in parameters)
+    signature_object = inspect.Signature(parameters)
+    return Arity(counts, signature, signature_object, keywords_required, by_name, required, any_keyword)
 
 
 def _due(when: object, what: str) -> float:
