@@ -250,6 +250,18 @@ class JobSetter:
     def perform_bulk(self, args: Iterable[list[Any] | Call], batch_size: int = 1000) -> list[str | None]:
         return self._client().push_bulk(self._bulk(args), batch_size=batch_size)
 
+    def encode_arguments(
+        self, args: Iterable[Any], kwargs: dict[str, Any] | None = None
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """``args`` and ``kwargs`` in the JSON forms a push writes them in (typed values converted by ``perform``'s
+        annotations, refused with the parameter's name if they do not fit): for a plugin that keeps a job's arguments
+        before pushing it."""
+        job: dict[str, Any] = {"args": list(args), "kwargs": dict(kwargs or {})}
+        plan = self.job_class._kiq_arguments
+        if plan is not None:
+            plan.encode(job)
+        return job["args"], job["kwargs"]
+
     @property
     def aio(self) -> AsyncJobSetter:
         """These pushes for asyncio code: ``await MyJob.set(queue="low").aio.perform_async(...)``."""
