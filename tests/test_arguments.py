@@ -4,6 +4,7 @@ producer that does not convert becomes (a retry with a clear error)."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import time as clock
@@ -268,3 +269,36 @@ def test_perform_bulk_takes_calls_and_lists_and_checks_each_before_pushing_any(r
         )
     assert r.llen("queue:default") == 3
     assert repr(kiq.Call(1, a=2)) == "Call(1, a=2)" and kiq.Call(1, a=2) == kiq.Call(1, a=2)
+
+
+def _signatures() -> list[Callable[..., Any]]:
+    def plain(a, b=1): ...  # type: ignore[no-untyped-def]
+    def keyword_only(a, *, force, mode="x"): ...  # type: ignore[no-untyped-def]
+    def positional_only(a, /, b): ...  # type: ignore[no-untyped-def]
+    def rest(a, *more, flag=False): ...  # type: ignore[no-untyped-def]
+    def anything(a=0, **options): ...  # type: ignore[no-untyped-def]
+
+    return [plain, keyword_only, positional_only, rest, anything]
+
+
+CALLS: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+    ((), {}), ((1,), {}), ((1, 2), {}), ((1, 2, 3), {}), ((), {"a": 1}), ((1,), {"a": 1}), ((1,), {"b": 2}),
+    ((), {"a": 1, "b": 2}), ((1,), {"force": True}), ((1,), {"force": True, "mode": "y"}), ((1,), {"mode": "y"}),
+    ((1, 2), {"flag": True}), ((1,), {"other": 1}), ((), {"options": 1}), ((1, 2), {"force": 1}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("function", _signatures(), ids=lambda function: function.__name__)
+def test_the_push_check_of_keyword_arguments_says_what_signature_bind_says(function: Callable[..., Any]) -> None:
+    from kiq.client import _fits
+    from kiq.job import _arity
+
+    arity = _arity(function, method=False)
+    assert arity is not None
+    for args, kwargs in CALLS:
+        try:
+            inspect.signature(function).bind(*args, **kwargs)
+            binds = True
+        except TypeError:
+            binds = False
+        assert _fits(arity, len(args), kwargs) is binds, (function.__name__, args, kwargs)
