@@ -122,22 +122,33 @@ class ArgumentPlan:
         return bool(self.positional or self.rest or self.keywords or any(self.named.values()))
 
     def _build(self, hints: dict[str, Any]) -> None:
+        """Fill the plan from the annotations; built aside and set at once, so two threads that both resolve a
+        deferred plan (its first pushes or runs) cannot interleave."""
+        positional: list[tuple[int, Converter]] = []
+        named: dict[str, Converter | None] = {}
+        rest = keywords = None
         index = 0
         for parameter in self._parameters:
             converter = _converter(parameter.name, hints.get(parameter.name))
             if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
                 if converter is not None:
-                    self.positional.append((index, converter))
+                    positional.append((index, converter))
                 if parameter.kind is parameter.POSITIONAL_OR_KEYWORD:
-                    self.named[parameter.name] = converter
+                    named[parameter.name] = converter
                 index += 1
             elif parameter.kind is parameter.VAR_POSITIONAL:
-                self.rest = converter
+                rest = converter
             elif parameter.kind is parameter.KEYWORD_ONLY:
-                self.named[parameter.name] = converter
+                named[parameter.name] = converter
             else:
-                self.keywords = converter
-        self.first_rest = index
+                keywords = converter
+        self.positional, self.named, self.rest, self.keywords, self.first_rest = (
+            positional,
+            named,
+            rest,
+            keywords,
+            index,
+        )
         self._resolved = True
 
     def encode(self, job: dict[str, Any]) -> None:

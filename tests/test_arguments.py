@@ -21,7 +21,7 @@ import kiq
 from kiq import testing
 from tests.jobs import typed
 from tests.jobs.basic import Record
-from tests.jobs.typed import Color, Keywords, Line, Order, TypedAsync, typed_sync
+from tests.jobs.typed import Color, Keywords, Later, Line, Order, Stamp, TypedAsync, typed_sync
 from tests.support import FAST, WorkerProcess, run_async, wait_until
 
 StartWorker = Callable[..., WorkerProcess]
@@ -302,3 +302,15 @@ def test_the_push_check_of_keyword_arguments_says_what_signature_bind_says(funct
         except TypeError:
             binds = False
         assert _fits(arity, len(args), kwargs) is binds, (function.__name__, args, kwargs)
+
+
+def test_a_forward_reference_is_read_at_the_first_push_and_an_unknown_annotation_is_not_converted() -> None:
+    typed.received.clear()
+    stamp = Stamp(datetime(2026, 1, 2, tzinfo=UTC))
+    with testing.fake() as fake:
+        Later.perform_async("later", stamp, note={"any": "json"})  # `Unknown` resolves nowhere: passed as it is
+        assert Later.jobs[0]["args"] == ["later", {"at": "2026-01-02T00:00:00Z"}]
+        with pytest.raises(kiq.JobArgumentError, match=r"kwargs\['note'\] = UUID.*annotate its parameter"):
+            Later.perform_async("later", stamp, note=ID)
+        assert fake.drain() == 1
+    assert typed.received == {"later": repr([("key", "later"), ("note", {"any": "json"}), ("stamp", stamp)])}

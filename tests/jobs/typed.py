@@ -97,6 +97,20 @@ class Keywords(kiq.Job):
         _record(locals())
 
 
+class Later(kiq.Job):
+    """Its annotation names a class defined below it: the plan is read at its first push or run."""
+
+    kiq_name = "TypedLater"
+
+    def perform(self, key: str, stamp: Stamp, note: Unknown = None) -> None:  # type: ignore[name-defined]  # noqa: F821
+        _record(locals())
+
+
+@dataclasses.dataclass
+class Stamp:
+    at: datetime
+
+
 def expected(job: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     """What ``job`` records for a push of ``args`` and ``kwargs``: the same objects, bound to its parameters."""
     function = job.function if isinstance(job, kiq.JobFunction) else functools.partial(job.perform, None)
