@@ -92,7 +92,11 @@ class Client:
         """One job normalized, through the client middleware, checked and encoded: what ``push`` writes (None:
         a middleware halted it). Shared with kiq.AsyncClient, which writes it without blocking."""
         job_class, job, arity, plan = self._normalize(item)
-        if arity is not None and job.get("check_args") is not False:
+        if (
+            arity is not None
+            and ("kwargs" in job or arity.keywords_required or len(job["args"]) not in arity.counts)
+            and job.get("check_args") is not False
+        ):  # the usual push (positional arguments of a right count) calls nothing more
             _check_arity(job, arity)
         if plan is not None:
             plan.encode(job)
