@@ -374,6 +374,11 @@ def costs(parts: dict[str, Any]) -> list[list[str]]:
             continue
         cost = f"{row['added_us']:+.1f} µs/job" if row["added_us"] else f"{row['us_per_job']:.1f} µs per use"
         rows.append([what, cost, "bench/plugin_overhead.py (the same path without the plugin)"])
+    for row in parts.get("profile", {}).get("arguments", []):
+        rows.append([
+            row["what"], f"{row['added_us']:+.1f} µs",
+            f"bench/arguments_cost.py: {row['us']:.1f} vs {row['plain_us']:.1f} µs positional and unannotated",
+        ])  # fmt: skip
     tracking_drain, tracking_settled = v(parts, "kiq_tracking", "drain_rate"), v(parts, "kiq_tracking", "settled_rate")
     rows.append([
         "tracking on PostgreSQL", f"{_rate(tracking_settled)} jobs/s settled",

@@ -8,7 +8,8 @@ Starts a private ``redis-server`` (as ``python -m bench`` does, on the last CPU,
 1. **The single push** (``perform_async`` in a loop, one thread): each step timed alone over ``--pushes`` calls —
    the job normalized, checked and encoded (``Client.encode``), the commands built, the write
    (``kiq.redis.run_pipeline``: one round trip), a bare ``PING`` through redis-py for scale — and the whole
-   ``perform_async``, without and with the otel plugin (no SDK).
+   ``perform_async``, without and with the otel plugin (no SDK); then what keyword and typed arguments add per
+   push, per job and to the single push (bench/arguments_cost.py).
 2. **The drain**, basic and reliable: ``--jobs`` no-op jobs pushed, one ``kiq worker -c 10`` started, the clock
    from the first job taken to the empty queue; per job: the worker's user and system CPU and its context switches
    (``/proc``), Redis's CPU (``INFO cpu``), and the reliable fetch script's time in Redis (``INFO commandstats``).
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         push = push_steps(server.url, args.pushes, push_cpus)
         figures = {
             "push": push,
+            "arguments": arguments_cost(server.url, args.pushes, push_cpus),
             "drain": {fetch: drain(server.url, fetch, args.jobs) for fetch in ("basic", "reliable")},
         }
     finally:
@@ -112,6 +114,18 @@ print(json.dumps(out))
 """
 
 
+def arguments_cost(url: str, count: int, cpus: frozenset[int] | None = None) -> list[dict[str, Any]]:
+    """bench/arguments_cost.py's rows: keyword and typed arguments per push, per job and in a single push."""
+    done = subprocess.run(
+        [PYTHON, "-m", "bench.arguments_cost", url, "--count", str(count)],
+        env={**os.environ, "KIQ_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT)},
+        capture_output=True, text=True, check=True,
+        preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
+    )  # fmt: skip
+    rows: list[dict[str, Any]] = json.loads(done.stdout)["rows"]
+    return rows
+
+
 def drain(url: str, fetch: str, jobs: int) -> dict[str, Any]:
     client = redis.Redis.from_url(url, decode_responses=True)
     client.flushall()
@@ -167,6 +181,10 @@ def markdown(figures: dict[str, Any]) -> str:
     push = figures["push"]
     lines = ["| a single push, step by step | µs per call |", "| --- | --- |"]
     lines += [f"| {name} | {value:.1f} |" for name, value in push.items()]
+    lines += ["", "| keyword and typed arguments | µs, plain | µs | added µs |", "| --- | --- | --- | --- |"]
+    lines += [
+        f"| {r['what']} | {r['plain_us']:.1f} | {r['us']:.1f} | {r['added_us']:+.1f} |" for r in figures["arguments"]
+    ]
     drains = figures["drain"]
     lines += ["", "| a no-op job, per job | " + " | ".join(drains) + " |", "| --- |" + " --- |" * len(drains)]
     for key in next(iter(drains.values())):

@@ -10,6 +10,7 @@ from .async_client import AsyncClient
 from .client import Client
 from .config import Config, configure_client, configure_server, default_config
 from .errors import (
+    ArgumentError,
     ConfigError,
     InvalidJobError,
     InvalidPayload,
@@ -25,7 +26,7 @@ from .errors import (
 from .fetcher import Capsule, Fetcher, QueueOrder, UnitOfWork, pop_script
 from .handoff import BatchFetch, Fetched
 from .hookspecs import hookimpl, hookspec
-from .job import AsyncJobSetter, Job, JobFunction, JobSetter, job
+from .job import AsyncJobSetter, Call, Job, JobFunction, JobSetter, job
 from .job_registry import registry
 from .keys import queue_key, queue_name
 from .middleware import Chain, ClientMiddleware, ServerMiddleware, Wrapper
@@ -36,9 +37,11 @@ from .settings import Setting
 from .version import __version__
 
 __all__ = [
+    "ArgumentError",
     "AsyncClient",
     "AsyncJobSetter",
     "BatchFetch",
+    "Call",
     "Capsule",
     "Chain",
     "Client",

@@ -24,6 +24,12 @@ class JobArgumentError(InvalidJobError):
     """A job argument is not native JSON, so it would not survive the trip through Redis."""
 
 
+class ArgumentError(KiqError, TypeError):
+    """A payload's argument that ``perform``'s annotation cannot read (another producer wrote a value of another
+    shape, e.g. a non-UUID string for a ``UUID`` parameter): the job fails, through the retry rules, with this
+    message naming the parameter and the value."""
+
+
 class UnknownJobError(KiqError, LookupError):
     """A payload names a job class that is not registered in this process."""
 

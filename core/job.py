@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime
 import functools
 import inspect
 import math
@@ -12,9 +13,10 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, TypeVar
 
 from . import sink
+from .arguments import ArgumentPlan, plan_for
 from .client import Arity, Client, refuse_near_misses
 from .config import config_or_default
-from .errors import ConfigError
+from .errors import ConfigError, InvalidJobError
 from .job_registry import registry, wire_name
 from .payload import DEFAULT_OPTIONS, check_options, finite_seconds
 
@@ -71,9 +73,9 @@ def _default_job_options() -> dict[str, Any]:
     return defaults
 
 
-def _arity(function: Callable[..., Any], what: str, method: bool) -> Arity | None:
-    """How many positional arguments ``function`` takes (less its ``self`` when it is a ``method``): pushes are
-    checked against it. None when Python cannot tell (a builtin): such a job is not checked."""
+def _arity(function: Callable[..., Any], method: bool) -> Arity | None:
+    """What arguments ``function`` takes (less its ``self`` when it is a ``method``): pushes are checked against
+    it. None when Python cannot tell (a builtin): such a job is not checked."""
     try:
         parameters = list(inspect.signature(function).parameters.values())
     except (TypeError, ValueError):
@@ -81,17 +83,39 @@ def _arity(function: Callable[..., Any], what: str, method: bool) -> Arity | Non
     if method and parameters and parameters[0].kind is not inspect.Parameter.VAR_POSITIONAL:
         parameters = parameters[1:]
     positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    for parameter in parameters:
-        if parameter.kind is parameter.KEYWORD_ONLY and parameter.default is parameter.empty:
-            raise ConfigError(
-                f"{what} has the required keyword-only parameter {parameter.name!r}: a job gets positional "
-                "arguments only (Sidekiq's args, a JSON list), so it could never be given one"
-            )
+    keywords_required = any(p.kind is p.KEYWORD_ONLY and p.default is p.empty for p in parameters)
     fewest = sum(1 for p in positional if p.default is p.empty)
     takes_any = any(p.kind is p.VAR_POSITIONAL for p in parameters)
     shown = ", ".join(str(p.replace(annotation=p.empty)) for p in parameters)
     signature = f"{getattr(function, '__name__', 'perform')}({shown})"
-    return Arity(range(fewest, sys.maxsize if takes_any else len(positional) + 1), signature)
+    counts = range(fewest, sys.maxsize if takes_any else len(positional) + 1)
+    keyword_only = sys.maxsize  # the position of a parameter only a keyword gives
+    by_name = {p.name: index for index, p in enumerate(positional) if p.kind is p.POSITIONAL_OR_KEYWORD}
+    by_name |= {p.name: keyword_only for p in parameters if p.kind is p.KEYWORD_ONLY}
+    required = tuple(
+        (p.name, positional.index(p) if p in positional else keyword_only)
+        for p in parameters
+        if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    )
+    any_keyword = any(p.kind is p.VAR_KEYWORD for p in parameters)
+    signature_object = inspect.Signature(parameters)
+    return Arity(counts, signature, signature_object, keywords_required, by_name, required, any_keyword)
+
+
+def _due(when: object, what: str) -> float:
+    """When a scheduled push runs, as epoch seconds: an aware datetime; a timedelta from now; or Sidekiq's rule
+    for a number, seconds from now below 1e9, else an epoch timestamp."""
+    if isinstance(when, datetime.datetime):
+        if when.tzinfo is None or when.utcoffset() is None:
+            raise InvalidJobError(
+                f"{what} is a naive datetime ({when.isoformat()}, no tzinfo): it names no instant, and the workers "
+                "may run in another time zone; pass an aware one, e.g. datetime.now(timezone.utc) + timedelta(hours=1)"
+            )
+        return when.timestamp()
+    if isinstance(when, datetime.timedelta):
+        return time.time() + finite_seconds(when.total_seconds(), what)
+    seconds = finite_seconds(when, what)
+    return seconds if seconds >= 1_000_000_000 else time.time() + seconds
 
 
 def _is_async(function: Any, what: str) -> bool:
@@ -131,6 +155,7 @@ class Job:
     _kiq_merged_options: ClassVar[dict[str, Any]] = DEFAULT_OPTIONS
     _kiq_declared_options: ClassVar[dict[str, Any]] = {}  # the class's and its bases' kiq_options alone
     _kiq_arity: ClassVar[Arity | None] = None  # what a push must give perform (kiq.client checks it)
+    _kiq_arguments: ClassVar[ArgumentPlan | None] = None  # its typed parameters (kiq.arguments); None: none
     _kiq_async: ClassVar[bool] = False  # perform is an async def: the worker awaits it on its event loop
     aio: ClassVar[_AsyncPushes] = _AsyncPushes()
     jobs: ClassVar[_CapturedJobs] = _CapturedJobs()
@@ -145,15 +170,17 @@ class Job:
             raise ConfigError(f"{cls.__qualname__}.kiq_options must be a dict, got {own!r}")
         _check_options(own, cls.__qualname__)
         cls._kiq_async = cls._perform_is_async()
-        cls._kiq_arity = cls._perform_arity()
         cls._kiq_merged_options = {**cls._kiq_merged_options, **own}  # inherited, as sidekiq_options are
         cls._kiq_declared_options = {**cls._kiq_declared_options, **own}
         if "kiq_name" not in cls.__dict__:
             cls.kiq_name = wire_name(cls.__module__, cls.__qualname__)
+        perform = cls._perform_function()
+        cls._kiq_arity = None if perform is None else _arity(perform[0], method=perform[1])
+        cls._kiq_arguments = None if perform is None else plan_for(perform[0], perform[1], cls.kiq_name)
         if not abstract:
             registry.register(cls)
 
-    def perform(self, *args: Any) -> Any:
+    def perform(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"{type(self).__qualname__} must define perform()")
 
     @classmethod
@@ -161,11 +188,13 @@ class Job:
         return _is_async(cls.perform, f"{cls.__qualname__}.perform")
 
     @classmethod
-    def _perform_arity(cls) -> Arity | None:
+    def _perform_function(cls) -> tuple[Callable[..., Any], bool] | None:
+        """The function a job runs, and whether it is a method (its ``self`` not an argument): its signature says
+        what a push must give it and its annotations which arguments convert. None when not known."""
         perform = inspect.getattr_static(cls, "perform")
         if not inspect.isfunction(perform):  # a staticmethod or a callable object: not guessed at, not checked
             return None
-        return _arity(perform, f"{cls.__qualname__}.perform", method=True)
+        return perform, True
 
     @classmethod
     def get_options(cls) -> dict[str, Any]:
@@ -182,23 +211,27 @@ class Job:
         return JobSetter(cls, options)
 
     @classmethod
-    def perform_async(cls, *args: Any) -> str | None:
+    def perform_async(cls, *args: Any, **kwargs: Any) -> str | None:
         """Push the job; return its jid (None when a client middleware dropped it)."""
-        return Client().push({"class": cls, "args": list(args)})  # JobSetter's path, without options to merge
+        item = {"class": cls, "args": list(args)}  # JobSetter's path, without options to merge
+        if kwargs:
+            item["kwargs"] = kwargs
+        return Client().push(item)
 
     @classmethod
-    def perform_in(cls, interval: float, *args: Any) -> str | None:
-        """Run in ``interval`` seconds (a value ≥ 1e9 is an epoch timestamp, as in Sidekiq)."""
-        return JobSetter(cls, {}).perform_in(interval, *args)
+    def perform_in(cls, interval: float | datetime.timedelta, /, *args: Any, **kwargs: Any) -> str | None:
+        """Run in ``interval`` seconds or a timedelta (a number ≥ 1e9 is an epoch timestamp, as in Sidekiq)."""
+        return JobSetter(cls, {}).perform_in(interval, *args, **kwargs)
 
     @classmethod
-    def perform_at(cls, timestamp: float, *args: Any) -> str | None:
-        """Run at epoch ``timestamp`` (seconds)."""
-        return JobSetter(cls, {}).perform_at(timestamp, *args)
+    def perform_at(cls, timestamp: float | datetime.datetime, /, *args: Any, **kwargs: Any) -> str | None:
+        """Run at epoch ``timestamp`` (seconds) or an aware datetime."""
+        return JobSetter(cls, {}).perform_at(timestamp, *args, **kwargs)
 
     @classmethod
-    def perform_bulk(cls, args: Iterable[list[Any]], batch_size: int = 1000) -> list[str | None]:
-        """Push one job per argument list, ``batch_size`` per Redis round trip; return the jids."""
+    def perform_bulk(cls, args: Iterable[list[Any] | Call], batch_size: int = 1000) -> list[str | None]:
+        """Push one job per argument list (or ``kiq.Call(*args, **kwargs)``), ``batch_size`` per Redis round
+        trip; return the jids."""
         return JobSetter(cls, {}).perform_bulk(args, batch_size)
 
 
@@ -223,40 +256,63 @@ class JobSetter:
             merged.setdefault("shard", self._shard)
         return JobSetter(self.job_class, merged)
 
-    def perform_async(self, *args: Any) -> str | None:
-        return self._client().push(self._item(list(args)))
+    def perform_async(self, *args: Any, **kwargs: Any) -> str | None:
+        return self._client().push(self._item(args, kwargs))
 
-    def perform_in(self, interval: float, *args: Any) -> str | None:
-        return self._client().push(self._scheduled(finite_seconds(interval, "perform_in's interval"), list(args)))
+    def perform_in(self, interval: float | datetime.timedelta, /, *args: Any, **kwargs: Any) -> str | None:
+        return self._client().push(self._scheduled(_due(interval, "perform_in's interval"), args, kwargs))
 
-    def perform_at(self, timestamp: float, *args: Any) -> str | None:
-        return self._client().push(self._scheduled(finite_seconds(timestamp, "perform_at's timestamp"), list(args)))
+    def perform_at(self, timestamp: float | datetime.datetime, /, *args: Any, **kwargs: Any) -> str | None:
+        return self._client().push(self._scheduled(_due(timestamp, "perform_at's timestamp"), args, kwargs))
 
-    def perform_bulk(self, args: Iterable[list[Any]], batch_size: int = 1000) -> list[str | None]:
+    def perform_bulk(self, args: Iterable[list[Any] | Call], batch_size: int = 1000) -> list[str | None]:
         return self._client().push_bulk(self._bulk(args), batch_size=batch_size)
+
+    def encode_arguments(
+        self, args: Iterable[Any], kwargs: dict[str, Any] | None = None
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """``args`` and ``kwargs`` in the JSON forms a push writes them in (typed values converted by ``perform``'s
+        annotations, refused with the parameter's name if they do not fit): for a plugin that keeps a job's arguments
+        before pushing it."""
+        job: dict[str, Any] = {"args": list(args), "kwargs": dict(kwargs or {})}
+        plan = self.job_class._kiq_arguments
+        if plan is not None:
+            plan.encode(job)
+        return job["args"], job["kwargs"]
 
     @property
     def aio(self) -> AsyncJobSetter:
         """These pushes for asyncio code: ``await MyJob.set(queue="low").aio.perform_async(...)``."""
         return AsyncJobSetter(self)
 
-    def _scheduled(self, when: float, args: list[Any]) -> dict[str, Any]:
-        """Sidekiq's rule for both: ``when`` < 1e9 is seconds from now, else an epoch timestamp."""
-        item = self._item(args)
-        now = time.time()
-        at = when if when >= 1_000_000_000 else now + when
-        if at > now:  # due already: push straight to the queue, as Sidekiq does
+    def _scheduled(self, at: float, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """A push to run at epoch ``at`` (``_due``)."""
+        item = self._item(args, kwargs)
+        if at > time.time():  # due already: push straight to the queue, as Sidekiq does
             item["at"] = at
         return item
 
-    def _bulk(self, args: Iterable[list[Any]]) -> dict[str, Any]:
-        item = self._item([])
-        item["args"] = [list(job_args) for job_args in args]
+    def _bulk(self, args: Iterable[list[Any] | Call]) -> dict[str, Any]:
+        item = self._item((), {})
+        all_args: list[list[Any]] = []
+        all_kwargs: list[dict[str, Any]] = []
+        for job_args in args:
+            if isinstance(job_args, Call):
+                all_args.append(list(job_args.args))
+                all_kwargs.append(job_args.kwargs)
+            else:
+                all_args.append(list(job_args))
+                all_kwargs.append({})
+        item["args"] = all_args
+        if any(all_kwargs):  # else the item is what it was before keyword arguments existed
+            item["kwargs"] = all_kwargs
         return item
 
-    def _item(self, args: list[Any]) -> dict[str, Any]:
-        cls = self.job_class
-        return {**self.options, "class": cls, "args": args}  # the client merges the class's options
+    def _item(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        item = {**self.options, "class": self.job_class, "args": list(args)}  # the client merges the class's options
+        if kwargs:
+            item["kwargs"] = kwargs
+        return item
 
     def _client(self) -> Client:
         if self._shard is None:
@@ -271,18 +327,18 @@ class AsyncJobSetter:
     def __init__(self, setter: JobSetter) -> None:
         self.setter = setter
 
-    async def perform_async(self, *args: Any) -> str | None:
-        return await self._client().push(self.setter._item(list(args)))
+    async def perform_async(self, *args: Any, **kwargs: Any) -> str | None:
+        return await self._client().push(self.setter._item(args, kwargs))
 
-    async def perform_in(self, interval: float, *args: Any) -> str | None:
-        when = finite_seconds(interval, "perform_in's interval")
-        return await self._client().push(self.setter._scheduled(when, list(args)))
+    async def perform_in(self, interval: float | datetime.timedelta, /, *args: Any, **kwargs: Any) -> str | None:
+        at = _due(interval, "perform_in's interval")
+        return await self._client().push(self.setter._scheduled(at, args, kwargs))
 
-    async def perform_at(self, timestamp: float, *args: Any) -> str | None:
-        when = finite_seconds(timestamp, "perform_at's timestamp")
-        return await self._client().push(self.setter._scheduled(when, list(args)))
+    async def perform_at(self, timestamp: float | datetime.datetime, /, *args: Any, **kwargs: Any) -> str | None:
+        at = _due(timestamp, "perform_at's timestamp")
+        return await self._client().push(self.setter._scheduled(at, args, kwargs))
 
-    async def perform_bulk(self, args: Iterable[list[Any]], batch_size: int = 1000) -> list[str | None]:
+    async def perform_bulk(self, args: Iterable[list[Any] | Call], batch_size: int = 1000) -> list[str | None]:
         return await self._client().push_bulk(self.setter._bulk(args), batch_size=batch_size)
 
     def _client(self) -> AsyncClient:
@@ -300,8 +356,8 @@ class FunctionJob(Job, abstract=True):
 
     function: ClassVar[Callable[..., Any]]
 
-    def perform(self, *args: Any) -> Any:
-        return type(self).function(*args)
+    def perform(self, *args: Any, **kwargs: Any) -> Any:
+        return type(self).function(*args, **kwargs)
 
     @classmethod
     def _perform_is_async(cls) -> bool:
@@ -309,9 +365,9 @@ class FunctionJob(Job, abstract=True):
         return function is not None and _is_async(function, f"@kiq.job {cls.__qualname__}")
 
     @classmethod
-    def _perform_arity(cls) -> Arity | None:
+    def _perform_function(cls) -> tuple[Callable[..., Any], bool] | None:
         function = getattr(cls, "function", None)  # None for FunctionJob itself
-        return None if function is None else _arity(function, f"@kiq.job {cls.__qualname__}", method=False)
+        return None if function is None else (function, False)
 
 
 class JobFunction(Generic[P, R]):
@@ -329,16 +385,15 @@ class JobFunction(Generic[P, R]):
         return self.job_class.set(**options)
 
     def perform_async(self, *args: P.args, **kwargs: P.kwargs) -> str | None:
-        _no_kwargs(kwargs)
-        return self.job_class.perform_async(*args)
+        return self.job_class.perform_async(*args, **kwargs)
 
-    def perform_in(self, interval: float, *args: Any) -> str | None:
-        return self.job_class.perform_in(interval, *args)
+    def perform_in(self, interval: float | datetime.timedelta, /, *args: P.args, **kwargs: P.kwargs) -> str | None:
+        return self.job_class.perform_in(interval, *args, **kwargs)
 
-    def perform_at(self, timestamp: float, *args: Any) -> str | None:
-        return self.job_class.perform_at(timestamp, *args)
+    def perform_at(self, timestamp: float | datetime.datetime, /, *args: P.args, **kwargs: P.kwargs) -> str | None:
+        return self.job_class.perform_at(timestamp, *args, **kwargs)
 
-    def perform_bulk(self, args: Iterable[list[Any]], batch_size: int = 1000) -> list[str | None]:
+    def perform_bulk(self, args: Iterable[list[Any] | Call], batch_size: int = 1000) -> list[str | None]:
         return self.job_class.perform_bulk(args, batch_size)
 
     @property
@@ -352,11 +407,24 @@ class JobFunction(Generic[P, R]):
         return self.job_class.set().aio
 
 
-def _no_kwargs(kwargs: dict[str, Any]) -> None:
-    if kwargs:
-        raise TypeError(
-            f"jobs take positional arguments only (Sidekiq's args is a JSON list); got keywords {sorted(kwargs)}"
-        )
+class Call:
+    """One job's arguments for ``perform_bulk``: ``MyJob.perform_bulk([kiq.Call(7, amount=5), [8]])`` pushes
+    ``perform(7, amount=5)`` and ``perform(8)``. A plain list is positional arguments, as before."""
+
+    __slots__ = ("args", "kwargs")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.args = args
+        self.kwargs = kwargs
+
+    def __repr__(self) -> str:
+        shown = [repr(arg) for arg in self.args] + [f"{key}={value!r}" for key, value in self.kwargs.items()]
+        return f"Call({', '.join(shown)})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Call) and (self.args, self.kwargs) == (other.args, other.kwargs)
+
+    __hash__ = None  # type: ignore[assignment]  # holds dicts
 
 
 def job(function: Callable[P, R] | None = None, /, *, name: str | None = None, **options: Any) -> Any:

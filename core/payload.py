@@ -9,9 +9,14 @@ was made and not in a worker hours later.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+import decimal
+import enum
 import json
 import math
 import secrets
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -164,6 +169,7 @@ def printable(value: str) -> str:
 # -- the strict check ---------------------------------------------------------------------------------------
 _SCALARS = frozenset((str, bool, int, type(None)))
 _HINTS: dict[type, str] = {tuple: "; use a list", set: "; use a sorted list", frozenset: "; use a sorted list"}
+_CONVERTED = (uuid.UUID, decimal.Decimal, datetime.date, datetime.time, datetime.timedelta)
 _NATIVE = "native JSON types (str, int, float, bool, None, list, dict with str keys)"
 Path = tuple[int | str, ...]  # where a value sits: the payload's field, then list indexes and dict keys
 
@@ -178,12 +184,17 @@ def check_job(job: dict[str, Any]) -> None:
         raise _job_error(job.get("class"), refused) from None
 
 
-def check_args(args: list[Any], job_name: str) -> None:
-    """``check_job`` for the arguments alone, when the other fields are known to be checked."""
+def check_args(args: list[Any], job_name: str, kwargs: dict[str, Any] | None = None) -> None:
+    """``check_job`` for the arguments alone (and the keyword arguments), when the other fields are known to be
+    checked."""
+    field = "args"
     try:
         _check(args)
+        if kwargs is not None:
+            field = "kwargs"
+            _check(kwargs)
     except _NotNative as refused:
-        refused.path = ("args", *refused.path)
+        refused.path = (field, *refused.path)
         raise _job_error(job_name, refused) from None
 
 
@@ -227,7 +238,7 @@ class _NotNative(Exception):
         self.value, self.why, self.key, self.path = value, why, key, path
 
     def describe(self, root: str) -> str:
-        path = self.path[1:] if root == "args" else self.path
+        path = self.path[1:] if root in ("args", "kwargs") else self.path
         where = root + "".join(f"[{part!r}]" if isinstance(part, str) else f"[{part}]" for part in path)
         if self.key:
             return f"{where} has the key {_shown(self.value)}, which {self.why}"
@@ -238,6 +249,10 @@ def _job_error(name: Any, refused: _NotNative) -> JobArgumentError:
     label = name if isinstance(name, str) and name.isprintable() else _shown(name)
     if refused.path[:1] == ("args",):
         return JobArgumentError(f"Job arguments to {label} must be {_NATIVE}, but {refused.describe('args')}")
+    if refused.path[:1] == ("kwargs",) and len(refused.path) > 1:
+        return JobArgumentError(
+            f"Keyword argument {refused.path[1]!r} to {label} must be {_NATIVE}, but {refused.describe('kwargs')}"
+        )
     return JobArgumentError(f"The payload of {label} must be {_NATIVE}, but {refused.describe('payload')}")
 
 
@@ -272,7 +287,20 @@ def _check(value: Any) -> None:
         return
     if kind is float:
         raise _NotNative(value, "is not a finite number (JSON has no NaN or Infinity)")
-    raise _NotNative(value, f"is a {kind.__name__}, not a native JSON type{_HINTS.get(kind, '')}")
+    raise _NotNative(
+        value, f"is a {kind.__name__}, not a native JSON type{_HINTS.get(kind) or _annotation_hint(value)}"
+    )
+
+
+def _annotation_hint(value: Any) -> str:
+    """For a value kiq converts when ``perform``'s parameter says its type (kiq.arguments): how to pass it."""
+    if isinstance(value, _CONVERTED) or dataclasses.is_dataclass(value) or isinstance(value, enum.Enum):
+        name = type(value).__name__
+        return (
+            f"; annotate its parameter in perform (e.g. `value: {name}`) and kiq sends its JSON form and gives "
+            f"perform a {name} back (docs/guide/jobs.md, typed arguments)"
+        )
+    return ""
 
 
 def _lone_surrogate(value: Any, path: Path) -> _NotNative | None:

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from . import sink
+from .arguments import call_perform
 from .config import Config, config_or_default
 from .job_registry import registry
 from .payload import loads, parse_payload
@@ -212,7 +213,7 @@ def _run(runner: JobRunner, unit: _Unit) -> None:
 
 
 def _perform(instance: Any, args: list[Any]) -> Any:
-    result = instance.perform(*args)
+    result = call_perform(instance, args)
     return _await(result) if inspect.isawaitable(result) else result
 
 

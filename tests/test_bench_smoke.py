@@ -210,3 +210,18 @@ def test_pinning_puts_redis_and_the_pushers_on_different_cpus() -> None:
     if redis_cpus is not None:  # a machine with 2 CPUs or more
         assert pusher_cpus and not redis_cpus & pusher_cpus
         assert machine.pinning_text(redis_cpus, pusher_cpus).startswith("redis-server on CPU ")
+
+
+def test_the_costs_of_keyword_and_typed_arguments_are_measured_and_reported(config: object) -> None:
+    from bench import all as everything
+    from bench import arguments_cost, profile
+
+    rows = arguments_cost.measure(3)  # on the test's Redis: a few calls of each step
+    assert len(rows) == 3 * len(arguments_cost.CASES) and all(row["us"] > 0 and row["plain_us"] > 0 for row in rows)
+    costs = {row[0]: row[1] for row in everything.costs({"profile": {"arguments": rows}})}
+    typed = "typed arguments (UUID, Decimal, datetime): per job (perform)"
+    assert costs[typed] == f"{next(r['added_us'] for r in rows if r['what'] == typed):+.1f} µs"
+    drain = {"basic": {"jobs/s": 1.0}}
+    assert "| keyword arguments (3, JSON values): single push |" in profile.markdown(
+        {"push": {"perform_async": 1.0}, "arguments": rows, "drain": drain}
+    )

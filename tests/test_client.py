@@ -165,8 +165,8 @@ def test_function_job(r: redis.Redis) -> None:
     job = only_job(r, "queue:mail")
     assert job == {**job, "class": "Receipts", "args": [9], "jid": jid}
     assert kiq.registry.get("Receipts") is send_receipt.job_class
-    with pytest.raises(TypeError, match="positional"):
-        send_receipt.perform_async(order_id=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="missing a required argument: 'order_id'"):
+        send_receipt.perform_async(order=1)  # type: ignore[call-arg]
 
 
 @pytest.fixture

@@ -155,12 +155,18 @@ def test_check_args_false_and_wire_names_are_not_checked(config: kiq.Config, r: 
     assert pushed(r) == 3
 
 
-def test_a_required_keyword_only_parameter_is_refused_where_the_class_is_defined() -> None:
-    with pytest.raises(ConfigError, match="required keyword-only parameter 'force'"):
+def test_a_required_keyword_only_parameter_must_be_given_at_push(config: kiq.Config, r: redis.Redis) -> None:
+    class Purge(kiq.Job):
+        def perform(self, path: str, *, force: bool) -> None: ...
 
-        class Purge(kiq.Job):
-            def perform(self, path: str, *, force: bool) -> None: ...
+    with pytest.raises(InvalidJobError, match="missing a required argument: 'force'"):
+        Purge.set(config=config).perform_async("/tmp")
+    assert pushed(r) == 0
+    Purge.set(config=config).perform_async("/tmp", force=True)
+    assert pushed(r) == 1
 
+
+def test_a_bad_option_is_refused_where_the_class_is_defined() -> None:
     with pytest.raises(ConfigError, match=r"check_args.*must be true or false"):
 
         class Strange(kiq.Job):

@@ -20,6 +20,7 @@ import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
+from ..arguments import call_perform
 from ..errors import Shutdown
 from ..logging import thread_id
 from .loop_watchdog import LoopWatchdog
@@ -136,7 +137,7 @@ class EventLoop(JobRunner):
         instance, args = call
         limit = time_limit(job, self.default_time_limit)
         try:
-            result = instance.perform(*args)
+            result = call_perform(instance, args)
             if inspect.isawaitable(result):
                 result = await (_limited(result, limit, job) if limit else result)
         except asyncio.CancelledError as exc:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
+from ..arguments import call_perform
 from ..errors import InvalidPayload, Shutdown
 from ..job_registry import registry
 from ..logging import JobLogger, thread_id
@@ -394,7 +395,7 @@ def _perform_step(call: PerformCall) -> Generator[PerformCall, Any, Any]:
 
 
 def _perform(instance: Any, args: list[Any]) -> Any:
-    result = instance.perform(*args)
+    result = call_perform(instance, args)
     if result is not None and inspect.iscoroutine(result):
         result.close()  # never awaited: closing it here keeps Python from warning about it later
         raise TypeError(

@@ -1,4 +1,5 @@
-"""A batch's callbacks: jobs, given as ``(JobClass, [args])`` (or a ``JobSetter`` for options, a ``@kiq.job``
+"""A batch's callbacks: jobs, given as ``(JobClass, [args])`` or ``(JobClass, kiq.Call(*args, **kwargs))`` (or a
+``JobSetter`` for options, a ``@kiq.job``
 function, a wire name), whose payloads are built when the batch is created and pushed by the batch's Lua program
 when the event fires.
 
@@ -15,7 +16,7 @@ from typing import Any, TypeAlias
 import kiq
 
 Target: TypeAlias = type[kiq.Job] | kiq.JobFunction[..., Any] | kiq.JobSetter | str
-Callback: TypeAlias = Target | tuple[Target, list[Any]]
+Callback: TypeAlias = Target | tuple[Target, list[Any] | kiq.Call]
 
 _FAR_FUTURE = 4_102_444_800.0  # encoded as a scheduled job: no enqueued_at in the JSON (it is never scheduled)
 _encoder: kiq.Client | None = None
@@ -30,19 +31,24 @@ def _bare_client() -> kiq.Client:
 
 
 def callback_item(callback: Callback) -> dict[str, Any]:
-    """The push item of a callback: ``JobClass``, ``(JobClass, args)``, ``JobClass.set(...)``, ``(setter, args)``,
-    a ``@kiq.job`` function, or a wire name."""
+    """The push item of a callback: ``JobClass``, ``(JobClass, args)``, ``(JobClass, kiq.Call(...))``,
+    ``JobClass.set(...)``, ``(setter, args)``, a ``@kiq.job`` function, or a wire name."""
     target, args = callback if isinstance(callback, tuple) else (callback, [])
-    if not isinstance(args, list):
-        raise TypeError(f"a batch callback is (job, [args]): its arguments must be a list, got {args!r:.80}")
+    arguments: dict[str, Any] = {"args": args}
+    if isinstance(args, kiq.Call):  # keyword arguments too; typed values are converted by the push's encoding
+        arguments = {"args": list(args.args), "kwargs": args.kwargs} if args.kwargs else {"args": list(args.args)}
+    elif not isinstance(args, list):
+        raise TypeError(
+            f"a batch callback is (job, [args]) or (job, kiq.Call(...)): its arguments must be a list, got {args!r:.80}"
+        )
     if isinstance(target, str):
-        return {"class": target, "args": args}
+        return {"class": target, **arguments}
     if isinstance(target, kiq.JobFunction):
         target = target.set()
     if isinstance(target, kiq.JobSetter):
-        return {**target.options, "class": target.job_class, "args": args}  # the class's options come under these
+        return {**target.options, "class": target.job_class, **arguments}  # the class's options come under these
     if isinstance(target, type) and issubclass(target, kiq.Job):
-        return {"class": target, "args": args}
+        return {"class": target, **arguments}
     raise TypeError(f"a batch callback is a job class, a JobSetter, a @kiq.job function or a wire name: {target!r:.80}")
 
 

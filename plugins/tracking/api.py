@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from kiq import Config, Job, JobFunction, JobSetter, default_config
+from kiq import Call, Config, Job, JobFunction, JobSetter, default_config
 
 from .plugin import TrackingPlugin
 from .tracker import Tracker
@@ -18,7 +18,7 @@ def tracker_for(config: Config | None = None) -> Tracker:
 
 
 def create_task(
-    job: type[Job] | JobFunction[Any, Any] | JobSetter, args_list: Iterable[list[Any]], name: str | None = None
+    job: type[Job] | JobFunction[Any, Any] | JobSetter, args_list: Iterable[list[Any] | Call], name: str | None = None
 ) -> str:
     """``Tracker.create_task`` on the default config."""
     return tracker_for().create_task(job, args_list, name)

@@ -65,12 +65,19 @@ def describe(exc: BaseException) -> str:
     return text[:MAX_ERROR]
 
 
+def params_of(job: dict[str, Any]) -> Any:
+    """What an event keeps of a job's arguments: its ``args``; for a job with keyword arguments,
+    ``{"args": [...], "kwargs": {...}}``."""
+    kwargs = job.get("kwargs")
+    return {"args": job.get("args"), "kwargs": kwargs} if kwargs else job.get("args")
+
+
 def job_update(job: dict[str, Any], status: str, version: int, **fields: Any) -> Update:
     return Update(
         job_id=str(job["jid"]),
         task_id=job.get("task_id"),
         job_class=str(job.get("class", "")),
-        params=job.get("args"),
+        params=params_of(job),
         status=status,
         version=version,
         at=time.time(),

@@ -10,9 +10,9 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from kiq import AsyncClient, Client, Config, Job, JobFunction, JobSetter, new_jid
+from kiq import AsyncClient, Call, Client, Config, Job, JobFunction, JobSetter, new_jid
 
-from .middleware import Reservation, describe, reservation
+from .middleware import Reservation, describe, params_of, reservation
 from .writer import Update, Writer
 
 if TYPE_CHECKING:
@@ -39,10 +39,11 @@ class Tracker:
     def create_task(
         self,
         job: type[Job] | JobFunction[Any, Any] | JobSetter,
-        args_list: Iterable[list[Any]],
+        args_list: Iterable[list[Any] | Call],
         name: str | None = None,
     ) -> str:
-        """Create a task of one job per argument list and push the jobs; return the task id.
+        """Create a task of one job per argument list (or ``kiq.Call(*args, **kwargs)``) and push the jobs; return
+        the task id.
 
         The task and all its events (status ``enqueued``) are committed before the first job is pushed, so
         the first poll sees every job. If pushing fails, the task's ``push_error`` says why and the exception
@@ -61,18 +62,31 @@ class Tracker:
         return AsyncTracker(self)
 
     def _new_task(
-        self, job: type[Job] | JobFunction[Any, Any] | JobSetter, args_list: Iterable[list[Any]], name: str | None
+        self,
+        job: type[Job] | JobFunction[Any, Any] | JobSetter,
+        args_list: Iterable[list[Any] | Call],
+        name: str | None = None,
     ) -> NewTask:
-        """The task and its events, committed; and the item that pushes its jobs."""
+        """The task and its events, committed; and the item that pushes its jobs (the arguments in their JSON
+        forms, as the events keep them)."""
         setter = job if isinstance(job, JobSetter) else job.set()
         job_class = setter.job_class.kiq_name
-        args = [list(job_args) for job_args in args_list]
+        calls = [
+            setter.encode_arguments(call.args, call.kwargs) if isinstance(call, Call) else setter.encode_arguments(call)
+            for call in args_list
+        ]
+        args = [call_args for call_args, _ in calls]
         jids = [new_jid() for _ in args]
         task_id = secrets.token_hex(TASK_ID_BYTES)
         task = {"id": task_id, "name": name or job_class, "job_class": job_class, "total": len(args)}
         task["created_at"] = time.time()
-        self.store.create_task(task, [{"job_id": jid, "params": a} for jid, a in zip(jids, args, strict=True)])
+        events = [{"args": a, "kwargs": k} for a, k in calls]
+        self.store.create_task(
+            task, [{"job_id": jid, "params": params_of(e)} for jid, e in zip(jids, events, strict=True)]
+        )
         item = {**setter.options, "class": setter.job_class, "args": args, "task_id": task_id}
+        if any(kwargs for _, kwargs in calls):
+            item["kwargs"] = [kwargs for _, kwargs in calls]
         return NewTask(self.store, task_id, jids, item)
 
     def message(self, job: Job | str, text: str) -> None:
@@ -138,7 +152,7 @@ class AsyncTracker:
     async def create_task(
         self,
         job: type[Job] | JobFunction[Any, Any] | JobSetter,
-        args_list: Iterable[list[Any]],
+        args_list: Iterable[list[Any] | Call],
         name: str | None = None,
     ) -> str:
         """``Tracker.create_task`` without blocking the event loop; the same guarantees."""

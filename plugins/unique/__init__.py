@@ -24,16 +24,20 @@ __all__ = ["UniquePlugin", "dropped_counts", "lock_holder", "lock_key"]
 
 
 def lock_holder(
-    job: type[kiq.Job] | str, args: list[Any], queue: str | None = None, config: kiq.Config | None = None
+    job: type[kiq.Job] | str,
+    args: list[Any],
+    queue: str | None = None,
+    config: kiq.Config | None = None,
+    kwargs: dict[str, Any] | None = None,
 ) -> str | None:
-    """The jid of the job holding the unique lock of ``job`` with these arguments (on ``queue``, by default the
-    class's), or None when nothing holds it."""
+    """The jid of the job holding the unique lock of ``job`` with these arguments and keyword arguments (in their
+    JSON form, as pushed; on ``queue``, by default the class's), or None when nothing holds it."""
     if isinstance(job, str):
         name, default_queue = job, "default"
     else:
         name, default_queue = job.kiq_name, job.get_options().get("queue", "default")
     redis = (config or kiq.default_config()).redis
-    holder = redis.get(lock_key(name, queue or default_queue, args))
+    holder = redis.get(lock_key(name, queue or default_queue, args, kwargs))
     return None if holder is None else str(holder)
 
 

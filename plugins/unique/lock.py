@@ -40,10 +40,13 @@ return 0
 """
 
 
-def lock_key(job_class: str, queue: str, args: list[Any]) -> str:
-    """The lock's key for a job: a digest of its wire class name, queue and arguments (object keys sorted, so equal
-    arguments give one key whatever their order). Raises TypeError/ValueError for arguments that are not JSON."""
-    identity = json.dumps([job_class, queue, args], sort_keys=True, separators=(",", ":"))
+def lock_key(job_class: str, queue: str, args: list[Any], kwargs: dict[str, Any] | None = None) -> str:
+    """The lock's key for a job: a digest of its wire class name, queue and arguments, keyword arguments included
+    (object keys sorted, so equal arguments give one key whatever their order; a job without keyword arguments
+    keeps the key it always had). Raises TypeError/ValueError for arguments that are not JSON."""
+    identity = json.dumps(
+        [job_class, queue, args, kwargs] if kwargs else [job_class, queue, args], sort_keys=True, separators=(",", ":")
+    )
     return LOCK_PREFIX + hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()
 
 

@@ -32,7 +32,7 @@ class UniqueClientMiddleware(kiq.ClientMiddleware):
             yield
             return
         try:
-            key = lock_key(job["class"], job["queue"], job["args"])
+            key = lock_key(job["class"], job["queue"], job["args"], job.get("kwargs"))
         except (TypeError, ValueError, RecursionError):
             yield  # arguments that are not JSON: the push's own check refuses them, with a clearer message
             return

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from decimal import Decimal
 from typing import Any
+from uuid import UUID
 
 import kiq
 from kiq.plugins.tracking import TaskFailure, message
@@ -63,3 +65,10 @@ class AsyncEnroll(kiq.Job):
         message(self, f"enrolling {number}")
         if mode == "fail":
             raise TaskFailure(f"product {number} is not sellable")
+
+
+class TypedEnroll(kiq.Job):
+    """Typed and keyword arguments in a task: its message shows what ``perform`` got."""
+
+    def perform(self, product: UUID, *, price: Decimal) -> None:
+        message(self, f"{type(product).__name__} {product} at {type(price).__name__} {price}")

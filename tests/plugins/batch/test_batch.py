@@ -252,3 +252,15 @@ def test_the_state_expires_after_success_and_while_it_waits(config: kiq.Config, 
     r.delete(f"kiq:batch:{done.bid}")  # as if it expired: the listing forgets it
     assert [b.bid for b in kiq.plugins.batch.batches(config)] == [waiting.bid]
     assert r.zrange("kiq:batches", 0, -1) == [waiting.bid]
+
+
+def test_a_callback_takes_keyword_arguments_as_a_call(config: kiq.Config, r: redis.Redis) -> None:
+    with (
+        pytest.raises(kiq.InvalidJobError, match="unexpected keyword argument 'nope'"),
+        Batch(on_success=(Marked, kiq.Call("x", nope=1))),
+    ):
+        Noop.perform_async(1)  # refused where the batch is made, as a push would be
+    with Batch(on_success=(Marked, kiq.Call(name="called", ms=1))):  # all by keyword: none can be lost
+        Noop.perform_async(1)
+    drain(config)
+    assert r.lrange(ORDER, 0, -1) == ["job:called"]

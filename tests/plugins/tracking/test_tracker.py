@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Generator
+from decimal import Decimal
 from typing import Any
+from uuid import UUID
 
 import pytest
 import redis
@@ -14,7 +16,7 @@ import redis
 import kiq
 from kiq.plugins.tracking import Tracker, tracker_for
 from kiq.plugins.tracking.writer import Update
-from tests.jobs.tracking import AsyncEnroll, Enroll, TrackedAlone, Untracked
+from tests.jobs.tracking import AsyncEnroll, Enroll, TrackedAlone, TypedEnroll, Untracked
 from tests.support import run_on_event_loop
 from tests.tracking_support import retry_now, track, work_off
 
@@ -148,6 +150,39 @@ def test_classes_opt_in_and_others_are_not_tracked(config: kiq.Config, tracker: 
     assert event is not None and event["status"] == "finished"
     assert [message["text"] for message in event["messages"]] == ["alone 5"]
     assert tracker.event(untracked) is None
+
+
+def test_a_tracked_job_keeps_its_keyword_arguments_with_its_params(config: kiq.Config, tracker: Tracker) -> None:
+    jid = TrackedAlone.perform_async(number=7)
+    positional = TrackedAlone.perform_async(8)
+    work_off(config)
+    tracker.writer.flush()
+    event = tracker.event(jid)
+    assert event is not None and event["params"] == {"args": [], "kwargs": {"number": 7}}
+    assert [message["text"] for message in event["messages"]] == ["alone 7"]
+    assert positional is not None and (tracker.event(positional) or {}).get("params") == [8]  # as it always was
+
+
+def test_a_task_of_calls_with_keyword_and_typed_arguments(config: kiq.Config, tracker: Tracker) -> None:
+    product = UUID("8f14e45f-ceea-467a-9575-4bc0c8e5b1a2")
+    with pytest.raises(kiq.JobArgumentError, match="argument 'price'"):
+        tracker.create_task(TypedEnroll, [kiq.Call(product, price="not a number")])  # refused before any write
+    task_id = tracker.create_task(
+        TypedEnroll, [kiq.Call(product, price=Decimal("1.50")), kiq.Call(str(product), price=2)]
+    )
+    work_off(config)
+    tracker.writer.flush()
+    task = tracker.task(task_id)
+    assert task is not None and task["total"] == 2
+    assert [event["params"] for event in task["events"]] == [
+        {"args": [str(product)], "kwargs": {"price": "1.50"}},
+        {"args": [str(product)], "kwargs": {"price": 2}},
+    ]
+    assert sorted(event["messages"][0]["text"] for event in task["events"]) == [
+        f"UUID {product} at Decimal 1.50",
+        f"UUID {product} at Decimal 2",
+    ]
+    assert {event["status"] for event in task["events"]} == {"finished"}
 
 
 def test_a_failed_push_is_recorded_on_the_task(tracking_db_url: str) -> None:

@@ -3,6 +3,7 @@ bounded by a TTL, for single, scheduled and bulk pushes; wrong option values ref
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 
@@ -141,3 +142,15 @@ def test_the_lock_expires_by_its_ttl(config: kiq.Config) -> None:
     assert jid is not None and Once.perform_async(1) is None
     wait_until(lambda: lock_holder(Once, [1]) is None, 5, message="the lock to expire")
     assert Once.perform_async(1) is not None
+
+
+def test_keyword_arguments_are_part_of_the_lock_and_a_job_without_them_keeps_its_key(
+    config: kiq.Config, r: redis.Redis
+) -> None:
+    identity = json.dumps(["UniqueOnce", "default", [1]], separators=(",", ":")).encode()
+    assert lock_key("UniqueOnce", "default", [1]) == "kiq:unique:lock:" + hashlib.sha256(identity).hexdigest()
+    assert lock_key("UniqueOnce", "default", [1], {}) == lock_key("UniqueOnce", "default", [1])
+    first = Once.perform_async(number=1)
+    assert first is not None and Once.perform_async(number=1) is None  # the same keyword arguments: a duplicate
+    assert Once.perform_async(number=2) is not None and Once.perform_async(1) is not None
+    assert lock_holder(Once, [], kwargs={"number": 1}) == first
