@@ -119,7 +119,8 @@ def test_keyword_and_typed_arguments_round_trip_through_a_real_worker(
     assert r.zcard("retry") == 0 and r.get("stat:failed") in (None, "0")
 
 
-def test_keyword_and_typed_arguments_round_trip_in_fake_and_inline_modes() -> None:
+def test_keyword_and_typed_arguments_round_trip_in_fake_and_inline_modes(config: kiq.Config) -> None:
+    # config: the jobs record what they received in the test's Redis (the default config's)
     typed.received.clear()
     with testing.fake() as fake:
         for job in (typed_sync, TypedAsync):
@@ -304,7 +305,9 @@ def test_the_push_check_of_keyword_arguments_says_what_signature_bind_says(funct
         assert _fits(arity, len(args), kwargs) is binds, (function.__name__, args, kwargs)
 
 
-def test_a_forward_reference_is_read_at_the_first_push_and_an_unknown_annotation_is_not_converted() -> None:
+def test_a_forward_reference_is_read_at_the_first_push_and_an_unknown_annotation_is_not_converted(
+    config: kiq.Config,
+) -> None:
     typed.received.clear()
     stamp = Stamp(datetime(2026, 1, 2, tzinfo=UTC))
     with testing.fake() as fake:
