@@ -123,15 +123,18 @@ def hold(destination: object, jobs: list[EncodedJob], config: Config, error: Exc
         return False
     with _registry:
         buffer = held.get(_key(destination))
-        if buffer is None:
-            buffer = held[_key(destination)] = HeldPushes(destination, write)
-            log.warning(
-                "reliable push: Redis is unreachable (%s); holding pushes in memory (up to reliable_push_limit = "
-                "%d jobs) and sending them when it is back",
-                error,
-                config.get("reliable_push_limit"),
-            )
-        _add(buffer, jobs, config, error)
+        if buffer is not None:
+            _add(buffer, jobs, config, error)
+            return True
+        buffer = HeldPushes(destination, write)
+        _add(buffer, jobs, config, error)  # a first push over the limit raises here: no outage begins
+        held[_key(destination)] = buffer
+        log.warning(
+            "reliable push: Redis is unreachable (%s); holding pushes in memory (up to reliable_push_limit = %d "
+            "jobs) and sending them when it is back",
+            error,
+            config.get("reliable_push_limit"),
+        )
         _start_sender()
     return True
 

@@ -93,10 +93,15 @@ def test_5000_pushes_across_a_5_s_outage_all_land_in_order_and_run(
     assert set(runs) == {str(number) for number in range(total)} and all(int(count) >= 1 for count in runs.values())
 
 
-def test_an_outage_longer_than_the_buffer_raises_and_keeps_what_it_held(server: StandaloneRedis) -> None:
+def test_an_outage_longer_than_the_buffer_raises_and_keeps_what_it_held(
+    server: StandaloneRedis, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="kiq")
     config = kiq.Config(redis_url=server.url, reliable_push=True, reliable_push_limit=100)
     client = kiq.Client(config)
     server.stop()
+    with pytest.raises(kiq.PushBufferFull, match="holds 0 job"):  # more than the limit at once: nothing held
+        client.push_bulk({"class": Record, "args": [[str(number)] for number in range(101)]})
     held = [client.push({"class": Record, "args": [str(number)]}) for number in range(100)]
     assert all(held)
     with pytest.raises(kiq.PushBufferFull, match="reliable_push_limit = 100") as refused:
@@ -110,6 +115,8 @@ def test_an_outage_longer_than_the_buffer_raises_and_keeps_what_it_held(server: 
     assert first_seen(queued_in_order(watch)) == [str(number) for number in range(100)]
     assert client.push({"class": Record, "args": ["after"]})
     assert queued_in_order(watch)[-1] == "after"
+    assert [level for level, _ in outage_messages(caplog)] == ["WARNING", "INFO"]
+    assert "sent the 100 job(s)" in outage_messages(caplog)[1][1]
 
 
 def test_bulk_and_scheduled_pushes_are_held_too(server: StandaloneRedis) -> None:
