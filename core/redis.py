@@ -161,8 +161,13 @@ class DedicatedConnection:
     def __init__(self, client: redis.Redis) -> None:
         self._pool = client.connection_pool
         self._connection: Connection | None = None
+        self._master_changes = _master_changes.get(self._pool)
+        self._seen = self._master_changes[0]
 
     def command(self, *args: Any) -> Any:
+        if self._master_changes[0] != self._seen and self._connection is not None:  # follow_new_master was called
+            self._connection.disconnect()  # type: ignore[no-untyped-call]
+            self.release()
         for attempt in (1, 2):
             connection = self._connection or self._take()
             try:
@@ -199,6 +204,7 @@ class DedicatedConnection:
             self._pool.release(connection)
 
     def _take(self) -> Connection:
+        self._seen = self._master_changes[0]
         self._connection = self._pool.get_connection()
         return self._connection
 
@@ -286,6 +292,29 @@ def _after_fork() -> None:
 os.register_at_fork(after_in_child=_after_fork)
 Shelf = list[Connection]  # at most one idle connection
 _shelves: PerPool[Shelf] = PerPool(list)
+
+
+# per pool, how many times follow_new_master was called: a dedicated connection taken before the last call is dropped
+_master_changes: PerPool[list[int]] = PerPool(lambda: [0])
+
+
+def follow_new_master(client: redis.Redis) -> None:
+    """The Sentinels name a new master (a worker's heartbeat noticed): drop every connection of ``client``'s pool to
+    the old one: the idle ones (redis-py does it when it learns the new address), the shelved one of
+    ``run_pipeline``, and the dedicated ones (the fetchers') at their next command. After a forced failover the old
+    master takes writes for seconds, until the Sentinels demote it and it discards them; a worker that went on
+    fetching from it would run every job it took there again. Disconnecting is not enough: redis-py connects a
+    connection that is in use again to the address it had; a connection taken anew from the pool asks the
+    Sentinels."""
+    pool = client.connection_pool
+    pool.disconnect(inuse_connections=False)
+    _master_changes.get(pool)[0] += 1
+    shelf = _shelves.get(pool)
+    with _lock:
+        shelved, shelf[:] = shelf[:], []
+    for connection in shelved:
+        connection.disconnect()  # type: ignore[no-untyped-call]
+        pool.release(connection)
 
 
 def _put_back(pool: Any, shelf: Shelf, connection: Connection) -> None:
