@@ -194,3 +194,32 @@ def test_jobs_still_held_at_exit_are_logged_as_replayable_commands() -> None:
     command, _, data = lines[1].partition("not sent: ")[2].partition(" {")
     assert command == "ZADD schedule 4102444800.0" and json.loads("{" + data)["jid"] == jids[1]
     assert done.stderr.count("WARNING") == 1
+
+
+def test_threads_pushing_across_an_outage_lose_nothing_and_keep_each_ones_order(server: StandaloneRedis) -> None:
+    config = kiq.Config(redis_url=server.url, reliable_push=True)
+    client = kiq.Client(config)
+    threads, each, counts = 4, 500, [0] * 4
+
+    def push(thread: int) -> None:
+        for number in range(each):
+            assert client.push({"class": Record, "args": [f"{thread}-{number}"]})
+            counts[thread] += 1
+            time.sleep(0.002)
+
+    pushers = [threading.Thread(target=push, args=(thread,)) for thread in range(threads)]
+    for pusher in pushers:
+        pusher.start()
+    wait_until(lambda: min(counts) >= 50, 30, message="pushes before the outage")
+    server.stop()
+    before = sum(counts)
+    wait_until(lambda: sum(counts) >= before + 400, 30, message="pushes during the outage")
+    server.start()
+    for pusher in pushers:
+        pusher.join(60)
+    assert counts == [each] * threads
+    watch = server.client()
+    wait_until(lambda: watch.llen("queue:default") >= threads * each, 30, message="every held job sent")
+    keys = first_seen(queued_in_order(watch))
+    for thread in range(threads):
+        assert [key for key in keys if key.startswith(f"{thread}-")] == [f"{thread}-{n}" for n in range(each)]
