@@ -10,15 +10,17 @@ config's sync Redis client: a middleware that calls Redis blocks the loop for th
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
 import redis as redis_py
 
 from . import sink
-from .client import Client, EncodedJob, check_replicated, listed_queues, note_listed, write_commands
+from .client import Client, EncodedJob, check_replicated, listed_queues, note_listed, write_commands, write_jobs
 from .config import config_or_default
 from .redis import connect_async
+from .reliable_push import OUTAGE, behind_held, held, hold
 
 if TYPE_CHECKING:
     import redis.asyncio as redis_async
@@ -81,14 +83,26 @@ class AsyncClient:
         if sink.current is not None:  # kiq.testing's fake or inline mode
             sink.current.write(jobs)
             return
+        # reliable push holds jobs for the config's Redis, sent by its sync client from the background sender (a
+        # client given its own ``redis`` raises in an outage, as without reliable push)
+        if held and self._redis is None and behind_held(self.config.redis, jobs, self.config, send_now=False):
+            return
         connection = self.redis
         listed = listed_queues(connection.connection_pool)
         commands = write_commands(jobs, self.config, listed)
         try:
-            replies = await self._send(connection, commands)
-        except redis_py.ReadOnlyError:  # a failover left us talking to a replica: once more, on new connections
-            await connection.connection_pool.disconnect()
-            replies = await self._send(connection, commands)
+            try:
+                replies = await self._send(connection, commands)
+            except redis_py.ReadOnlyError:  # a failover left us talking to a replica: once more, on new connections
+                await connection.connection_pool.disconnect()
+                replies = await self._send(connection, commands)
+        except OUTAGE as error:
+            sync = self.config.redis
+            if self._redis is not None or not hold(
+                sync, jobs, self.config, error, partial(write_jobs, sync, config=self.config)
+            ):
+                raise
+            return
         note_listed(commands, listed)
         check_replicated(commands, replies, jobs, self.config)
 

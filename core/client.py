@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import redis as redis_py
@@ -18,11 +19,12 @@ import redis as redis_py
 from . import sink
 from .arguments import ArgumentPlan
 from .config import config_or_default
-from .errors import ConfigError, InvalidJobError, JobArgumentError, NotReplicated
+from .errors import ConfigError, InvalidJobError, JobArgumentError, NotReplicated, PayloadTooLarge
 from .keys import QUEUES, SCHEDULE, queue_key
 from .payload import DEFAULT_OPTIONS, check_args, check_job, encode_checked, finite_seconds, new_jid, new_jids
-from .redis import PerPool, run_pipeline
-from .settings import did_you_mean
+from .redis import ENCODING_ERRORS, PerPool, run_pipeline
+from .reliable_push import OUTAGE, behind_held, held, hold
+from .settings import MIN_MAX_PAYLOAD_BYTES, did_you_mean
 
 if TYPE_CHECKING:
     import redis
@@ -157,6 +159,7 @@ class Client:
                 jids.append(None if encoded is None else encoded[1])
                 if encoded is not None:
                     encoded_jobs.append(encoded)
+            refuse_oversized(encoded_jobs, self.config.get("max_payload_bytes"))  # before any is written
             yield jids, [encoded_jobs[start : start + batch_size] for start in range(0, len(encoded_jobs), batch_size)]
 
     # -- internals ----------------------------------------------------------------------------------
@@ -221,21 +224,32 @@ class Client:
         return encoded[0]
 
     def _write(self, jobs: list[EncodedJob]) -> None:
-        """One pipelined round trip for the batch (immediate jobs by queue, scheduled ones into ``schedule``)."""
+        """Write the batch (``write_jobs``); with ``reliable_push``, held in memory while Redis is unreachable."""
         if sink.current is not None:  # kiq.testing's fake or inline mode
             sink.current.write(jobs)
             return
 
         connection = self.redis
-        listed = listed_queues(connection.connection_pool)
-        commands = write_commands(jobs, self.config, listed)
+        if held and behind_held(connection, jobs, self.config, send_now=True):  # after the jobs held in an outage
+            return
         try:
-            replies = run_pipeline(connection, commands)
-        except redis_py.ReadOnlyError:  # a failover left us talking to a replica: once more, on new connections
-            connection.connection_pool.disconnect()
-            replies = run_pipeline(connection, commands)
-        note_listed(commands, listed)
-        check_replicated(commands, replies, jobs, self.config)
+            write_jobs(connection, jobs, self.config)
+        except OUTAGE as error:
+            if not hold(connection, jobs, self.config, error, partial(write_jobs, connection, config=self.config)):
+                raise
+
+
+def write_jobs(connection: redis.Redis, jobs: list[EncodedJob], config: Config) -> None:
+    """One pipelined round trip that writes ``jobs`` (immediate ones by queue, scheduled ones into ``schedule``)."""
+    listed = listed_queues(connection.connection_pool)
+    commands = write_commands(jobs, config, listed)
+    try:
+        replies = run_pipeline(connection, commands)
+    except redis_py.ReadOnlyError:  # a failover left us talking to a replica: once more, on new connections
+        connection.connection_pool.disconnect()
+        replies = run_pipeline(connection, commands)
+    note_listed(commands, listed)
+    check_replicated(commands, replies, jobs, config)
 
 
 def write_commands(jobs: list[EncodedJob], config: Config, listed: dict[str, float]) -> list[tuple[Any, ...]]:
@@ -247,8 +261,11 @@ def write_commands(jobs: list[EncodedJob], config: Config, listed: dict[str, flo
     replicas = config.get("push_replicas")  # not config.push_replicas: a setting read as an attribute costs 0.4 µs
     if len(jobs) == 1 and jobs[0][2] is None and not replicas:  # a single push, the common case
         queue, _, _, data = jobs[0]
+        if len(data) > SURELY_ALLOWED:  # reading the setting costs 0.15 µs: not for the usual small job
+            refuse_oversized(jobs, config.get("max_payload_bytes"))
         push = ("LPUSH", queue_key(queue), data)
         return [("SADD", QUEUES, queue), push] if _unlisted(listed, queue, now) else [push]
+    refuse_oversized(jobs, config.get("max_payload_bytes"))
     scheduled: dict[str, float] = {}
     queued: dict[str, list[str]] = {}
     for queue, _, at, data in jobs:
@@ -266,6 +283,22 @@ def write_commands(jobs: list[EncodedJob], config: Config, listed: dict[str, flo
     if replicas:
         commands.append(("WAIT", replicas, int(config.push_replicas_timeout * 1000)))
     return commands
+
+
+# a job's JSON of at most this many characters is within any max_payload_bytes (at least 1,024 bytes; UTF-8 takes
+# at most 4 bytes a character)
+SURELY_ALLOWED = MIN_MAX_PAYLOAD_BYTES // 4
+
+
+def refuse_oversized(jobs: list[EncodedJob], limit: int) -> None:
+    """``PayloadTooLarge`` for the first job whose JSON is over ``limit`` bytes (``max_payload_bytes``)."""
+    for queue, jid, _, data in jobs:
+        if len(data) * 4 > limit and len(data.encode("utf-8", ENCODING_ERRORS)) > limit:
+            raise PayloadTooLarge(
+                f"job {jid} for queue {queue!r} is {len(data.encode('utf-8', ENCODING_ERRORS)):,} bytes of JSON, over "
+                f"max_payload_bytes = {limit:,}; nothing was pushed. Pass large data by reference (a file or object "
+                "URL, a database id), or raise max_payload_bytes (KIQ_MAX_PAYLOAD_BYTES)"
+            )
 
 
 # Sidekiq adds a job's queue to the ``queues`` set (what the dashboard and kiq.api list) on every push. Adding a

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import redis
+
 
 class KiqError(Exception):
     """Base class of every error kiq raises."""
@@ -48,6 +50,15 @@ class Shutdown(BaseException):
 class NotReplicated(KiqError):
     """A push was written to the Redis master, but fewer replicas than ``push_replicas`` confirmed it within
     ``push_replicas_timeout``: a failover now could lose it. The job is queued; pushing it again may run it twice."""
+
+
+class PushBufferFull(KiqError, redis.ConnectionError):
+    """Redis is unreachable and the reliable push buffer is full (``reliable_push_limit``): the push was not sent.
+    A ``redis.ConnectionError``, as the push raises without reliable push; the jobs held before it are kept."""
+
+
+class PayloadTooLarge(InvalidJobError):
+    """A job's JSON is larger than ``max_payload_bytes``: refused at push, nothing written."""
 
 
 class JobTimeout(BaseException):

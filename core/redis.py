@@ -57,11 +57,50 @@ class _SurrogateSafePacker(HiredisRespSerializer):
     error path, so the usual command costs nothing more)."""
 
     def pack(self, *args: Any) -> list[bytes]:
+        for arg in args:
+            if type(arg) is str and len(arg) > LARGE_VALUE:
+                return _pack_in_pieces(args)
         try:
             return super().pack(*args)  # type: ignore[no-any-return]
         except UnicodeEncodeError:
             raw: Any = [arg.encode("utf-8", ENCODING_ERRORS) if isinstance(arg, str) else arg for arg in args]
             return super().pack(*raw)  # type: ignore[no-any-return]
+
+
+# a command with a text longer than this (a big job: acknowledged by value, requeued, retried) is packed in pieces,
+# the text's UTF-8 sent as it is: hiredis's packer would hold two more copies of it at once (the UTF-8, the command)
+LARGE_VALUE = 1 << 20
+
+
+def _pack_in_pieces(args: tuple[Any, ...]) -> list[bytes]:
+    """RESP for ``args`` as a list of byte strings that the connection sends one after the other: the small
+    arguments together, each large one by itself, encoded once."""
+    name, *rest = args
+    words = [*(name.encode() if isinstance(name, str) else name).split(), *rest]
+    pieces: list[bytes] = []
+    head = bytearray(b"*%d\r\n" % len(words))
+    for word in words:
+        value = _as_bytes(word)
+        head += b"$%d\r\n" % len(value)
+        if len(value) > LARGE_VALUE:
+            pieces += [bytes(head), value]
+            head = bytearray(b"\r\n")
+        else:
+            head += value + b"\r\n"
+    return [*pieces, bytes(head)]
+
+
+def _as_bytes(value: Any) -> bytes:
+    """A command argument as redis-py's encoder writes it (text as the replies are read: surrogateescape)."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8", ENCODING_ERRORS)
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return repr(value).encode()
+    raise redis.DataError(f"invalid input of type {type(value).__name__!r} in a Redis command")
 
 
 def connect(url: str | None, embedded_dir: str = ".kiq", pool_size: int = 20, embedded: bool = True) -> redis.Redis:
@@ -132,13 +171,21 @@ class DedicatedConnection:
     def __init__(self, client: redis.Redis) -> None:
         self._pool = client.connection_pool
         self._connection: Connection | None = None
+        self._master_changes = _master_changes.get(self._pool)
+        self._seen = self._master_changes[0]
 
     def command(self, *args: Any) -> Any:
+        if self._master_changes[0] != self._seen and self._connection is not None:  # follow_new_master was called
+            self._connection.disconnect()  # type: ignore[no-untyped-call]
+            self.release()
         for attempt in (1, 2):
             connection = self._connection or self._take()
             try:
                 connection.send_command(*args)  # type: ignore[no-untyped-call]
-                return connection.read_response()
+                reply = connection.read_response()
+                if _large(reply):  # the reader keeps a buffer as large until its next read: free it now
+                    connection.disconnect()  # type: ignore[no-untyped-call]  # the next command reconnects
+                return reply
             except redis.ConnectionError:
                 self.release()
                 if attempt == 2:
@@ -167,8 +214,18 @@ class DedicatedConnection:
             self._pool.release(connection)
 
     def _take(self) -> Connection:
+        self._seen = self._master_changes[0]
         self._connection = self._pool.get_connection()
         return self._connection
+
+
+def _large(reply: Any) -> bool:
+    """Whether a reply holds a text over ``LARGE_VALUE``: then a dedicated connection reconnects, as hiredis keeps a
+    read buffer as large as the largest reply until the connection reads again, which a fetch that blocks may not do
+    for seconds, while the job runs with its own copies."""
+    if type(reply) is list:
+        return any(type(value) is str and len(value) > LARGE_VALUE for value in reply)
+    return type(reply) is str and len(reply) > LARGE_VALUE
 
 
 def run_pipeline(client: redis.Redis, commands: Sequence[Sequence[Any]], raise_on_error: bool = True) -> list[Any]:
@@ -245,6 +302,29 @@ def _after_fork() -> None:
 os.register_at_fork(after_in_child=_after_fork)
 Shelf = list[Connection]  # at most one idle connection
 _shelves: PerPool[Shelf] = PerPool(list)
+
+
+# per pool, how many times follow_new_master was called: a dedicated connection taken before the last call is dropped
+_master_changes: PerPool[list[int]] = PerPool(lambda: [0])
+
+
+def follow_new_master(client: redis.Redis) -> None:
+    """The Sentinels name a new master (a worker's heartbeat noticed): drop every connection of ``client``'s pool to
+    the old one: the idle ones (redis-py does it when it learns the new address), the shelved one of
+    ``run_pipeline``, and the dedicated ones (the fetchers') at their next command. After a forced failover the old
+    master takes writes for seconds, until the Sentinels demote it and it discards them; a worker that went on
+    fetching from it would run every job it took there again. Disconnecting is not enough: redis-py connects a
+    connection that is in use again to the address it had; a connection taken anew from the pool asks the
+    Sentinels."""
+    pool = client.connection_pool
+    pool.disconnect(inuse_connections=False)
+    _master_changes.get(pool)[0] += 1
+    shelf = _shelves.get(pool)
+    with _lock:
+        shelved, shelf[:] = shelf[:], []
+    for connection in shelved:
+        connection.disconnect()  # type: ignore[no-untyped-call]
+        pool.release(connection)
 
 
 def _put_back(pool: Any, shelf: Shelf, connection: Connection) -> None:

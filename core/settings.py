@@ -189,6 +189,8 @@ def as_processes(raw: Any) -> int:
 
 
 DAY = 24 * 60 * 60
+MB = 1024 * 1024
+MIN_MAX_PAYLOAD_BYTES = 1024  # the client skips the size check of a job under a quarter of it (kiq.client)
 
 CORE_SETTINGS = [
     Setting.text("redis_url", None, "Redis URL; unset: the embedded server in embedded_dir"),
@@ -198,6 +200,9 @@ CORE_SETTINGS = [
     ),
     Setting.integer("push_replicas", 0, 0, "a push waits (WAIT) until this many replicas have it; 0: no wait"),
     Setting.number("push_replicas_timeout", 1.0, 0.001, "seconds a push waits for push_replicas"),
+    Setting.boolean("reliable_push", False, "a push that finds Redis unreachable is held in memory and sent later"),
+    Setting.integer("reliable_push_limit", 10_000, 1, "jobs reliable push holds at most; past it a push raises"),
+    Setting.integer("max_payload_bytes", 8 * MB, MIN_MAX_PAYLOAD_BYTES, "a push of a larger job's JSON is refused"),
     Setting("shards", {}, as_shards, "named Redis servers besides redis_url: name -> URL (see Sharding)"),
     Setting.integer("concurrency", 10, 1, "processor threads per worker process"),
     Setting.integer("async_concurrency", 200, 1, "async jobs each capsule's event loop awaits at once"),

@@ -27,6 +27,7 @@ from ..fetcher import Capsule
 from ..job_registry import registry
 from ..keys import PROCESS_TTL, PROCESSES, STATS_TTL, signals_key, stat_key, work_key
 from ..payload import dumps, new_jid
+from ..redis import follow_new_master
 from ..version import __version__
 from .manager import Manager, capsules_for
 from .metrics import MetricsFlusher, Recorder
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
     from ..config import Config
 
 log = logging.getLogger("kiq")
+# seconds between two questions to the Sentinels about the master (between heartbeats): bounds how long a worker
+# fetches from a master the Sentinels replaced (docs/guide/redis.md)
+MASTER_CHECK_INTERVAL = 1.0
 
 
 def make_identity() -> str:
@@ -203,7 +207,25 @@ class Launcher:
         while not self._beats_ended:
             self._beat_now.clear()  # before the beat: a wake-up during it (a quiet) brings another one at once
             self.heartbeat()
-            self._beat_now.wait(self.config.heartbeat_interval)
+            self._wait_for_next_beat()
+
+    def _wait_for_next_beat(self) -> None:
+        """Until the next beat is due or woken; with Sentinel, asking every ``MASTER_CHECK_INTERVAL`` whether the
+        master changed: a worker that fetches from a demoted master runs every job it takes there again."""
+        deadline = time.monotonic() + self.config.heartbeat_interval
+        follow = self._follows_master_at_once()
+        while (remaining := deadline - time.monotonic()) > 0:
+            if self._beat_now.wait(min(remaining, MASTER_CHECK_INTERVAL) if follow else remaining):
+                return
+            self._note_failover()
+
+    def _follows_master_at_once(self) -> bool:
+        """Whether this worker moves to a new master as soon as the Sentinels name it: with Sentinel and
+        ``push_replicas`` (docs/guide/redis.md, "Failover"). Without ``push_replicas`` a job pushed to the old master
+        after the promotion exists there only, until the old master is demoted and discards it: a worker that goes
+        on fetching from the old master until then runs such jobs (and runs again the ones the new master still
+        has), one that left at once would lose them. With ``push_replicas`` such a push raised NotReplicated."""
+        return bool(self.config.push_replicas) and hasattr(self.config.redis.connection_pool, "get_master_address")
 
     def heartbeat(self) -> None:
         """One beat: flush the counters, write ``<identity>:work`` and the process hash, run a remote signal;
@@ -281,17 +303,20 @@ class Launcher:
             self.signal_sink(signal_name)
 
     def _note_failover(self) -> None:
-        """With Sentinel, log once when the master changed (redis-py follows it on its own; the operator should
-        know). Asks the Sentinels once per heartbeat; nothing for other URLs."""
+        """With Sentinel, when the master changed: log it once and, with ``push_replicas``, move every connection to
+        the new one (``kiq.redis.follow_new_master``). Asks the Sentinels at each heartbeat, and with
+        ``push_replicas`` every ``MASTER_CHECK_INTERVAL`` between; nothing for other URLs."""
         master_address = getattr(self.config.redis.connection_pool, "get_master_address", None)
         if master_address is None:
             return
         try:
             current = tuple(master_address())
+            if self._master is not None and current != self._master:
+                log.warning("Redis failed over: the master is now %s:%s (was %s:%s)", *current, *self._master)
+                if self._follows_master_at_once():
+                    follow_new_master(self.config.redis)
         except Exception:  # Sentinels unreachable: the outage is reported by the Redis calls themselves
             return
-        if self._master is not None and current != self._master:
-            log.warning("Redis failed over: the master is now %s:%s (was %s:%s)", *current, *self._master)
         self._master = current
 
     def _totals(self) -> tuple[int, int]:

@@ -30,7 +30,7 @@ from ..arguments import call_perform
 from ..errors import InvalidPayload, Shutdown
 from ..job_registry import registry
 from ..logging import JobLogger, thread_id
-from ..payload import parse_payload
+from ..payload import LARGE_TEXT, parse_payload, running_summary
 from . import acknowledgement, dead
 from .metrics import Recorder
 from .outcomes import Outcome, OutcomeKeeper, refused
@@ -142,7 +142,7 @@ class JobRunner:
         jobstr = unit.job
         queue = unit.queue_name
         slot.unit = unit
-        slot.work = (queue, jobstr, int(time.time()))
+        slot.work = (queue, jobstr if len(jobstr) <= LARGE_TEXT else running_summary(job, jobstr), int(time.time()))
         job_logger = self.job_logger
         metrics = self.metrics
         context = job_logger.prepare(job)

@@ -1,0 +1,225 @@
+"""Reliable push against a real redis-server of the test's own (AOF on), stopped and started again: pushes during
+the outage return their jids, are held in memory and land in the queue, in order, when Redis is back."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+import kiq
+from tests.jobs.basic import Record
+from tests.sentinel_support import free_port
+from tests.standalone_redis import StandaloneRedis
+from tests.support import ROOT, WorkerProcess, child_env, wait_until
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[StandaloneRedis]:
+    own = StandaloneRedis(tmp_path).start()
+    yield own
+    own.stop()
+
+
+def queued_in_order(client: redis.Redis, queue: str = "default") -> list[str]:
+    """The first argument of every job of ``queue``, in the order the workers will take them (BRPOP: oldest first)."""
+    return [json.loads(data)["args"][0] for data in reversed(client.lrange(f"queue:{queue}", 0, -1))]
+
+
+def first_seen(keys: list[str]) -> list[str]:
+    """``keys`` without repeats (a write whose reply an outage cut off may be sent twice: at least once)."""
+    return list(dict.fromkeys(keys))
+
+
+def outage_messages(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str]]:
+    return [(record.levelname, record.getMessage()) for record in caplog.records if "reliable push" in record.msg]
+
+
+def test_5000_pushes_across_a_5_s_outage_all_land_in_order_and_run(
+    server: StandaloneRedis, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="kiq")
+    config = kiq.Config(redis_url=server.url, reliable_push=True)
+    client = kiq.Client(config)
+    total, jids, pushed = 5000, [], threading.Event()
+    errors: list[BaseException] = []
+
+    def push_all() -> None:
+        try:
+            for number in range(total):
+                jids.append(client.push({"class": Record, "args": [str(number)]}))
+                time.sleep(0.002)  # spread the pushes over the outage: about 10 s in all
+        except BaseException as exc:  # reported by the test
+            errors.append(exc)
+        finally:
+            pushed.set()
+
+    pusher = threading.Thread(target=push_all)
+    pusher.start()
+    wait_until(lambda: len(jids) >= 500, 30, message="500 pushes before the outage")
+    server.stop()
+    outage_start = len(jids)
+    time.sleep(5)  # the outage's length, not a wait for a condition
+    during = len(jids) - outage_start
+    server.start()
+    assert pushed.wait(120)
+    pusher.join()
+    assert not errors, errors
+    assert len(jids) == total and all(jids)
+    assert during > 100, f"only {during} pushes during the outage"
+
+    watch = server.client()
+    wait_until(lambda: watch.llen("queue:default") >= total, 30, message="every held job sent")
+    keys = queued_in_order(watch)
+    assert first_seen(keys) == [str(number) for number in range(total)]  # every job, in the order pushed
+    assert outage_messages(caplog)[0][0] == "WARNING"
+    assert [level for level, _ in outage_messages(caplog)] == ["WARNING", "INFO"], outage_messages(caplog)
+    assert "sent the" in outage_messages(caplog)[1][1]
+
+    worker_args = ["-r", "tests.jobs.basic", "-q", "default", "-c", "5"]
+    with WorkerProcess(worker_args, server.url, tmp_path / "worker.log") as worker:
+        wait_until(lambda: watch.hlen("performed") == total, 120, message="every job run")
+        worker.stop()
+    runs = watch.hgetall("performed")
+    assert set(runs) == {str(number) for number in range(total)} and all(int(count) >= 1 for count in runs.values())
+
+
+def test_an_outage_longer_than_the_buffer_raises_and_keeps_what_it_held(
+    server: StandaloneRedis, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="kiq")
+    config = kiq.Config(redis_url=server.url, reliable_push=True, reliable_push_limit=100)
+    client = kiq.Client(config)
+    server.stop()
+    with pytest.raises(kiq.PushBufferFull, match="holds 0 job"):  # more than the limit at once: nothing held
+        client.push_bulk({"class": Record, "args": [[str(number)] for number in range(101)]})
+    held = [client.push({"class": Record, "args": [str(number)]}) for number in range(100)]
+    assert all(held)
+    with pytest.raises(kiq.PushBufferFull, match="reliable_push_limit = 100") as refused:
+        client.push({"class": Record, "args": ["over"]})
+    assert isinstance(refused.value, redis.ConnectionError)  # what a push raises without reliable push
+    with pytest.raises(kiq.PushBufferFull):
+        client.push_bulk({"class": Record, "args": [["bulk-1"], ["bulk-2"]]})
+    server.start()
+    watch = server.client()
+    wait_until(lambda: watch.llen("queue:default") >= 100, 30, message="the held jobs sent")
+    assert first_seen(queued_in_order(watch)) == [str(number) for number in range(100)]
+    assert client.push({"class": Record, "args": ["after"]})
+    assert queued_in_order(watch)[-1] == "after"
+    assert [level for level, _ in outage_messages(caplog)] == ["WARNING", "INFO"]
+    assert "sent the 100 job(s)" in outage_messages(caplog)[1][1]
+
+
+def test_bulk_and_scheduled_pushes_are_held_too(server: StandaloneRedis) -> None:
+    config = kiq.Config(redis_url=server.url, reliable_push=True)
+    client = kiq.Client(config)
+    server.stop()
+    jids = client.push_bulk({"class": Record, "args": [[str(number)] for number in range(2500)]})
+    later = client.push({"class": Record, "args": ["later"], "at": time.time() + 3600})
+    assert len(jids) == 2500 and all(jids) and later
+    server.start()
+    watch = server.client()
+    wait_until(lambda: watch.llen("queue:default") >= 2500 and watch.zcard("schedule") == 1, 30)
+    assert first_seen(queued_in_order(watch)) == [str(number) for number in range(2500)]
+    assert json.loads(watch.zrange("schedule", 0, -1)[0])["jid"] == later
+
+
+def test_the_asyncio_client_holds_its_pushes_too(server: StandaloneRedis) -> None:
+    config = kiq.Config(redis_url=server.url, reliable_push=True)
+
+    async def push(first: int, count: int) -> list[str | None]:
+        client = kiq.AsyncClient(config)
+        try:
+            return [await client.push({"class": Record, "args": [str(n)]}) for n in range(first, first + count)]
+        finally:
+            await client.close()
+
+    assert all(asyncio.run(push(0, 10)))
+    server.stop()
+    assert all(asyncio.run(push(10, 300)))
+    server.start()
+    assert all(asyncio.run(push(310, 10)))  # behind the held jobs, whether or not they were sent yet
+    watch = server.client()
+    wait_until(lambda: watch.llen("queue:default") >= 320, 30, message="every async push")
+    assert first_seen(queued_in_order(watch)) == [str(number) for number in range(320)]
+
+
+def test_off_a_push_during_an_outage_raises(server: StandaloneRedis) -> None:
+    config = kiq.Config(redis_url=server.url)
+    server.stop()
+    with pytest.raises(redis.ConnectionError) as refused:
+        kiq.Client(config).push({"class": Record, "args": ["x"]})
+    assert not isinstance(refused.value, kiq.PushBufferFull)
+
+    async def push() -> None:
+        client = kiq.AsyncClient(config)
+        try:
+            await client.push({"class": Record, "args": ["y"]})
+        finally:
+            await client.close()
+
+    with pytest.raises(redis.ConnectionError):
+        asyncio.run(push())
+    server.start()
+    assert server.client().llen("queue:default") == 0
+
+
+def test_jobs_still_held_at_exit_are_logged_as_replayable_commands() -> None:
+    script = (
+        "import logging, kiq\n"
+        "logging.basicConfig(level=logging.INFO, format='%(levelname)s %(message)s')\n"
+        f"config = kiq.Config(redis_url='redis://127.0.0.1:{free_port()}/0', reliable_push=True)\n"
+        "client = kiq.Client(config)\n"
+        "print(client.push({'class': 'Record', 'args': ['a']}))\n"
+        "print(client.push({'class': 'Record', 'args': ['b'], 'at': 4102444800.0}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    jids = done.stdout.split()
+    lines = [line for line in done.stderr.splitlines() if "not sent: " in line]
+    assert len(lines) == 2 and all(line.startswith("ERROR ") for line in lines), done.stderr
+    command, _, data = lines[0].partition("not sent: ")[2].partition(" {")
+    assert command == "LPUSH queue:default" and json.loads("{" + data)["jid"] == jids[0]
+    command, _, data = lines[1].partition("not sent: ")[2].partition(" {")
+    assert command == "ZADD schedule 4102444800.0" and json.loads("{" + data)["jid"] == jids[1]
+    assert done.stderr.count("WARNING") == 1
+
+
+def test_threads_pushing_across_an_outage_lose_nothing_and_keep_each_ones_order(server: StandaloneRedis) -> None:
+    config = kiq.Config(redis_url=server.url, reliable_push=True)
+    client = kiq.Client(config)
+    threads, each, counts = 4, 500, [0] * 4
+
+    def push(thread: int) -> None:
+        for number in range(each):
+            assert client.push({"class": Record, "args": [f"{thread}-{number}"]})
+            counts[thread] += 1
+            time.sleep(0.002)
+
+    pushers = [threading.Thread(target=push, args=(thread,)) for thread in range(threads)]
+    for pusher in pushers:
+        pusher.start()
+    wait_until(lambda: min(counts) >= 50, 30, message="pushes before the outage")
+    server.stop()
+    before = sum(counts)
+    wait_until(lambda: sum(counts) >= before + 400, 30, message="pushes during the outage")
+    server.start()
+    for pusher in pushers:
+        pusher.join(60)
+    assert counts == [each] * threads
+    watch = server.client()
+    wait_until(lambda: watch.llen("queue:default") >= threads * each, 30, message="every held job sent")
+    keys = first_seen(queued_in_order(watch))
+    for thread in range(threads):
+        assert [key for key in keys if key.startswith(f"{thread}-")] == [f"{thread}-{n}" for n in range(each)]
