@@ -32,7 +32,12 @@ FORCE:
 demo: $(MODULES)
 	$(PY) examples/demo.py
 
-test: lint site pytest
+# The suite runs in TEST_PROCESSES processes (pytest-xdist): each has its own embedded Redis, its own databases on
+# KIQ_TEST_REDIS_URL's server and its own PostgreSQL schema (tests/support.py, tests/conftest.py); tests marked
+# xdist_group(name) run in one process, one after another. `make pytest` runs in this process only (one file, -k).
+TEST_PROCESSES ?= 3
+test: lint site $(MODULES)
+	$(PY) -m pytest -n $(TEST_PROCESSES) --dist loadgroup $(PYTEST_ARGS)
 
 pytest: $(MODULES)
 	$(PY) -m pytest $(PYTEST_ARGS)
