@@ -28,6 +28,8 @@ REQUIRE_SERVICES = os.environ.get("KIQ_REQUIRE_SERVICES") == "1"
 T = TypeVar("T")
 F = TypeVar("F")
 FAST = {"KIQ_HEARTBEAT_INTERVAL": "0.5"}  # env for worker processes: heartbeats (and remote signals) every 0.5 s
+# ...and with reliable fetch, a dead worker's jobs recovered within a second or two (the default interval is 30 s)
+FAST_RECOVERY = {**FAST, "KIQ_PLUGINS": "reliable_fetch", "KIQ_RELIABLE_RECOVERY_INTERVAL": "1"}
 # how long the in-process fetchers of tests wait for work before retrieve_work returns None (production waits
 # kiq.fetcher.TIMEOUT, 2 s): a stop or a test that waits for "no job" waits this out, not 2 s
 TEST_BLOCK = 0.2
