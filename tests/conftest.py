@@ -1,5 +1,9 @@
 """Shared fixtures: a real Redis for every test (embedded by default; also the server given by
-KIQ_TEST_REDIS_URL, when set), a fresh Config bound to it, and an empty database."""
+KIQ_TEST_REDIS_URL, when set), a fresh Config bound to it, and an empty database.
+
+Under pytest-xdist (``make test``) each process has its own embedded Redis and its own databases on the server
+(tests/support.py, SERVER_URL); a test marked ``own_redis`` gets a redis-server of its own for ``config`` and
+``e2e_config``, as it changes what the whole server does."""
 
 from __future__ import annotations
 

@@ -50,6 +50,8 @@ def run_with_kills(
     for _ in range(kills):
         time.sleep(KILL_EVERY)
         victim = workers.pop(chaos.randrange(len(workers)))
+        identity = identity_of(r, victim)  # a victim still starting (slow under load) would have no job to lose
+        wait_until(lambda key=identity: int(r.hget(key, "busy") or 0) > 0, 30, message="the victim to be running jobs")
         victim.kill()
         workers.append(start_worker(*args, env=env))
     # until the last victims' liveness keys expire (3 heartbeats), their working lists are not orphans yet: a test
