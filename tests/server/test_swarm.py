@@ -16,7 +16,7 @@ import redis
 import kiq
 from kiq.api import ProcessSet
 from tests.jobs.basic import Sleepy
-from tests.support import FAST, WorkerProcess, wait_until
+from tests.support import FAST, FAST_RECOVERY, WorkerProcess, wait_until
 
 pytestmark = pytest.mark.slow
 StartWorker = Callable[..., WorkerProcess]
@@ -69,7 +69,7 @@ def test_a_dead_child_is_restarted_and_signals_reach_every_child(
 ) -> None:
     r = e2e_config.redis
     Sleepy.perform_bulk([[0.5]] * 60)  # in flight when a child is killed: its jobs must come back (reliable fetch)
-    swarm = start_worker(*JOBS, "-p", "3", "-c", "4", "--fetch", "reliable", env=FAST)
+    swarm = start_worker(*JOBS, "-p", "3", "-c", "4", "--fetch", "reliable", env=FAST_RECOVERY)
     before = three(r, swarm)
     wait_until(lambda: r.llen("started") >= 12, 30, message="every child busy")
     os.kill(before[1]["pid"], signal.SIGKILL)
@@ -98,13 +98,13 @@ def test_kill_9_of_the_whole_tree_loses_no_job_with_reliable_fetch(
 ) -> None:
     r = e2e_config.redis
     Sleepy.perform_bulk([[0.3]] * 60)
-    swarm = start_worker(*JOBS, "-p", "2", "-c", "3", "--fetch", "reliable", env=FAST)
+    swarm = start_worker(*JOBS, "-p", "2", "-c", "3", "--fetch", "reliable", env=FAST_RECOVERY)
     found = wait_until(lambda: len(c := children(r, swarm.pid)) == 2 and c, 30)
     wait_until(lambda: r.llen("started") >= 10, 30)
     for pid in [swarm.pid, *(info["pid"] for info in found.values())]:
         os.kill(pid, signal.SIGKILL)
     assert r.llen("finished") < 60
-    survivor = start_worker(*JOBS, "-c", "10", "--fetch", "reliable", env=FAST)
+    survivor = start_worker(*JOBS, "-c", "10", "--fetch", "reliable", env=FAST_RECOVERY)
     wait_until(lambda: len(set(r.lrange("finished", 0, -1))) == 60, 60, message="every job to finish")
     assert survivor.stop() == 0 and r.zcard("dead") == 0
 

@@ -15,37 +15,25 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import urlencode
 
 import httpx
 import redis
 
 import kiq
 from kiq.keys import histogram_key, metrics_key
-from tests.support import ROOT, child_env, fresh_config
+from tests.support import ROOT, child_env, fresh_config, spare_url
 
 MARKUP = '<script>alert(1)</script>"><img src=x onerror=alert(1)>'
 ESCAPED_SCRIPT = "&lt;script&gt;alert(1)&lt;/script&gt;"
 URL_ATTRIBUTES = {("a", "href"), ("link", "href"), ("script", "src"), ("form", "action")}
-# The database these tests use on the test Redis: one of their own, as they act on whatever is there ("Stop all"
-# signals every process registered) and compare what they find with what they wrote.
-DATABASE = 5
-
-
-def private_url(url: str, database: int = DATABASE) -> str:
-    """``url`` (``redis://host:port/n`` or the embedded server's ``unix://path``) with another database."""
-    parts = urlsplit(url)
-    if parts.scheme == "unix":  # the database is a query parameter (and urlunsplit would drop the empty host)
-        path, _, query = url.partition("?")
-        kept = [parameter for parameter in query.split("&") if parameter and not parameter.startswith("db=")]
-        return f"{path}?{'&'.join([*kept, f'db={database}'])}"
-    return urlunsplit(parts._replace(path=f"/{database}"))
 
 
 def private_config(url: str) -> Iterator[kiq.Config]:
     """What tests/conftest.py's ``e2e_config`` gives (a config on an emptied database, the process default while
-    the test runs), on the database of these tests."""
-    yield from fresh_config(private_url(url))
+    the test runs), on a spare database of the test Redis: these tests act on whatever is there ("Stop all" signals
+    every process registered) and compare what they find with what they wrote."""
+    yield from fresh_config(spare_url(url))
 
 
 @dataclass

@@ -24,7 +24,7 @@ from tests.jobs.reliable import (
     TrackedWork,
     expected_status,
 )
-from tests.support import WorkerProcess, wait_until
+from tests.support import WorkerProcess, identity_of, wait_until
 from tests.tracking_support import track
 
 StartWorker = Callable[..., WorkerProcess]
@@ -66,6 +66,8 @@ def run_with_kills(
     for _ in range(kills):
         time.sleep(every)
         victim = workers.pop(chaos.randrange(len(workers)))
+        identity = identity_of(r, victim)  # a victim still starting (slow under load) would have no job to lose
+        wait_until(lambda key=identity: int(r.hget(key, "busy") or 0) > 0, 30, message="the victim to be running jobs")
         victim.kill()
         workers.append(start_worker(*args, env=env))
     # until the last victims' liveness keys expire (3 heartbeats), their working lists are not orphans yet: a test
@@ -74,7 +76,9 @@ def run_with_kills(
     return workers
 
 
-def stop_all(workers: list[WorkerProcess]) -> None:
+def stop_all(r: redis.Redis, workers: list[WorkerProcess]) -> None:
+    for worker in workers:
+        identity_of(r, worker)  # registered, so past its start: a worker still importing dies of TERM (-15)
     for worker in workers:
         worker.signal(15)
     for worker in workers:
@@ -92,7 +96,7 @@ def test_reliable_fetch_loses_no_job_when_workers_are_killed(e2e_config: kiq.Con
         return r.scard(DONE) == total and not r.exists("queue:default") and not orphans(r)
 
     wait_until(everything_done, 120, interval=0.5, message=f"all {total} jobs ({r.scard(DONE)} done)")
-    stop_all(workers)
+    stop_all(r, workers)
     # the killed workers' liveness keys expire (3 heartbeats); the stopped ones removed theirs and their lists
     wait_until(lambda: not keys(r, "kiq:alive:*"), 10, message="liveness keys to expire")
     assert keys(r, "kiq:working:*") == [] and keys(r, "kiq:recovering:*") == []
@@ -135,7 +139,7 @@ def test_basic_fetch_loses_jobs_under_the_same_chaos(e2e_config: kiq.Config, sta
     Tick.perform_bulk([[40]] * total)
     workers = run_with_kills(r, start_worker, "basic", FAST, kills)
     wait_until(lambda: not r.exists("queue:default"), 60, interval=0.5, message="the queue to drain")
-    stop_all(workers)  # a graceful stop lets the survivors finish what they hold
+    stop_all(r, workers)  # a graceful stop lets the survivors finish what they hold
     lost = total - r.scard(DONE)
     print(f"\nbasic fetch: {total} jobs, {kills} SIGKILLs, {lost} lost")
     assert lost > 0
@@ -169,7 +173,7 @@ def test_a_poison_pill_goes_to_dead_after_the_cap_and_other_jobs_flow(
     assert dead["error_class"] == "kiq.plugins.reliable_fetch.recovery.InterruptedJobError"
     assert deaths_of_workers == 3
     wait_until(lambda: r.lrange(DEATHS, 0, -1) == [poison], 10, message="the death hook")
-    stop_all(workers)
+    stop_all(r, workers)
 
 
 def test_tracked_statuses_converge_when_workers_are_killed(
@@ -189,7 +193,7 @@ def test_tracked_statuses_converge_when_workers_are_killed(
         return bool(summary and summary["complete"]) and not r.exists("queue:default") and not orphans(r)
 
     wait_until(complete, 180, interval=0.5, message="the task to complete")
-    stop_all(workers)
+    stop_all(r, workers)
     task = tracker.task(task_id)
     assert task is not None
     events = {event["params"][0]: event for event in task["events"]}

@@ -11,7 +11,7 @@ import pytest
 import kiq
 from kiq.plugins.unique import lock_holder, lock_key
 from tests.jobs.unique import FAIL, HOLD, LOCKED_AT_START, RUNS, Dies, FailsWhileFlagged, Held, Once, StartsUnlocked
-from tests.support import FAST, WorkerProcess, make_retries_due, wait_until
+from tests.support import FAST, WorkerProcess, identity_of, make_retries_due, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -71,8 +71,9 @@ def test_the_lock_of_a_job_whose_worker_was_killed_expires_by_its_ttl(
 ) -> None:
     r = config.redis
     r.set(HOLD, 1)
-    jid = Held.perform_async()  # unique_for: 2 s
     worker = start_worker(*WORKER, env=ENV)
+    identity_of(r, worker)  # up before the push: the lock's 2 s start at the push, and a start can take longer
+    jid = Held.perform_async()  # unique_for: 2 s
     wait_until(lambda: r.lrange(RUNS, 0, -1) == [jid], message="the job to start")
     worker.kill()  # SIGKILL: nothing releases the lock
     assert lock_holder(Held, []) == jid and Held.perform_async() is None
