@@ -100,15 +100,17 @@ def note_failure_outcome(outcome: str) -> None:
     _failure_outcome.set(outcome)
 
 
-def log_job_failure(exc: BaseException, job: dict[str, Any], logger: logging.Logger = log) -> None:
+def log_job_failure(
+    exc: BaseException, job: dict[str, Any], logger: logging.Logger = log, traceback: bool = True
+) -> None:
     """One WARNING for a failed attempt: class, jid, error and outcome, with the traceback of the job's own frames
-    (every frame at DEBUG)."""
+    (every frame at DEBUG); ``traceback=False``: the line alone (an unreachable Redis: its message says it all)."""
     outcome = _failure_outcome.get()
     _failure_outcome.set(None)
-    if logger.isEnabledFor(logging.DEBUG):
-        traceback: TracebackType | None = exc.__traceback__
-    else:
-        traceback = _without_kiq_frames(exc.__traceback__)
+    exc_info: tuple[type[BaseException], BaseException, TracebackType | None] | None = None
+    if traceback:
+        frames = exc.__traceback__ if logger.isEnabledFor(logging.DEBUG) else _without_kiq_frames(exc.__traceback__)
+        exc_info = (type(exc), exc, frames)
     logger.warning(
         "%s jid=%s failed: %s: %s%s",
         job.get("class"),
@@ -116,7 +118,7 @@ def log_job_failure(exc: BaseException, job: dict[str, Any], logger: logging.Log
         type(exc).__qualname__,
         exc,
         f"; {outcome}" if outcome else "",
-        exc_info=(type(exc), exc, traceback),
+        exc_info=exc_info,
     )
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import redis
 
-from tests.sentinel_support import free_port, redis_server
-from tests.support import wait_until
+from tests.sentinel_support import free_port
+from tests.support import redis_server_binary, wait_until
 
 
 class StandaloneRedis:
@@ -26,7 +26,7 @@ class StandaloneRedis:
         args = ["--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir), "--save", ""]
         args += ["--appendonly", "yes", "--appendfsync", "always"]
         log = open(self.dir / "redis.log", "ab")  # noqa: SIM115 - lives as long as the process
-        self.process = subprocess.Popen([redis_server(), *args], stdout=log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen([redis_server_binary(), *args], stdout=log, stderr=subprocess.STDOUT)
         wait_until(self._answers, 20, message=f"redis-server on {self.port}")
         return self
 

@@ -19,6 +19,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import types
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
@@ -143,7 +144,10 @@ def run_page(blocks: list[dict[str, Any]]) -> list[str]:
     """Each block of a page in order (see the module's docstring); the problems found, as messages."""
     import traceback
 
-    namespace: dict[str, Any] = {"__name__": "docs_example"}
+    # the blocks run as a registered module, as a user's file would: dataclasses and pickling look their module up
+    module = types.ModuleType("docs_example")
+    sys.modules[module.__name__] = module
+    namespace: dict[str, Any] = module.__dict__
     bound: dict[str, str] = {}
     problems: list[str] = []
     for block in [Block(**fields) for fields in blocks]:

@@ -66,8 +66,13 @@ def run_with_kills(
     for _ in range(kills):
         time.sleep(every)
         victim = workers.pop(chaos.randrange(len(workers)))
-        identity = identity_of(r, victim)  # a victim still starting (slow under load) would have no job to lose
-        wait_until(lambda key=identity: int(r.hget(key, "busy") or 0) > 0, 30, message="the victim to be running jobs")
+        # a victim still starting (slow under load) would have no job to lose; near the end, no job may be left
+        identity = identity_of(r, victim)
+
+        def busy_or_drained(key: str = identity) -> bool:
+            return int(r.hget(key, "busy") or 0) > 0 or not r.exists("queue:default")
+
+        wait_until(busy_or_drained, 30, message="the victim to be running jobs")
         victim.kill()
         workers.append(start_worker(*args, env=env))
     # until the last victims' liveness keys expire (3 heartbeats), their working lists are not orphans yet: a test
