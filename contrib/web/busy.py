@@ -5,7 +5,7 @@ from __future__ import annotations
 from kiq.api import ProcessSet, Workers
 
 from .html import Markup, duration, el, megabytes, number, table, when
-from .view import Page, Refused, View, shown, truncated
+from .view import Page, Refused, View, arguments
 
 SIGNALS = {"quiet": "TSTP", "stop": "TERM"}
 
@@ -54,7 +54,7 @@ def busy(view: View) -> Page:
             work.thread_id,
             work.payload.get("wrapped") or work.payload.get("class"),
             work.queue,
-            el("code", truncated(shown(work.payload.get("args", [])))),
+            arguments(work.args, work.kwargs),
             work.payload.get("jid"),
             when(work.run_at),
         ]

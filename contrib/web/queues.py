@@ -5,7 +5,7 @@ from __future__ import annotations
 from kiq.api import JobRecord, Queue
 
 from .html import Markup, duration, el, link, number, pager, table, when
-from .view import NotFound, Page, Refused, View, shown, truncated
+from .view import NotFound, Page, Refused, View, arguments, truncated
 
 PAGE_SIZE = 25
 # how far around its shown position a job is looked for when deleting it (other jobs moved the list meanwhile)
@@ -35,7 +35,7 @@ def queue_page(view: View, name: str) -> Page:
     for offset, record in enumerate(queue.page(start, PAGE_SIZE)):
         rows.append([
             record.display_class,
-            el("code", truncated(shown(record.args))) if record.parsed else el("code", truncated(record.value)),
+            arguments(record.args, record.kwargs) if record.parsed else el("code", truncated(record.value)),
             record.jid,
             when(record.enqueued_at),
             view.action(f"queues/{name}", "Delete",

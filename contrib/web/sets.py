@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from kiq.api import DeadSet, JobSet, RetrySet, ScheduledSet, SortedEntry
 
 from .html import Markup, Node, el, link, number, pager, pretty, table, when
-from .view import NotFound, Page, Refused, View, action_name, shown, truncated
+from .view import NotFound, Page, Refused, View, action_name, arguments, shown, truncated
 
 PAGE_SIZE = 25
 FILTER_WINDOW = 100_000  # entries a filter request looks at: ~0.1 s on a local Redis (docs/guide/dashboard.md)
@@ -155,10 +155,8 @@ def _row(view: View, kind: SetPage, entry: SortedEntry, form_id: str) -> list[Ma
         "input", type="checkbox", name="key", value=key, form=form_id, aria_label="select"
     )  # fmt: skip
     page_link = link(entry.display_class, view.url(f"{kind.path}/{key}"))
-    arguments = shown(entry.args) if entry.parsed else entry.value
-    cells: list[Markup | str | None] = [
-        box, when(entry.score), entry.queue, page_link, el("code", truncated(arguments))
-    ]  # fmt: skip
+    shown_arguments = arguments(entry.args, entry.kwargs) if entry.parsed else el("code", truncated(entry.value))
+    cells: list[Markup | str | None] = [box, when(entry.score), entry.queue, page_link, shown_arguments]
     if kind.path != "scheduled":
         error = f"{entry.error_class}: {entry.error_message}" if entry.error_class else ""
         cells += [truncated(error), number(entry.retry_count) if entry.retry_count is not None else ""]
@@ -171,6 +169,7 @@ def job_page(view: View, kind: SetPage, key: str) -> Page:
         ("Queue", entry.queue),
         ("Job", entry.display_class),
         ("Arguments", el("code", shown(entry.args))),
+        *([("Keyword arguments", el("code", shown(entry.kwargs)))] if entry.kwargs else []),
         ("JID", entry.jid),
         (kind.when_label, when(entry.score)),
         ("Created", when(entry.created_at)),

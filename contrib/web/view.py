@@ -6,7 +6,7 @@ import json
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote
 
 from kiq import __version__
@@ -172,3 +172,12 @@ def shown(value: object) -> str:
 
 def truncated(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def arguments(args: list[Any], kwargs: dict[str, Any]) -> Markup:
+    """A job's arguments in a table cell: its ``args``, then its ``kwargs`` when it has some, each cut on its own
+    (long positional arguments do not hide the keyword ones)."""
+    cell = el("code", truncated(shown(args)))
+    if not kwargs:
+        return cell
+    return Markup(cell + " " + el("code", truncated(shown(kwargs)), class_="kwargs"))

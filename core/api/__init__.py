@@ -8,6 +8,7 @@ Every class takes an optional ``Config`` (default: the process-wide one)::
 
     Stats().processed, Stats().queues                  # counters, {queue: size}
     Queue("default").latency                           # seconds the oldest job has waited
+    RetrySet().find_job(jid).kwargs                    # its keyword arguments ({} when it has none)
     RetrySet().find_job(jid).retry()                   # enqueue a retry now
     DeadSet().retry_all()
     ProcessSet().quiet()                               # stop fetching in every live worker
@@ -29,7 +30,7 @@ from .metrics import (
 )
 from .process_set import Process, ProcessSet, Work, Workers
 from .queue import Queue
-from .records import JobRecord
+from .records import JobRecord, display_arguments
 from .stats import Stats
 
 __all__ = [
@@ -54,4 +55,5 @@ __all__ = [
     "Work",
     "Workers",
     "cleanup_processes",
+    "display_arguments",
 ]

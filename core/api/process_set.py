@@ -17,6 +17,7 @@ from ..errors import KiqError
 from ..keys import PROCESSES, SIGNALS_TTL, signals_key, work_key
 from ..payload import epoch, parse_job
 from ..server.scheduled import cleanup_processes
+from .records import display_arguments, payload_args, payload_kwargs
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -201,6 +202,20 @@ class Work(NamedTuple):
     def payload(self) -> dict[str, Any]:
         payload = self.work.get("payload")
         return payload if isinstance(payload, dict) else {}
+
+    @property
+    def args(self) -> list[Any]:
+        return payload_args(self.payload)
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        """The running job's keyword arguments (``{}`` when none, or when its ``kwargs`` is not an object)."""
+        return payload_kwargs(self.payload)
+
+    @property
+    def display_args(self) -> str:
+        """Its arguments as the listings show them (see ``JobRecord.display_args``)."""
+        return display_arguments(self.args, self.kwargs)
 
 
 class Workers:

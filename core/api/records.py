@@ -54,8 +54,19 @@ class JobRecord:
 
     @property
     def args(self) -> list[Any]:
-        args = self.item.get("args")
-        return args if isinstance(args, list) else []
+        return payload_args(self.item)
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        """The job's keyword arguments (``{}`` when it has none, or when another producer wrote a ``kwargs`` field
+        that is not an object: that one is left in ``item``, as written)."""
+        return payload_kwargs(self.item)
+
+    @property
+    def display_args(self) -> str:
+        """The arguments as the listings show them: ``args`` as JSON, then ``kwargs`` as JSON when there are some
+        (``[7] {"amount": 5}``)."""
+        return display_arguments(self.args, self.kwargs)
 
     @property
     def jid(self) -> str | None:
@@ -129,6 +140,25 @@ class JobRecord:
         if self.parsed:
             return {"queue": self.queue, **self.item}
         return {"queue": self.queue, "raw": printable(self.value)}
+
+
+def payload_args(item: dict[str, Any]) -> list[Any]:
+    """A payload's positional arguments; ``[]`` when its ``args`` is missing or not a list."""
+    args = item.get("args")
+    return args if isinstance(args, list) else []
+
+
+def payload_kwargs(item: dict[str, Any]) -> dict[str, Any]:
+    """A payload's keyword arguments; ``{}`` when its ``kwargs`` is missing or not an object."""
+    kwargs = item.get("kwargs")
+    return kwargs if isinstance(kwargs, dict) else {}
+
+
+def display_arguments(args: list[Any], kwargs: dict[str, Any]) -> str:
+    """``args`` as compact JSON, then ``kwargs`` as JSON when there are some; non-ASCII kept, a value JSON cannot
+    say (none should be in a payload) as its repr."""
+    shown = json.dumps(args, ensure_ascii=False, default=repr)
+    return f"{shown} {json.dumps(kwargs, ensure_ascii=False, default=repr)}" if kwargs else shown
 
 
 def job_latency(item: dict[str, Any]) -> float:

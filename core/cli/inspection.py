@@ -194,7 +194,9 @@ def _first(jobs: Iterable[Job], limit: int) -> list[Job]:
 def _print_jobs(
     jobs: Sequence[Job], when_header: str, moment: Callable[[Job], float | None], utc: bool, show_queue: bool
 ) -> None:
-    """One row per job: jid, class, (queue,) ``moment`` as ``when_header``, retries, args and error."""
+    """One row per job: jid, class, (queue,) ``moment`` as ``when_header``, retries, args, (kwargs,) and error. The
+    KWARGS column is there when a listed job has keyword arguments (a listing without any reads as it always did)."""
+    show_kwargs = any(job.kwargs for job in jobs)
     rows = [
         [
             job.jid or "-",
@@ -203,11 +205,13 @@ def _print_jobs(
             when(at, utc) if (at := moment(job)) is not None else "",
             "" if job.retry_count is None else job.retry_count,
             short(json.dumps(job.args), 40) if job.parsed else short(printable(job.value), 40),
+            *([short(json.dumps(job.kwargs), 40) if job.kwargs else ""] if show_kwargs else []),
             short(f"{job.error_class}: {job.error_message}", 50) if job.error_class else "",
         ]
         for job in jobs
     ]
-    headers = ["JID", "CLASS", *(["QUEUE"] if show_queue else []), when_header, "RETRIED", "ARGS", "ERROR"]
+    headers = ["JID", "CLASS", *(["QUEUE"] if show_queue else []), when_header, "RETRIED", "ARGS",
+               *(["KWARGS"] if show_kwargs else []), "ERROR"]  # fmt: skip
     print_table(headers, rows)
 
 

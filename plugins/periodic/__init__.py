@@ -6,13 +6,15 @@ In kiq.toml (``[[tool.kiq.periodic]]`` in pyproject.toml), next to ``plugins = [
     cron = "*/5 * * * *"              # five fields, or six with seconds first
     class = "myapp.jobs.SyncPrices"   # the job's wire name; the worker must register it (-r)
     args = [42]
+    kwargs = { region = "eu" }        # keyword arguments (JSON values, as args)
     tz = "Europe/Paris"               # default UTC
 
 or in code, in the workers:
 
     @kiq.configure_server
     def schedule(config):
-        kiq.plugins.periodic.register(config, "0 6 * * MON", WeeklyReport, args=["sales"], tz="America/New_York")
+        kiq.plugins.periodic.register(config, "0 6 * * MON", WeeklyReport, args=["sales"], kwargs={"top": 10},
+                                      tz="America/New_York")
 
 ``kiq periodic`` lists them with their last and next run. See the README, "Periodic jobs".
 """
@@ -36,14 +38,15 @@ def register(
     job: type[kiq.Job] | kiq.JobFunction[..., Any] | str,
     *,
     args: list[Any] | None = None,
+    kwargs: dict[str, Any] | None = None,
     queue: str | None = None,
     tz: str = "UTC",
     name: str = "",
 ) -> PeriodicJob:
     """Run ``job`` at every tick of ``cron`` (in ``tz``) in the workers of ``config``, which gets the plugin. A bad
-    expression, zone or argument list raises ``kiq.ConfigError`` here."""
+    expression, zone, argument list or keyword arguments raises ``kiq.ConfigError`` here."""
     try:
-        periodic = PeriodicJob(cron, wire_name(job), [] if args is None else args, queue, tz, name)
+        periodic = PeriodicJob(cron, wire_name(job), [] if args is None else args, queue, tz, name, kwargs or {})
     except ValueError as exc:
         raise kiq.ConfigError(f"periodic job {wire_name(job)}: {exc}") from exc
     config.add_plugin(PeriodicPlugin).declare(periodic)

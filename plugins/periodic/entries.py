@@ -1,4 +1,5 @@
-"""What a periodic job is: a cron expression, a job (by wire name), its arguments, queue and time zone; checked where
+"""What a periodic job is: a cron expression, a job (by wire name), its arguments (positional and keyword), queue and
+time zone; checked where
 it is declared (the ``periodic`` setting, or ``kiq.plugins.periodic.register`` in code).
 
 Cron expressions are parsed and evaluated by cronsim (the ``periodic`` extra), which follows Debian's cron, DST
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 # the keys of a [[periodic]] table
-KEYS = ("cron", "class", "args", "queue", "tz", "name")
+KEYS = ("cron", "class", "args", "kwargs", "queue", "tz", "name")
 
 
 def cron_times(cron: str, start: datetime) -> Iterator[datetime]:
@@ -57,12 +58,18 @@ class PeriodicJob:
     queue: str | None = None
     tz: str = "UTC"
     name: str = ""  # for listings and logs; the job's name by default
+    kwargs: dict[str, Any] = field(default_factory=dict, hash=False)  # keyword arguments, pushed as the job's kwargs
 
     def __post_init__(self) -> None:
         if not isinstance(self.job, str) or not self.job:
             raise ValueError(f"'class' must be the name of a job, got {self.job!r:.80}")
         if not isinstance(self.args, list):
             raise ValueError(f"'args' must be a list, got {self.args!r:.80}")
+        if not isinstance(self.kwargs, dict):
+            raise ValueError(f"'kwargs' must be a table of keyword arguments, got {self.kwargs!r:.80}")
+        named = [key for key in self.kwargs if not isinstance(key, str) or not key.isidentifier()]
+        if named:
+            raise ValueError(f"'kwargs' names must be parameter names, got {named[0]!r:.80}")
         if self.queue is not None and (not isinstance(self.queue, str) or not self.queue):
             raise ValueError(f"'queue' must be a queue name, got {self.queue!r:.80}")
         if not isinstance(self.name, str):
@@ -73,16 +80,19 @@ class PeriodicJob:
             raise ValueError(f"'tz' must be a time zone name, got {self.tz!r:.80}")
         if not isinstance(self.cron, str):
             raise ValueError(f"'cron' must be a cron expression, got {self.cron!r:.80}")
-        try:
-            json.dumps(self.args, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"'args' must be JSON: {exc}") from exc
+        for key in ("args", "kwargs"):
+            try:
+                json.dumps(getattr(self, key), allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{key!r} must be JSON: {exc}") from exc
         self.next_tick(0.0)  # a bad expression or zone fails here, where the job is declared
 
     @property
     def id(self) -> str:
-        """A stable key for this job's schedule in Redis: a digest of everything that defines it but its name."""
-        identity = json.dumps([self.cron, self.job, self.args, self.queue, self.tz], sort_keys=True)
+        """A stable key for this job's schedule in Redis: a digest of everything that defines it but its name (its
+        kwargs only when it has some, so that a job declared before kwargs existed keeps its key)."""
+        defined = [self.cron, self.job, self.args, self.queue, self.tz, *([self.kwargs] if self.kwargs else [])]
+        identity = json.dumps(defined, sort_keys=True)
         return hashlib.sha256(identity.encode()).hexdigest()[:16]
 
     def next_tick(self, after: float) -> float:
@@ -93,9 +103,11 @@ class PeriodicJob:
         raise ValueError(f"bad cron expression {self.cron!r}: it matches no time in the next 50 years")
 
     def as_table(self) -> dict[str, Any]:
-        """The job as a ``[[periodic]]`` table (how it is shown and stored for ``kiq periodic``)."""
-        return {"cron": self.cron, "class": self.job, "args": self.args, "queue": self.queue, "tz": self.tz,
-                "name": self.name}  # fmt: skip
+        """The job as a ``[[periodic]]`` table (how it is shown and stored for ``kiq periodic``); ``kwargs`` only when
+        it has some, so that a listing by an older kiq on the same Redis still reads the others."""
+        table = {"cron": self.cron, "class": self.job, "args": self.args, "queue": self.queue, "tz": self.tz,
+                 "name": self.name}  # fmt: skip
+        return {**table, "kwargs": self.kwargs} if self.kwargs else table
 
 
 def shown(when: float, tz: str) -> str:
@@ -117,6 +129,7 @@ def from_table(table: Any) -> PeriodicJob:
         cron=table["cron"],
         job=table["class"],
         args=table.get("args", []),
+        kwargs=table.get("kwargs", {}),
         queue=table.get("queue"),
         tz=table.get("tz", "UTC"),
         name=table.get("name") or "",

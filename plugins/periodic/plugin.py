@@ -23,7 +23,7 @@ SETTINGS = [
         "periodic",
         [],
         parse_setting,
-        "periodic jobs: [[periodic]] tables with cron, class, and optionally args, queue, tz, name",
+        "periodic jobs: [[periodic]] tables with cron, class, and optionally args, kwargs, queue, tz, name",
     )
 ]
 

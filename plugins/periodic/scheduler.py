@@ -76,6 +76,8 @@ class Scheduler:
     def item(job: PeriodicJob, job_class: type[kiq.Job], tick: float) -> dict[str, Any]:
         """The push: the job with its arguments, and ``periodic_at``, the tick it runs for (epoch seconds)."""
         item: dict[str, Any] = {"class": job_class, "args": list(job.args), "periodic_at": tick}
+        if job.kwargs:  # checked and converted by the push, as perform_async's
+            item["kwargs"] = dict(job.kwargs)
         if job.queue is not None:
             item["queue"] = job.queue
         return item

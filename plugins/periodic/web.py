@@ -8,12 +8,12 @@ the error in the tab.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from typing import Any
 
 import kiq
+from kiq.api import display_arguments
 from kiq.tabs import Cell, Heading, Tab, Table, TabRequest, TabView, Text, When
 
 from .entries import PeriodicJob
@@ -58,7 +58,7 @@ def render(config: kiq.Config, declared: Callable[[], list[PeriodicJob]], reques
 
 
 def described(job: PeriodicJob) -> list[Cell]:
-    return [job.name, job.cron, job.tz, job.job, job.queue or "(the job's)", json.dumps(job.args, ensure_ascii=False)]
+    return [job.name, job.cron, job.tz, job.job, job.queue or "(the job's)", display_arguments(job.args, job.kwargs)]
 
 
 def last_run(tick: float | None) -> Cell:

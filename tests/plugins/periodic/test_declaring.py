@@ -41,6 +41,18 @@ def test_jobs_come_from_kiq_toml_tables(tmp_path: Path) -> None:
     }  # fmt: skip
 
 
+def test_kwargs_come_from_a_toml_table_and_are_kept_in_the_setting(tmp_path: Path) -> None:
+    (tmp_path / "kiq.toml").write_text(
+        'plugins = ["periodic"]\n\n[[periodic]]\ncron = "0 * * * *"\nclass = "PeriodicTick"\nargs = ["hourly"]\n'
+        'kwargs = { note = "from toml", day = "2026-01-02" }\n'
+    )
+    config = kiq.Config.load(tmp_path / "kiq.toml", env={})
+    (job,) = config.plugins.find(PeriodicPlugin).schedule(config)  # type: ignore[union-attr]
+    kwargs = {"note": "from toml", "day": "2026-01-02"}
+    assert job == PeriodicJob("0 * * * *", "PeriodicTick", ["hourly"], kwargs=kwargs)
+    assert config.get("periodic")[0]["kwargs"] == kwargs
+
+
 def test_jobs_come_from_json_in_the_environment() -> None:
     env = {"KIQ_PLUGINS": "periodic", "KIQ_PERIODIC": json.dumps([{"cron": "* * * * * *", "class": "PeriodicTick"}])}
     (job,) = kiq.Config.load(env=env, redis_url="redis://unused").get("periodic")
@@ -61,6 +73,9 @@ def test_jobs_come_from_json_in_the_environment() -> None:
         ({"cron": "* * * * *", "class": "Report", "tz": "Mars/Olympus"}, "unknown time zone 'Mars/Olympus'"),
         ({"cron": "* * * * *", "class": "Report", "args": 5}, "'args' must be a list, got 5"),
         ({"cron": "* * * * *", "class": "Report", "args": [float("nan")]}, "'args' must be JSON"),
+        ({"cron": "* * * * *", "class": "Report", "kwargs": ["a", 1]}, "'kwargs' must be a table of keyword argu"),
+        ({"cron": "* * * * *", "class": "Report", "kwargs": {"a-b": 1}}, "'kwargs' names must be parameter names"),
+        ({"cron": "* * * * *", "class": "Report", "kwargs": {"a": float("inf")}}, "'kwargs' must be JSON"),
         ({"cron": "* * * * *", "class": "Report", "queue": ""}, "'queue' must be a queue name"),
         ({"cron": "* * * * *", "class": ""}, "'class' must be the name of a job"),
         ({"cron": "* * * * *"}, "a periodic job needs 'cron' and 'class'"),
@@ -90,6 +105,10 @@ def test_register_declares_a_job_in_code_and_refuses_a_bad_one() -> None:
     assert config.plugins.find(PeriodicPlugin).schedule(config) == [job]  # type: ignore[union-attr]
     with pytest.raises(kiq.ConfigError, match="periodic job PeriodicTick: bad cron expression 'every hour'"):
         register(config, "every hour", Tick)
+    keyed = register(config, "0 * * * *", Tick, args=["hourly"], kwargs={"note": "n"})
+    assert keyed.kwargs == {"note": "n"} and job.kwargs == {}
+    with pytest.raises(kiq.ConfigError, match="periodic job PeriodicTick: 'kwargs' must be JSON"):
+        register(config, "0 * * * *", Tick, kwargs={"note": object()})
 
 
 def test_seconds_come_first_in_six_fields() -> None:
@@ -114,6 +133,9 @@ def test_the_schedule_key_depends_on_what_runs_not_on_the_name() -> None:
     job = PeriodicJob("* * * * *", "PeriodicTick", [1])
     assert job.id == PeriodicJob("* * * * *", "PeriodicTick", [1], name="other").id
     assert job.id != PeriodicJob("* * * * *", "PeriodicTick", [2]).id
+    assert job.id != PeriodicJob("* * * * *", "PeriodicTick", [1], kwargs={"note": "n"}).id
+    # a job without kwargs keeps the key it had before kwargs existed: its last tick is not forgotten on upgrade
+    assert job.id == "608540aad0cc28d0"
 
 
 def test_without_cronsim_only_declaring_a_periodic_job_fails(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -50,6 +50,20 @@ def test_three_workers_enqueue_each_tick_exactly_once(e2e_config: kiq.Config, st
     assert status.last_run == max(counts) and status.job.args == ["fleet"]
 
 
+def test_a_worker_runs_a_periodic_job_with_its_kwargs_converted_by_performs_annotations(
+    e2e_config: kiq.Config, start_worker: StartWorker
+) -> None:
+    r = e2e_config.redis
+    job = {"cron": "* * * * * *", "class": "PeriodicTick", "args": ["kw"], "kwargs": {"note": "n", "day": "2026-01-02"}}
+    worker = start_worker(*WORKER, env=schedule_env(job))
+    wait_until(lambda: r.llen(TICKS) >= 1, 30, interval=0.2, message=f"a tick\n{worker.output()}")
+    run = json.loads(r.lindex(TICKS, 0))
+    assert (run["label"], run["note"], run["day"]) == ("kw", "n", ["date", "2026-01-02"])
+    (status,) = periodic_statuses(e2e_config)
+    assert status.job.kwargs == {"note": "n", "day": "2026-01-02"}
+    assert worker.stop() == 0, worker.output()
+
+
 def test_a_worker_refuses_to_start_when_a_periodic_job_names_an_unknown_class(
     e2e_config: kiq.Config, start_worker: StartWorker
 ) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from typing import Any
 
 import pytest
 import redis
@@ -73,6 +74,41 @@ def test_a_queue_in_the_schedule_sends_the_job_there(config: kiq.Config, r: redi
     job = PeriodicJob("* * * * * *", "PeriodicTick", ["q"], queue="low")
     Scheduler(config, [(job, Tick)]).fire(job, Tick, 2_000_000_000)
     assert json.loads(r.lindex("queue:low", 0))["args"] == ["q"]
+
+
+def test_a_tick_pushes_the_jobs_kwargs_and_a_job_without_any_is_pushed_as_before(
+    config: kiq.Config, r: redis.Redis
+) -> None:
+    keyed = PeriodicJob("* * * * * *", "PeriodicTick", ["k"], queue="keyed", kwargs={"note": "n", "day": "2026-01-02"})
+    plain = PeriodicJob("* * * * * *", "PeriodicTick", ["p"], queue="plain")
+    scheduler = Scheduler(config, [(keyed, Tick), (plain, Tick)])
+    scheduler.start()
+    try:
+        wait_until(lambda: r.llen("queue:keyed") >= 1 and r.llen("queue:plain") >= 1, 10, message="a tick of each")
+    finally:
+        scheduler.stop()
+    pushed = json.loads(r.lindex("queue:keyed", -1))
+    assert (pushed["args"], pushed["kwargs"]) == (["k"], {"note": "n", "day": "2026-01-02"})
+    assert "kwargs" not in json.loads(r.lindex("queue:plain", -1))
+
+
+def test_kwargs_perform_cannot_take_fail_the_tick_with_a_report_and_the_next_ticks_go_on(
+    config: kiq.Config, r: redis.Redis
+) -> None:
+    reports: list[str] = []
+
+    class Reports:
+        @kiq.hookimpl
+        def kiq_error(self, exc: BaseException, context: dict[str, Any], config: kiq.Config) -> None:
+            reports.append(f"{context['context']}: {exc}")
+
+    config.plugins.register(Reports())
+    wrong = PeriodicJob("* * * * * *", "PeriodicTick", ["w"], kwargs={"colour": "red"})
+    scheduler = Scheduler(config, [(wrong, Tick)])
+    assert scheduler.fire(wrong, Tick, 2_000_000_000) is None
+    assert scheduler.fire(wrong, Tick, 2_000_000_001) is None
+    assert r.llen("queue:default") == 0
+    assert len(reports) == 2 and "colour" in reports[0] and "PeriodicTick" in reports[0]
 
 
 def test_the_schedule_is_listed_with_its_last_and_next_run(

@@ -35,6 +35,14 @@ def rows(table: Table) -> dict[str, dict[str, Any]]:
     return {row[0]: dict(zip(table.columns, row, strict=True)) for row in table.rows}
 
 
+def test_a_jobs_kwargs_show_after_its_args(config: kiq.Config, r: redis.Redis) -> None:
+    config.add_plugin(PeriodicPlugin)
+    keyed = PeriodicJob("0 * * * *", "PeriodicTick", ["k"], name="keyed", kwargs={"note": "<b>n</b>"})
+    publish(r, [keyed], until=time.time() + 60)
+    (table,) = tables(render(config))
+    assert rows(table)["keyed"]["Arguments"] == '["k"] {"note": "<b>n</b>"}'  # text: the dashboard escapes it
+
+
 def test_the_schedule_of_the_live_workers_with_next_and_last_run(config: kiq.Config, r: redis.Redis) -> None:
     config.add_plugin(PeriodicPlugin)
     every_second = PeriodicJob("* * * * * *", "PeriodicTick", ["s"])
