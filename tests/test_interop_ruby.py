@@ -93,13 +93,15 @@ def wait_for(predicate: Callable[[], T | None], message: str, *logs: HasOutput, 
 
 
 class RubySidekiq:
-    """A real ``sidekiq`` process running tests/ruby/jobs.rb on the ``ruby`` queue; output in a log file."""
+    """A real ``sidekiq`` process running tests/ruby/jobs.rb on the ``ruby`` queue (or another script of
+    tests/ruby/ on another queue); output in a log file."""
 
-    def __init__(self, install: SidekiqInstall, redis_url: str, log_path: Path) -> None:
+    def __init__(self, install: SidekiqInstall, redis_url: str, log_path: Path, script: str = "jobs.rb",
+                 queue: str = RUBY_QUEUE) -> None:  # fmt: skip
         self.redis_url = redis_url
         self.log_path = log_path
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
-        command = [install.ruby, install.executable, "-r", str(RUBY_DIR / "jobs.rb"), "-q", RUBY_QUEUE]
+        command = [install.ruby, install.executable, "-r", str(RUBY_DIR / script), "-q", queue]
         self.proc = subprocess.Popen(
             [*command, "-c", "3", "-t", "2"],  # -t: Sidekiq's shutdown timeout, short for the teardown
             cwd=ROOT,

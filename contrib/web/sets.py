@@ -155,7 +155,7 @@ def _row(view: View, kind: SetPage, entry: SortedEntry, form_id: str) -> list[Ma
         "input", type="checkbox", name="key", value=key, form=form_id, aria_label="select"
     )  # fmt: skip
     page_link = link(entry.display_class, view.url(f"{kind.path}/{key}"))
-    arguments = shown(entry.args) if entry.parsed else entry.value
+    arguments = shown(entry.display_args) if entry.parsed else entry.value
     cells: list[Markup | str | None] = [
         box, when(entry.score), entry.queue, page_link, el("code", truncated(arguments))
     ]  # fmt: skip
@@ -170,7 +170,7 @@ def job_page(view: View, kind: SetPage, key: str) -> Page:
     items: list[tuple[str, Node]] = [
         ("Queue", entry.queue),
         ("Job", entry.display_class),
-        ("Arguments", el("code", shown(entry.args))),
+        ("Arguments", el("code", shown(entry.display_args))),
         ("JID", entry.jid),
         (kind.when_label, when(entry.score)),
         ("Created", when(entry.created_at)),

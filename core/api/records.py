@@ -13,6 +13,7 @@ import zlib
 from typing import TYPE_CHECKING, Any
 
 from ..config import config_or_default
+from ..job_registry import registry
 from ..keys import queue_key
 from ..payload import epoch, parse_job, printable
 
@@ -56,6 +57,21 @@ class JobRecord:
     def args(self) -> list[Any]:
         args = self.item.get("args")
         return args if isinstance(args, list) else []
+
+    @property
+    def display_args(self) -> list[Any]:
+        """The arguments to show: a wrapper's (e.g. an ActiveJob envelope's) as the plugin that unwraps it decodes
+        them (``kiq_unwrap_job``, keyword arguments as a trailing dict, Ruby's way), else ``args``."""
+        if self.klass in registry:  # a job of this process: no wrapper
+            return self.args
+        job = dict(self.item)
+        try:
+            if self.config.plugins.hook.kiq_unwrap_job(job=job, config=self.config) is None:
+                return self.args
+        except Exception:  # undecodable: shown as stored (a worker fails it with the error)
+            return self.args
+        kwargs = job.get("kwargs")
+        return [*job["args"], kwargs] if kwargs else list(job["args"])
 
     @property
     def jid(self) -> str | None:
