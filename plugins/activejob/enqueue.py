@@ -25,9 +25,7 @@ class ActiveJobSetter:
 
     def __init__(self, job_class: str, options: dict[str, Any] | None = None, config: kiq.Config | None = None) -> None:
         if not isinstance(job_class, str) or not job_class:
-            raise kiq.InvalidJobError(
-                f"a Rails job class is named by its constant's name, e.g. 'ReportJob', got {job_class!r}"
-            )
+            raise kiq.InvalidJobError(f"name a Rails job class by its constant, e.g. 'ReportJob'; got {job_class!r}")
         self.job_class = job_class
         self.options = dict(options or {})
         self.config = config
