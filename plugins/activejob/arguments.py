@@ -8,7 +8,7 @@ records ``{"_aj_globalid": "gid://..."}``. The type table is in docs/ruby.md, "A
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -54,44 +54,80 @@ def decode_arguments(arguments: object) -> tuple[list[Any], dict[str, Any]]:
     """An envelope's ``arguments``: the positional arguments and, from a trailing keyword hash, the keyword ones."""
     if type(arguments) is not list:
         raise ActiveJobError(f"the envelope's 'arguments' must be a list, got {type(arguments).__name__}")
-    args = [decode(value, f"arguments[{index}]") for index, value in enumerate(arguments)]
+    try:
+        args = decode(arguments)
+    except _Undecodable as error:
+        raise ActiveJobError(f"arguments{''.join(reversed(error.path))}: {error}") from None
     if args and type(arguments[-1]) is dict and RUBY2_KEYWORDS in arguments[-1]:
         return args[:-1], {str(key): value for key, value in args[-1].items()}
     return args, {}
 
 
-def decode(value: Any, path: str) -> Any:
-    """One serialized argument as a Python value; ``path`` names it in errors (``arguments[2]['at']``)."""
+class _Undecodable(Exception):
+    """A value that does not decode; ``path`` collects where it sits (innermost first) as it propagates out, so
+    the common case pays for no path at all."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.path: list[str] = []
+
+
+def decode(value: Any) -> Any:
+    """One serialized argument as a Python value."""
     kind = type(value)
     if kind is list:
-        return [decode(item, f"{path}[{index}]") for index, item in enumerate(value)]
+        try:
+            return [decode(item) for item in value]
+        except _Undecodable as error:
+            error.path.append(f"[{_first_undecodable(enumerate(value))}]")
+            raise
     if kind is not dict:
         return value
     if SERIALIZED in value:
-        return _decode_object(value, path)
+        return _decode_object(value)
     if GLOBALID in value and len(value) == 1:
-        return GlobalID.parse(value[GLOBALID])
+        return _global_id(value[GLOBALID])
     symbols = value.get(SYMBOL_KEYS) or value.get(RUBY2_KEYWORDS) or ()
-    return {
-        (Symbol(key) if key in symbols else key): decode(item, f"{path}[{key!r}]")
-        for key, item in value.items()
-        if key not in RESERVED
-    }
+    try:
+        return {
+            (Symbol(key) if key in symbols else key): decode(item) for key, item in value.items() if key not in RESERVED
+        }
+    except _Undecodable as error:
+        error.path.append(f"[{_first_undecodable(value.items())!r}]")
+        raise
 
 
-def _decode_object(data: dict[str, Any], path: str) -> Any:
+def _first_undecodable(entries: Iterable[tuple[Any, Any]]) -> Any:
+    """The index or key of the first entry that does not decode (only on the error path: decoding again is cheap
+    next to keeping track of where the decoding is)."""
+    for place, item in entries:
+        try:
+            decode(item)
+        except _Undecodable:
+            return place
+    return "?"
+
+
+def _global_id(uri: Any) -> GlobalID:
+    try:
+        return GlobalID.parse(uri)
+    except ActiveJobError as error:
+        raise _Undecodable(str(error)) from None
+
+
+def _decode_object(data: dict[str, Any]) -> Any:
     name = data[SERIALIZED]
     decoder = DECODERS.get(name)
     if decoder is None:
         known = ", ".join(sorted(serializer.removeprefix(SERIALIZERS) for serializer in DECODERS))
-        raise ActiveJobError(
-            f"{path}: kiq has no decoder for the ActiveJob serializer {name!r} (it decodes {known}); pass this "
+        raise _Undecodable(
+            f"kiq has no decoder for the ActiveJob serializer {name!r} (it decodes {known}); pass this "
             "argument as one of those types or a JSON value, or run this job in Ruby"
         )
     try:
         return decoder(data)
     except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
-        raise ActiveJobError(f"{path}: a malformed {name} value {data!r}: {exc}") from None
+        raise _Undecodable(f"a malformed {name} value {data!r}: {exc}") from None
 
 
 # -- Python -> Ruby ----------------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ The wrapper is Rails' ``ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper`` (
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,22 +23,37 @@ WRAPPERS = frozenset({RAILS_WRAPPER, SIDEKIQ_WRAPPER})
 IN_MEMORY_KEY = "active_job"  # the decoded Envelope, put in the worker's in-memory job dict (never stored)
 
 
-@dataclass(frozen=True)
 class Envelope:
-    """What a job run from an ActiveJob payload sees as ``self.active_job``: the envelope's fields (``data`` is
-    all of it, as stored). ``provider_job_id`` is the Sidekiq jid, as Sidekiq's wrapper sets it."""
+    """What a job run from an ActiveJob payload sees as ``self.active_job``: the envelope's fields as attributes
+    (``data`` is all of it, as stored). ``provider_job_id`` is the Sidekiq jid, as Sidekiq's wrapper sets it.
+    Read on access: making it costs a worker nothing per job but two slots."""
 
-    job_class: str
-    job_id: str | None
-    provider_job_id: str | None
-    queue_name: str | None
-    priority: int | None
-    executions: int
-    locale: str | None
-    timezone: str | None
-    enqueued_at: str | None
-    scheduled_at: str | None
-    data: dict[str, Any] = field(repr=False)
+    __slots__ = ("data", "provider_job_id")
+
+    def __init__(self, data: dict[str, Any], provider_job_id: str | None) -> None:
+        self.data = data
+        self.provider_job_id = provider_job_id
+
+    job_class = property(lambda self: str(self.data["job_class"]), doc="the Rails job class's name")
+    job_id = property(lambda self: self.data.get("job_id"), doc="ActiveJob's id of the job (a UUID; not the jid)")
+    queue_name = property(lambda self: self.data.get("queue_name"))
+    priority = property(lambda self: self.data.get("priority"))
+    executions = property(lambda self: self.data.get("executions") or 0, doc="runs ActiveJob counted before")
+    exception_executions = property(lambda self: self.data.get("exception_executions") or {})
+    locale = property(lambda self: self.data.get("locale"))
+    timezone = property(lambda self: self.data.get("timezone"))
+    enqueued_at = property(lambda self: self.data.get("enqueued_at"), doc="ISO 8601 text, as Rails wrote it")
+    scheduled_at = property(lambda self: self.data.get("scheduled_at"), doc="ISO 8601 text (Rails 7.1+), or None")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Envelope):
+            return NotImplemented
+        return (self.data, self.provider_job_id) == (other.data, other.provider_job_id)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable data: no hash, as for a dict
+
+    def __repr__(self) -> str:
+        return f"<Envelope {self.job_class} job_id={self.job_id} provider_job_id={self.provider_job_id}>"
 
 
 def unwrap(job: dict[str, Any]) -> str | None:
@@ -52,19 +66,7 @@ def unwrap(job: dict[str, Any]) -> str | None:
     job["args"] = args
     if kwargs:
         job["kwargs"] = kwargs
-    job[IN_MEMORY_KEY] = Envelope(
-        job_class=data["job_class"],
-        job_id=data.get("job_id"),
-        provider_job_id=job.get("jid"),
-        queue_name=data.get("queue_name"),
-        priority=data.get("priority"),
-        executions=data.get("executions") or 0,
-        locale=data.get("locale"),
-        timezone=data.get("timezone"),
-        enqueued_at=data.get("enqueued_at"),
-        scheduled_at=data.get("scheduled_at"),
-        data=data,
-    )
+    job[IN_MEMORY_KEY] = Envelope(data, job.get("jid"))
     return str(data["job_class"])
 
 
