@@ -23,11 +23,10 @@ import kiq
 from kiq.api import RetrySet
 from kiq.payload import loads
 from kiq.plugins.activejob import RAILS_WRAPPER, Envelope, GlobalID, Symbol, job
-from kiq.redis import connect
 
 from .jobs.activejob import QUEUE, RUBY_QUEUE, runs
 from .support import ROOT, WorkerProcess, missing_service
-from .test_interop_ruby import RUBY_DIR, RubySidekiq, SidekiqInstall, find_sidekiq, wait_for
+from .test_interop_ruby import RUBY_DIR, RubySidekiq, SidekiqInstall, find_sidekiq, heartbeating, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -90,14 +89,10 @@ def rails(e2e_config: kiq.Config, install: SidekiqInstall) -> Callable[..., Any]
 def rails_worker(e2e_config: kiq.Config, install: SidekiqInstall, tmp_path: Any) -> Iterator[RubySidekiq]:
     """A real Sidekiq with ActiveJob loaded, running the Rails jobs of tests/ruby/activejob.rb."""
     url = str(e2e_config.redis_url)
-    process = RubySidekiq(install, url, tmp_path / "sidekiq.log", script="activejob.rb", queue=RUBY_QUEUE)
-    connection = connect(url)
-    try:
-        wait_for(lambda: process.identity(connection), "Ruby Sidekiq's first heartbeat", process)
-        yield process
-    finally:
-        connection.close()
-        process.stop()
+    with heartbeating(
+        RubySidekiq(install, url, tmp_path / "sidekiq.log", script="activejob.rb", queue=RUBY_QUEUE)
+    ) as ruby:
+        yield ruby
 
 
 def ruby_runs(config: kiq.Config, count: int) -> list[dict[str, Any]] | None:

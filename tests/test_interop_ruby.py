@@ -16,6 +16,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -171,8 +172,16 @@ def ruby_sidekiq_process(
 ) -> Iterator[RubySidekiq]:
     """One Ruby Sidekiq for the module, on the Redis that ``e2e_config`` uses (booting it per test costs ~1 s)."""
     url = os.environ.get("KIQ_TEST_REDIS_URL") or request.getfixturevalue("embedded_redis_url")
-    process = RubySidekiq(sidekiq_install, url, tmp_path_factory.mktemp("ruby-sidekiq") / "sidekiq.log")
-    connection = connect(url)
+    with heartbeating(
+        RubySidekiq(sidekiq_install, url, tmp_path_factory.mktemp("ruby-sidekiq") / "sidekiq.log")
+    ) as ruby:
+        yield ruby
+
+
+@contextmanager
+def heartbeating(process: RubySidekiq) -> Iterator[RubySidekiq]:
+    """A started Ruby Sidekiq once its first heartbeat registered it; stopped at the end."""
+    connection = connect(process.redis_url)
     try:
         wait_for(lambda: process.identity(connection), "Ruby Sidekiq's first heartbeat", process)
         yield process

@@ -78,13 +78,9 @@ class ReportJob < ActiveJob::Base
   queue_as "aj_kiq"
 end
 
-class FlakyReportJob < ActiveJob::Base
+# Records like RailsEcho when Ruby runs it: only by the "execute_retry" command (a Python failure's retry entry).
+class FlakyReportJob < RailsEcho
   queue_as "aj_kiq"
-
-  # run in Ruby only by the "execute_retry" command: a Python failure's retry entry, run by Rails
-  def perform(*args, **kwargs)
-    AjInterop.record(self, args, kwargs)
-  end
 end
 
 ARGUMENTS = [
