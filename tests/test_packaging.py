@@ -54,6 +54,7 @@ def test_the_package_ships_its_type_marker_and_entry_points() -> None:
         "limiter",
         "batch",
         "results",
+        "activejob",
         "web",  # only for its command, `kiq web`
     }
     assert (package / "contrib" / "web" / "static" / "kiq.js").exists()  # the dashboard's assets ship
