@@ -204,3 +204,22 @@ def test_python_perform_later_of_every_type_runs_in_rails(e2e_config: kiq.Config
         assert run["args"] == RUBY_SAW
         assert run["kwargs"] == RUBY_SAW_KWARGS
     assert done[now]["priority"] == 3
+
+
+def test_a_rails_failure_shows_decoded_in_kiqs_retry_set_and_kiqs_retry_runs_it_in_rails(
+    e2e_config: kiq.Config, rails_worker: RubySidekiq
+) -> None:
+    e2e_config.add_plugin("activejob")
+    jid = job("RailsFlaky", e2e_config).set(queue=RUBY_QUEUE).perform_later(date(2026, 11, 25), note=Symbol("n"))
+    entry = wait_for(lambda: RetrySet(config=e2e_config).find_job(jid), "Rails' failure in the retry set", rails_worker)
+    assert (entry["class"], entry["error_class"], entry["error_message"]) == (
+        RAILS_WRAPPER, "RailsInteropError", "first attempt in Rails"
+    )  # fmt: skip
+    assert entry.display_class == "RailsFlaky" and entry.display_args == [date(2026, 11, 25), {"note": "n"}]
+
+    assert entry.retry()  # kiq's API sends it back to its queue, where Rails runs it again
+    (run,) = wait_for(lambda: ruby_runs(e2e_config, 1), "Rails to run the retried job", rails_worker)
+    # executions counts ActiveJob's own retries (retry_on), not Sidekiq's: the retried envelope is the stored one
+    assert (run["class"], run["jid"], run["executions"]) == ("RailsFlaky", jid, 1)
+    assert run["args"] == [{"type": "Date", "value": "2026-11-25"}]
+    assert run["kwargs"] == {"type": "Hash", "value": {":note": {"type": "Symbol", "value": "n"}}}

@@ -73,6 +73,17 @@ class RailsEcho < ActiveJob::Base
   end
 end
 
+class RailsInteropError < StandardError; end
+
+# Enqueued from Python: fails on its first run, records like RailsEcho on the next (a retry from kiq's API).
+class RailsFlaky < RailsEcho
+  def perform(*args, **kwargs)
+    attempts = Sidekiq.redis { |conn| conn.hincrby("interop:activejob:ruby:attempts", job_id, 1) }
+    raise RailsInteropError, "first attempt in Rails" if attempts == 1
+    super
+  end
+end
+
 # The Ruby stand-ins of the Python jobs (tests/jobs/activejob.py): enqueued here, run in Python.
 class ReportJob < ActiveJob::Base
   queue_as "aj_kiq"
