@@ -175,3 +175,12 @@ def test_an_async_wrapped_job_runs_on_the_worker_event_loop(
     worker = start_worker("-r", "tests.jobs.activejob", "-q", QUEUE, env={"KIQ_PLUGINS": "activejob"})
     (run,) = wait_until(lambda: runs(e2e_config), 30, message=f"the async job to run:\n{worker.output()}")
     assert run["args"][:2] == [7, "x"] and run["active_job"].job_class == "AsyncReportJob"
+
+
+def test_metrics_count_activejob_payloads_under_the_wrapped_class(config: kiq.Config) -> None:
+    processor = Processor(config, None, threading.Event(), RedisOutage(config), "test-processor")  # type: ignore[arg-type]
+    processor.process(Unit(fixture("sidekiq8_rails72.json"), QUEUE))
+    processor.process(Unit(fixture("rails71_range.json"), QUEUE))  # fails: counted too
+    assert processor.metrics is not None
+    assert {name: counts[0] for name, counts in processor.metrics.counts.items()} == {"ReportJob": 1}  # 1 failure
+    assert sum(processor.metrics.counts["ReportJob"][2:]) == 1  # 1 success, in the histogram
