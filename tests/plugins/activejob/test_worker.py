@@ -22,7 +22,9 @@ from zoneinfo import ZoneInfo
 import pytest
 
 import kiq
+import kiq.testing
 from kiq.api import RetrySet
+from kiq.plugins import activejob
 from kiq.plugins.activejob import SIDEKIQ_WRAPPER, Envelope, GlobalID, Symbol
 from kiq.server.processor import Processor, RedisOutage
 from tests.jobs.activejob import QUEUE, runs
@@ -184,3 +186,11 @@ def test_metrics_count_activejob_payloads_under_the_wrapped_class(config: kiq.Co
     assert processor.metrics is not None
     assert {name: counts[0] for name, counts in processor.metrics.counts.items()} == {"ReportJob": 1}  # 1 failure
     assert sum(processor.metrics.counts["ReportJob"][2:]) == 1  # 1 success, in the histogram
+
+
+def test_the_fake_testing_mode_drains_activejob_payloads_through_the_plugin(config: kiq.Config) -> None:
+    with kiq.testing.fake() as fake:
+        activejob.perform_later("ReportJob", date(2026, 11, 25), queue=QUEUE, note="n")
+        assert fake.drain() == 1
+    (run,) = runs(config)
+    assert run["args"] == [date(2026, 11, 25)] and run["payload_kwargs"] == {"note": "n"}
