@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+from datetime import date
+from decimal import Decimal
 from typing import Any
 
 import kiq
@@ -33,6 +35,16 @@ class ReportJob(kiq.Job):
 
     def perform(self, *args: Any, **kwargs: Any) -> None:
         record(self, args, kwargs)
+
+
+class TypedReportJob(kiq.Job):
+    """Annotated parameters: the core converts by annotations what the plugin decoded (no-ops: same types)."""
+
+    kiq_name = "TypedReportJob"
+    kiq_options = {"queue": QUEUE}
+
+    def perform(self, amount: Decimal, day: date, mode: str = "slow") -> None:
+        record(self, (amount, day), {"mode": mode})
 
 
 class AsyncReportJob(kiq.Job):

@@ -10,6 +10,7 @@ nanosecond ``enqueued_at``, a TimeWithZone's ``time_zone``, the BigDecimal and R
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import threading
 from collections.abc import Callable
@@ -194,3 +195,12 @@ def test_the_fake_testing_mode_drains_activejob_payloads_through_the_plugin(conf
         assert fake.drain() == 1
     (run,) = runs(config)
     assert run["args"] == [date(2026, 11, 25)] and run["payload_kwargs"] == {"note": "n"}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("kiq.arguments") is None, reason="the core passes no keyword arguments")
+def test_an_annotated_perform_gets_the_decoded_values_and_keyword_arguments(config: kiq.Config) -> None:
+    payload = activejob.job("TypedReportJob", config).payload((Decimal("2.50"), date(2026, 1, 2)), {"mode": "fast"})
+    unit = process(config, json.dumps(payload))
+    assert unit.acked == 1 and list(RetrySet(config=config)) == []
+    (run,) = runs(config)
+    assert run["args"] == [Decimal("2.50"), date(2026, 1, 2)] and run["kwargs"] == {"mode": "fast"}
