@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install and start, on loopback only, what the kiq test suite talks to:
 #   redis-server on 127.0.0.1:6390, PostgreSQL on 127.0.0.1:5433 (a private cluster),
-#   Ruby with Debian's Sidekiq 6.4.1, and Chromium with its driver for headless browser tests (Selenium).
+#   Ruby with Debian's Sidekiq 6.4.1 and ActiveJob 6.1, and Chromium with its driver for headless browser tests (Selenium).
 # Idempotent: skips apt when everything is there, reuses servers that already answer.
 # .ci/run sources it to get the KIQ_TEST_* variables exported. By hand, as root:
 #   eval "$(bash .ci/services.sh)"   # prints the export lines on stdout, the rest on stderr
@@ -17,14 +17,14 @@ kiq_install() {
   local missing=0 cmd
   for cmd in redis-server redis-cli chromium chromedriver; do command -v "$cmd" >/dev/null || missing=1; done
   [ -n "$(kiq_pg_bin)" ] || missing=1
-  ruby -e 'require "sidekiq"' >/dev/null 2>&1 || missing=1
+  ruby -e 'require "sidekiq"; require "active_job"' >/dev/null 2>&1 || missing=1
   [ "$missing" = 0 ] && return 0
   export DEBIAN_FRONTEND=noninteractive
   local apt=(apt-get -qq -o DPkg::Lock::Timeout=300) # wait, don't fail, if another apt is running
   "${apt[@]}" update
   # fonts-liberation is only a Recommends of chromium, but without it screenshots show no text.
   "${apt[@]}" install -y --no-install-recommends \
-    redis-server postgresql ruby-sidekiq chromium chromium-driver fonts-liberation >/dev/null
+    redis-server postgresql ruby-sidekiq ruby-activejob chromium chromium-driver fonts-liberation >/dev/null
 }
 
 kiq_start_redis() {

@@ -12,7 +12,8 @@ Two kinds of hooks, two failure rules:
   registered or the worker starts; a failure stops the start with an error naming the plugin. The first four are
   pluggy *historic* hooks: a plugin registered at any time gets them called once. ``kiq_web_tabs`` (tabs for the
   dashboard) is isolated instead, like a notification: a dashboard must not fail to serve because one plugin's
-  tabs could not be made.
+  tabs could not be made. ``kiq_unwrap_job`` (the job a wrapper payload stands for) is asked per job: its failure
+  is that job's failure.
 - **Notifications** (everything else) report what happens while kiq runs. Each implementation runs on its own:
   one that raises is logged and reported to the ``kiq_error`` hooks, and the others still run (a raising
   ``kiq_error`` implementation is only logged). A context manager it returns is entered the same way.
@@ -104,6 +105,22 @@ def kiq_web_tabs(config: Config) -> list[Tab] | None:
     """Return the tabs this plugin adds to the web dashboard (``kiq.tabs``), or None; asked once when a dashboard
     is made for ``config``. Isolated like a notification: an implementation that raises is logged and its tabs are
     left out, the dashboard still serves the others."""
+
+
+@hookspec(firstresult=True)
+def kiq_unwrap_job(job: dict[str, Any], config: Config) -> str | None:
+    """A payload whose ``class`` no job is registered under may be a *wrapper* of one (e.g. Rails ActiveJob's
+    ``JobWrapper``): if this plugin knows the wrapper, rewrite ``job`` in memory into the wrapped job's form and
+    return the wire name of the registered job to run; else return None.
+
+    The rewrite replaces values, it never mutates the nested ones: ``args`` (the positional arguments, any Python
+    values), ``kwargs`` (keyword arguments, a dict, only when there are some) and in-memory extras the plugin's
+    middleware read. ``class`` stays the wrapper's, and the stored payload is untouched: a retry or dead entry
+    keeps the wrapper's envelope, so the side that wrote it can still run it. Asked by a worker only for classes it
+    does not know (no cost for the others), and by the API on a copy of the payload to show the wrapped job's
+    arguments. An implementation that raises fails that job into the retry set with its error, as an unknown
+    class does."""
+    raise NotImplementedError
 
 
 # -- notifications ---------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from .arguments import call_perform
 from .config import Config, config_or_default
 from .job_registry import registry
 from .payload import loads, parse_payload
-from .server.processor import JobRunner, Slot, begin, resume
+from .server.processor import JobRunner, Slot, begin, resume, unwrap
 
 __all__ = ["Fake", "Inline", "disable", "fake", "inline", "jobs", "mode"]
 
@@ -200,7 +200,7 @@ def _run(runner: JobRunner, unit: _Unit) -> None:
     job = runner.parse(unit)
     if job is None:
         return  # no worker could run it: it is in ``dead`` now
-    steps = runner.steps(Slot(), unit, job, registry.find(job["class"]))
+    steps = runner.steps(Slot(), unit, job, registry.find(job["class"]) or unwrap(runner.config, job))
     call = begin(steps)
     if call is None:
         return

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -93,13 +94,15 @@ def wait_for(predicate: Callable[[], T | None], message: str, *logs: HasOutput, 
 
 
 class RubySidekiq:
-    """A real ``sidekiq`` process running tests/ruby/jobs.rb on the ``ruby`` queue; output in a log file."""
+    """A real ``sidekiq`` process running tests/ruby/jobs.rb on the ``ruby`` queue (or another script of
+    tests/ruby/ on another queue); output in a log file."""
 
-    def __init__(self, install: SidekiqInstall, redis_url: str, log_path: Path) -> None:
+    def __init__(self, install: SidekiqInstall, redis_url: str, log_path: Path, script: str = "jobs.rb",
+                 queue: str = RUBY_QUEUE) -> None:  # fmt: skip
         self.redis_url = redis_url
         self.log_path = log_path
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
-        command = [install.ruby, install.executable, "-r", str(RUBY_DIR / "jobs.rb"), "-q", RUBY_QUEUE]
+        command = [install.ruby, install.executable, "-r", str(RUBY_DIR / script), "-q", queue]
         self.proc = subprocess.Popen(
             [*command, "-c", "3", "-t", "2"],  # -t: Sidekiq's shutdown timeout, short for the teardown
             cwd=ROOT,
@@ -169,8 +172,16 @@ def ruby_sidekiq_process(
 ) -> Iterator[RubySidekiq]:
     """One Ruby Sidekiq for the module, on the Redis that ``e2e_config`` uses (booting it per test costs ~1 s)."""
     url = os.environ.get("KIQ_TEST_REDIS_URL") or request.getfixturevalue("embedded_redis_url")
-    process = RubySidekiq(sidekiq_install, url, tmp_path_factory.mktemp("ruby-sidekiq") / "sidekiq.log")
-    connection = connect(url)
+    with heartbeating(
+        RubySidekiq(sidekiq_install, url, tmp_path_factory.mktemp("ruby-sidekiq") / "sidekiq.log")
+    ) as ruby:
+        yield ruby
+
+
+@contextmanager
+def heartbeating(process: RubySidekiq) -> Iterator[RubySidekiq]:
+    """A started Ruby Sidekiq once its first heartbeat registered it; stopped at the end."""
+    connection = connect(process.redis_url)
     try:
         wait_for(lambda: process.identity(connection), "Ruby Sidekiq's first heartbeat", process)
         yield process

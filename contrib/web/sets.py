@@ -155,7 +155,9 @@ def _row(view: View, kind: SetPage, entry: SortedEntry, form_id: str) -> list[Ma
         "input", type="checkbox", name="key", value=key, form=form_id, aria_label="select"
     )  # fmt: skip
     page_link = link(entry.display_class, view.url(f"{kind.path}/{key}"))
-    shown_arguments = arguments(entry.args, entry.kwargs) if entry.parsed else el("code", truncated(entry.value))
+    shown_arguments = (
+        arguments(entry.display_args, entry.kwargs) if entry.parsed else el("code", truncated(entry.value))
+    )
     cells: list[Markup | str | None] = [box, when(entry.score), entry.queue, page_link, shown_arguments]
     if kind.path != "scheduled":
         error = f"{entry.error_class}: {entry.error_message}" if entry.error_class else ""
@@ -168,7 +170,7 @@ def job_page(view: View, kind: SetPage, key: str) -> Page:
     items: list[tuple[str, Node]] = [
         ("Queue", entry.queue),
         ("Job", entry.display_class),
-        ("Arguments", el("code", shown(entry.args))),
+        ("Arguments", el("code", shown(entry.display_args))),
         *([("Keyword arguments", el("code", shown(entry.kwargs)))] if entry.kwargs else []),
         ("JID", entry.jid),
         (kind.when_label, when(entry.score)),

@@ -213,8 +213,8 @@ class Work(NamedTuple):
         return payload_kwargs(self.payload)
 
     @property
-    def display_args(self) -> str:
-        """Its arguments as the listings show them (see ``JobRecord.display_args``)."""
+    def arguments_line(self) -> str:
+        """Its arguments as the listings show them (see ``JobRecord.arguments_line``)."""
         return display_arguments(self.args, self.kwargs)
 
 

@@ -13,6 +13,7 @@ import zlib
 from typing import TYPE_CHECKING, Any
 
 from ..config import config_or_default
+from ..job_registry import registry
 from ..keys import queue_key
 from ..payload import epoch, parse_job, printable
 
@@ -63,10 +64,25 @@ class JobRecord:
         return payload_kwargs(self.item)
 
     @property
-    def display_args(self) -> str:
-        """The arguments as the listings show them: ``args`` as JSON, then ``kwargs`` as JSON when there are some
-        (``[7] {"amount": 5}``)."""
-        return display_arguments(self.args, self.kwargs)
+    def display_args(self) -> list[Any]:
+        """The arguments to show: a wrapper's (e.g. an ActiveJob envelope's) as the plugin that unwraps it decodes
+        them (``kiq_unwrap_job``, keyword arguments as a trailing dict, Ruby's way), else ``args``."""
+        if self.klass in registry:  # a job of this process: no wrapper
+            return self.args
+        job = dict(self.item)
+        try:
+            if self.config.plugins.hook.kiq_unwrap_job(job=job, config=self.config) is None:
+                return self.args
+        except Exception:  # undecodable: shown as stored (a worker fails it with the error)
+            return self.args
+        kwargs = job.get("kwargs")
+        return [*job["args"], kwargs] if kwargs else list(job["args"])
+
+    @property
+    def arguments_line(self) -> str:
+        """The arguments as the listings show them: ``display_args`` as JSON, then ``kwargs`` as JSON when there
+        are some (``[7] {"amount": 5}``)."""
+        return display_arguments(self.display_args, self.kwargs)
 
     @property
     def jid(self) -> str | None:

@@ -204,7 +204,7 @@ def _print_jobs(
             *([job.queue] if show_queue else []),
             when(at, utc) if (at := moment(job)) is not None else "",
             "" if job.retry_count is None else job.retry_count,
-            short(json.dumps(job.args), 40) if job.parsed else short(printable(job.value), 40),
+            short(json.dumps(job.display_args, default=str), 40) if job.parsed else short(printable(job.value), 40),
             *([short(json.dumps(job.kwargs), 40) if job.kwargs else ""] if show_kwargs else []),
             short(f"{job.error_class}: {job.error_message}", 50) if job.error_class else "",
         ]

@@ -320,7 +320,7 @@ class Processor(JobRunner):
         job = self.parse(unit)
         if job is None:
             return
-        job_class = registry.find(job["class"])
+        job_class = registry.find(job["class"]) or unwrap(self.config, job)
         if job_class is not None and job_class._kiq_async and self.run_async is not None:
             if not self.run_async(unit, job, job_class):
                 self._requeue(unit)  # stopping before the loop had room: another process runs it
@@ -358,6 +358,27 @@ class Processor(JobRunner):
         ident = self.thread.ident
         if ident is not None and self.thread.is_alive():
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(Shutdown))
+
+
+def unwrap(config: Config, job: dict[str, Any]) -> type[Any] | None:
+    """The job a wrapper payload stands for (``kiq_unwrap_job``, which rewrites ``job`` in memory), or None when no
+    plugin unwraps it. What goes wrong here (a plugin's error, an unregistered wrapped name) is raised when the
+    class is instantiated, inside the retry layer: that job fails into retry with that error."""
+    try:
+        name = config.plugins.hook.kiq_unwrap_job(job=job, config=config)
+        return None if name is None else registry.get(name)
+    except Exception as exc:
+        return _unrunnable(exc)
+
+
+def _unrunnable(error: Exception) -> type[Any]:
+    class Unrunnable:
+        _kiq_async = False
+
+        def __init__(self) -> None:
+            raise error
+
+    return Unrunnable
 
 
 # hands an async job over to the capsule's event loop: False when the worker stops before the loop had room for it

@@ -1,4 +1,4 @@
-"""Keyword arguments as ``kiq.api`` reads them, on a real Redis: ``kwargs`` and ``display_args`` of a job in a queue,
+"""Keyword arguments as ``kiq.api`` reads them, on a real Redis: ``kwargs`` and ``arguments_line`` of a job in a queue,
 in the scheduled, retry and dead sets and running on a worker thread; a job without any, or whose ``kwargs`` field
 (written by another producer) is not an object, reads as ``{}`` and never raises."""
 
@@ -33,9 +33,9 @@ def test_a_queued_job_reads_its_kwargs_and_shows_them_after_its_args(config: kiq
     without = Charge.perform_async(8)
     records = {record.jid: record for record in Queue("default", config)}
     assert records[with_kwargs].kwargs == {"amount": 5, "note": "café"}
-    assert records[with_kwargs].display_args == '[7] {"amount": 5, "note": "café"}'
+    assert records[with_kwargs].arguments_line == '[7] {"amount": 5, "note": "café"}'
     assert records[without].kwargs == {}
-    assert records[without].display_args == "[8]"  # what it always was
+    assert records[without].arguments_line == "[8]"  # what it always was
     assert "kwargs" not in records[without].item
 
 
@@ -45,7 +45,7 @@ def test_a_kwargs_field_that_is_not_an_object_reads_as_none_and_stays_in_the_pay
 ) -> None:
     r.lpush("queue:default", dumps(payload("odd", kwargs=field)))
     (record,) = Queue("default", config)
-    assert record.kwargs == {} and record.args == [7] and record.display_args == "[7]"
+    assert record.kwargs == {} and record.args == [7] and record.arguments_line == "[7]"
     assert record.item["kwargs"] == field  # the payload as written, for whoever looks at it whole
     assert record.as_dict()["kwargs"] == field
 
@@ -58,7 +58,7 @@ def test_scheduled_retry_and_dead_entries_read_their_kwargs(config: kiq.Config, 
     entry = ScheduledSet(config).find_job(scheduled or "")
     assert entry is not None and entry.kwargs == {"amount": 1}
     retry, dead = RetrySet(config).find_job("retry"), DeadSet(config).find_job("dead")
-    assert retry is not None and retry.kwargs == {"amount": 2} and retry.display_args == '[7] {"amount": 2}'
+    assert retry is not None and retry.kwargs == {"amount": 2} and retry.arguments_line == '[7] {"amount": 2}'
     assert dead is not None and dead.kwargs == {"amount": 3}
     # retrying keeps them: the job goes back to its queue with its kwargs
     assert retry.retry()
@@ -80,7 +80,7 @@ def test_a_running_job_shows_its_kwargs_in_workers(
     jid = Nap.perform_async(seconds=30)
     wait_until(lambda: any(work.payload.get("jid") == jid for work in Workers(e2e_config)), 30, message="the nap")
     (work,) = [work for work in Workers(e2e_config) if work.payload.get("jid") == jid]
-    assert (work.args, work.kwargs, work.display_args) == ([], {"seconds": 30}, '[] {"seconds": 30}')
+    assert (work.args, work.kwargs, work.arguments_line) == ([], {"seconds": 30}, '[] {"seconds": 30}')
 
 
 def test_a_running_job_whose_kwargs_is_not_an_object_reads_as_none(config: kiq.Config, r: redis.Redis) -> None:
@@ -89,4 +89,4 @@ def test_a_running_job_whose_kwargs_is_not_an_object_reads_as_none(config: kiq.C
     work = {"queue": "default", "payload": dumps(payload("running", kwargs=[1])), "run_at": time.time()}
     r.hset("host:1:odd:work", mapping={"t1": json.dumps(work)})
     (running,) = Workers(config)
-    assert (running.args, running.kwargs, running.display_args) == ([7], {}, "[7]")
+    assert (running.args, running.kwargs, running.arguments_line) == ([7], {}, "[7]")
