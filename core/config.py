@@ -238,7 +238,7 @@ class Config:
         (Sidekiq's context ``"Job raised exception"``) is one line with its outcome and the job's own frames."""
         job = context.get("job")
         if context.get("context") == JOB_FAILED and isinstance(job, dict):
-            log_job_failure(exc, job)
+            log_job_failure(exc, job, traceback=traceback)
         else:
             log.warning("%s: %s", context.get("context", "error"), exc, exc_info=exc if traceback else None)
         self.plugins.hook.kiq_error(exc=exc, context=context, config=self)

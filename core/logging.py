@@ -100,15 +100,18 @@ def note_failure_outcome(outcome: str) -> None:
     _failure_outcome.set(outcome)
 
 
-def log_job_failure(exc: BaseException, job: dict[str, Any], logger: logging.Logger = log) -> None:
+def log_job_failure(
+    exc: BaseException, job: dict[str, Any], logger: logging.Logger = log, traceback: bool = True
+) -> None:
     """One WARNING for a failed attempt: class, jid, error and outcome, with the traceback of the job's own frames
-    (every frame at DEBUG)."""
+    (every frame at DEBUG; none with ``traceback=False``: a job that failed because Redis is unreachable, whose
+    outage is logged on its own)."""
     outcome = _failure_outcome.get()
     _failure_outcome.set(None)
     if logger.isEnabledFor(logging.DEBUG):
-        traceback: TracebackType | None = exc.__traceback__
+        frames: TracebackType | None = exc.__traceback__
     else:
-        traceback = _without_kiq_frames(exc.__traceback__)
+        frames = _without_kiq_frames(exc.__traceback__)
     logger.warning(
         "%s jid=%s failed: %s: %s%s",
         job.get("class"),
@@ -116,7 +119,7 @@ def log_job_failure(exc: BaseException, job: dict[str, Any], logger: logging.Log
         type(exc).__qualname__,
         exc,
         f"; {outcome}" if outcome else "",
-        exc_info=(type(exc), exc, traceback),
+        exc_info=(type(exc), exc, frames) if traceback else None,
     )
 
 
