@@ -126,12 +126,14 @@ class DedicatedConnection:
 
     Commands skip the pool's per-command checkout and the client's wrappers, which cost more than the round trip
     itself on a local Redis (README, "The hot path"). Replies are decoded as the client's are. A command that fails on a
-    broken connection is sent once more on a new one, as redis-py's client does.
+    broken connection is sent once more on a new one, as redis-py's client does; ``broken`` counts those breaks, so a
+    user whose command must not be lost unseen (reliable fetch) can tell that a reply may have been lost.
     """
 
     def __init__(self, client: redis.Redis) -> None:
         self._pool = client.connection_pool
         self._connection: Connection | None = None
+        self.broken = 0  # commands whose connection broke: Redis may have run one whose reply was lost
 
     def command(self, *args: Any) -> Any:
         for attempt in (1, 2):
@@ -140,6 +142,7 @@ class DedicatedConnection:
                 connection.send_command(*args)  # type: ignore[no-untyped-call]
                 return connection.read_response()
             except redis.ConnectionError:
+                self.broken += 1
                 self.release()
                 if attempt == 2:
                     raise
