@@ -45,6 +45,14 @@ ENCODING_ERRORS = "surrogateescape"
 
 # what ``redis_url`` may start with: redis-py's own schemes (which it matches as written), plus Sentinel, which
 # kiq parses itself
+# what Redis says when it cannot take a write now but will later (BusyLoadingError, LOADING, is a ConnectionError):
+# worth holding and retrying (kiq.server.outcomes), unlike an error the same write would meet again
+REFUSALS = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.exceptions.OutOfMemoryError,
+    redis.exceptions.ReadOnlyError,
+)
 URL_SCHEMES = ("redis://", "rediss://", "unix://", "redis+sentinel://")
 NO_REDIS_URL = (
     "no Redis configured: the redis_url setting (env KIQ_REDIS_URL) is not set and the embedded Redis is turned off "

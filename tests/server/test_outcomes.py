@@ -20,7 +20,7 @@ import pytest
 import redis
 
 import kiq
-from tests.jobs.outcomes import DONE
+from tests.jobs.outcomes import DEATHS, DONE
 from tests.outage_support import AofRedis, aof_redis
 from tests.support import FAST, WorkerProcess, make_retries_due, wait_until
 
@@ -188,3 +188,28 @@ def test_a_stop_with_redis_still_down_logs_each_held_job_replayably_and_exits_no
         replayed.add(json.loads(entry["command"][3])["jid"])
     assert replayed == {json.loads(member)["jid"] for member in client.zrange("retry", 0, -1)}
     assert not replayed & done
+
+
+def test_a_death_hook_whose_redis_write_is_refused_is_called_again_once_redis_is_back(
+    server: AofRedis, client: redis.Redis, tmp_path: Path
+) -> None:
+    config = kiq.Config(redis_url=server.url)
+    try:
+        jids = set(kiq.Client(config).push_bulk({"class": "OutcomesUnretried", "retry": False, "args": [[20]] * 200}))
+    finally:
+        config.redis.close()
+    env = {**ENV, "KIQ_PLUGINS": "tests.jobs.outcomes:DeathRecorder"}
+    args = ["-r", "tests.jobs.outcomes", "-c", str(CONCURRENCY), "--fetch", "basic"]
+    with WorkerProcess(args, server.url, tmp_path / "worker.log", env) as worker:
+        wait_until(lambda: client.scard(DONE) >= 20, 30, message="20 jobs before the outage")
+        server.stop()
+        wait_until(lambda: "failed: ConnectionError" in worker.output(), 30, message="a job failing in the outage")
+        server.start()
+        # every job failed in the outage died (retry: false), and its death hook's write is held, then made
+        wait_until(lambda: client.scard(DONE) + client.scard(DEATHS) == len(jids), BACK_WITHIN, message="all ended")
+        assert worker.stop() == 0
+        output = worker.output()
+    assert client.smembers(DONE) | client.smembers(DEATHS) == jids
+    assert client.scard(DEATHS) >= 1
+    assert "failed in kiq_death" not in output and "unwritten job outcome" not in output, output
+    assert output.count("is unreachable") == 1 and output.count("Redis works again") == 1, output
