@@ -10,7 +10,9 @@ nothing stays in a queue or a working list (0 stuck).
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -213,3 +215,24 @@ def test_a_death_hook_whose_redis_write_is_refused_is_called_again_once_redis_is
     assert client.scard(DEATHS) >= 1
     assert "failed in kiq_death" not in output and "unwritten job outcome" not in output, output
     assert output.count("is unreachable") == 1 and output.count("Redis works again") == 1, output
+
+
+def test_a_swarm_stopped_with_redis_still_down_restarts_no_child_and_exits_non_zero(
+    server: AofRedis, client: redis.Redis, tmp_path: Path
+) -> None:
+    push(server.url, 60, 300)
+    with start_worker(server, tmp_path, "reliable", "-t", "2", "-p", "2") as swarm:
+        wait_until(lambda: client.scard(DONE) >= CONCURRENCY, 30, message="the first jobs done")
+        server.stop()
+        first = int(Path(f"/proc/{swarm.pid}/task/{swarm.pid}/children").read_text().split()[0])
+        wait_until(lambda: failed_in(swarm.output(), first), 30, message="a job of the first child failing")
+        os.kill(first, signal.SIGTERM)  # stopped on its own (as from the API): it exits with 3 and stays stopped
+        wait_until(lambda: f"(pid {first}) exited with 3" in swarm.output(), 30, message="the first child's exit")
+        assert swarm.stop() == 3  # the other child gives up its held outcomes too; the parent says so
+        output = swarm.output()
+    assert "ERROR: unwritten job outcome:" in output, output
+    assert "restarting" not in output, output
+
+
+def failed_in(output: str, pid: int) -> bool:
+    return any(f"pid={pid} " in line and "failed: ConnectionError" in line for line in output.splitlines())
