@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,13 +15,16 @@ from tests.support import wait_until
 
 
 class AofRedis:
-    """A redis-server with AOF (``appendfsync always``) in a directory of its own; ``stop`` takes it away (SIGKILL:
-    only what the AOF holds survives), ``start`` brings it back on the same port and directory.
+    """A redis-server with AOF (``appendfsync always``) in a directory of its own; ``stop`` takes it away, ``start``
+    brings it back on the same port and directory.
 
-    ``stop(between_commands=True)`` first pauses every client's writes (``CLIENT PAUSE WRITE``: what was executed
-    has been answered by the time the pause is), so no fetch is caught with its reply lost: with basic fetch such a
-    fetch loses its job (an at-most-once window of basic fetch, docs/guide/guarantees.md), which is not the failure
-    path a test of held outcomes is about. Without it, the kill lands mid-traffic, as a real crash does."""
+    ``stop("kill")`` is SIGKILL mid-traffic, as a crash (only what the AOF holds survives); ``stop("term")`` is
+    SIGTERM mid-traffic, as an operator's stop (Redis finishes its command, writes its AOF, and closes every
+    connection without sending what it had not sent yet). Either can catch a fetch with its reply lost.
+    ``stop("pause")`` first pauses every client's writes (``CLIENT PAUSE WRITE``: what was executed has been answered
+    by the time the pause is), then kills it: no fetch is caught so. With basic fetch such a fetch loses its jobs
+    (an at-most-once window of basic fetch, docs/guide/guarantees.md), which is not the failure path a test of held
+    outcomes is about."""
 
     def __init__(self, directory: Path) -> None:
         self.dir = directory
@@ -37,16 +41,16 @@ class AofRedis:
         wait_until(self._answers, 20, message=f"redis-server on {self.port}")
         return self
 
-    def stop(self, between_commands: bool = True) -> None:
-        assert self.process is not None
+    def stop(self, how: str = "pause") -> None:
+        assert self.process is not None and how in ("pause", "kill", "term"), how
         if self.process.poll() is None:
-            if between_commands:
+            if how == "pause":
                 pauser = redis.Redis(port=self.port)
                 try:
                     pauser.execute_command("CLIENT", "PAUSE", 600_000, "WRITE")
                 finally:
                     pauser.close()
-            self.process.kill()
+            self.process.send_signal(signal.SIGTERM if how == "term" else signal.SIGKILL)
         self.process.wait(20)
 
     def kill(self) -> None:

@@ -21,34 +21,38 @@ from kiq.fetcher import Capsule
 from kiq.payload import dumps
 from kiq.plugins.reliable_fetch import ReliableFetch, ReliableUnit
 from kiq.server.fetch import fetcher_for
+from tests.jobs.outcomes import DONE
 from tests.outage_support import AofRedis, aof_redis
 from tests.sentinel_support import free_port
-from tests.support import wait_until
+from tests.support import FAST, WorkerProcess, wait_until
 
 IDENTITY = "host:1:bbbbbbbbbbbb"
 WORKING = f"kiq:working:{IDENTITY}:default"
 
 
 class ReplyCutter:
-    """A TCP proxy to Redis. ``cut_next_reply()``: the next reply from Redis is not passed on, the client's connection
-    is closed instead; with ``down=True``, connections made after that are closed at once until ``up()``."""
+    """A TCP proxy to Redis. ``cut_next_reply()``: the next reply from Redis (or the next one that contains
+    ``marker``) is not passed on, the client's connection is closed instead; with ``down=True``, connections made
+    after the cut are closed at once until ``up()``. ``cuts`` counts the replies cut."""
 
     def __init__(self, upstream_port: int) -> None:
         self.upstream_port = upstream_port
         self.port = free_port()
-        self._cut = False
+        self.cuts = 0
+        self._cut: bytes | None = None  # cut the next reply that contains this
         self._down = False
+        self._down_after_cut = False
         self._lock = threading.Lock()
         self._listener = socket.create_server(("127.0.0.1", self.port))
         threading.Thread(target=self._accept, daemon=True).start()
 
-    def cut_next_reply(self, down: bool = False) -> None:
+    def cut_next_reply(self, down: bool = False, marker: bytes = b"") -> None:
         with self._lock:
-            self._cut, self._down = True, down
+            self._cut, self._down_after_cut = marker, down
 
     def up(self) -> None:
         with self._lock:
-            self._cut = self._down = False
+            self._cut, self._down = None, False
 
     def close(self) -> None:
         self._listener.close()
@@ -73,7 +77,10 @@ class ReplyCutter:
             while data := source.recv(65536):
                 if replies:
                     with self._lock:
-                        cut, self._cut = self._cut, False
+                        cut = self._cut is not None and self._cut in data
+                        if cut:
+                            self._cut, self._down = None, self._down_after_cut
+                            self.cuts += 1
                     if cut:
                         break
                 sink.sendall(data)
@@ -166,3 +173,30 @@ def test_a_fetch_sent_again_on_a_new_connection_leaves_nothing_stranded(
     assert take(fetch).job == first  # the next fetch put it back first, and took it
     assert r.lrange("queue:default", 0, -1) == []
     assert r.lrange(WORKING, 0, -1) == [first, second]
+
+
+@pytest.mark.slow
+def test_a_worker_runs_the_job_of_a_lost_fetch_reply_soon_after_redis_answers_again(
+    redis_server: AofRedis, proxy: ReplyCutter, r: redis.Redis, tmp_path: Path
+) -> None:
+    pusher = kiq.Config(redis_url=redis_server.url)
+    try:
+        jid = kiq.Client(pusher).push({"class": "OutcomesTouchesRedis", "args": [1]})
+    finally:
+        pusher.redis.close()
+    assert jid is not None
+    # the fetch that moves this job is run by Redis, and its reply lost; Redis then "away" for a while
+    proxy.cut_next_reply(down=True, marker=f'"jid":"{jid}"'.encode())
+    args = ["-r", "tests.jobs.outcomes", "-c", "2", "--fetch", "reliable"]
+    url = f"redis://127.0.0.1:{proxy.port}/0"
+    with WorkerProcess(args, url, tmp_path / "worker.log", FAST) as worker:
+        wait_until(lambda: proxy.cuts == 1, 30, message="the fetch reply cut")
+        working = [key for key in r.scan_iter("kiq:working:*") if r.llen(key)]
+        assert len(working) == 1 and r.llen("queue:default") == 0  # moved, and no thread runs it
+        assert not r.sismember(DONE, jid)
+        proxy.up()
+        wait_until(lambda: r.sismember(DONE, jid), 10, message="the stranded job run after Redis is back")
+        wait_until(lambda: not r.llen(working[0]), 10, message="its acknowledgement")
+        assert worker.stop() == 0
+        output = worker.output()
+    assert "1 job(s) a lost Redis reply left" in output, output
