@@ -143,7 +143,9 @@ def kiq_error(exc: BaseException, context: dict[str, Any], config: Config) -> No
 
 @hookspec
 def kiq_death(job: dict[str, Any], exc: BaseException | None, config: Config) -> None:
-    """A job died: its retries were exhausted, it was not retryable, or it was killed."""
+    """A job died: its retries were exhausted, it was not retryable, or it was killed. In a worker, an
+    implementation whose own Redis write is refused (unreachable, ``OOM``, ``READONLY``, ``LOADING``) is called again
+    with the same arguments once Redis takes writes (a held outcome, docs/guide/guarantees.md): keep it idempotent."""
 
 
 @hookspec

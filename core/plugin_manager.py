@@ -17,6 +17,7 @@ import pluggy
 
 from . import hookspecs
 from .errors import ConfigError
+from .redis import REFUSALS
 from .settings import Source, did_you_mean
 
 if TYPE_CHECKING:
@@ -26,6 +27,9 @@ log = logging.getLogger("kiq")
 
 ENTRY_POINT_GROUP = "kiq.plugins"
 P = TypeVar("P")
+# takes a kiq_death implementation's call whose Redis write was refused, to make it again later: (the call, the
+# plugin's name, the job, the refusal)
+HoldDeathHook = Callable[[Callable[[], object], str, Any, BaseException], None]
 
 
 class PluginManager(pluggy.PluginManager):
@@ -35,6 +39,9 @@ class PluginManager(pluggy.PluginManager):
         super().__init__("kiq")
         self.add_hookspecs(hookspecs)
         self.config = config
+        # a worker's OutcomeKeeper (kiq.server.outcomes): a death hook whose own Redis write is refused during an
+        # outage is held and called again, not only logged; None elsewhere (the API, a web request)
+        self.hold_refused_death: HoldDeathHook | None = None
         if config is not None:  # historic: every plugin, registered now or later, is asked once
             self.hook.kiq_settings.call_historic(result_callback=config.declare_settings, kwargs={})
             middleware = {"chain": config.client_middleware, "config": config}
@@ -94,15 +101,24 @@ class PluginManager(pluggy.PluginManager):
                     if impl.plugin is plugin:
                         # pluggy has no per-implementation failure policy; wrapping the function it calls keeps
                         # pluggy's own call loop (order, argument selection) as it is
-                        impl.function = self._isolated(caller.name, describe(plugin, impl.plugin_name), impl.function)  # type: ignore[misc]
+                        name = describe(plugin, impl.plugin_name)
+                        impl.function = self._isolated(caller.name, name, impl.function, impl.argnames)  # type: ignore[misc]
 
-    def _isolated(self, hook: str, plugin: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    def _isolated(
+        self, hook: str, plugin: str, function: Callable[..., Any], argnames: tuple[str, ...]
+    ) -> Callable[..., Any]:
         @functools.wraps(function)
         def isolated(*args: Any) -> Any:
             try:
                 return function(*args)
             except Exception as exc:
-                self.report(exc, f"plugin {plugin!r} failed in {hook}", hook == "kiq_error")
+                hold = self.hold_refused_death
+                if hook == "kiq_death" and hold is not None and isinstance(exc, REFUSALS):
+                    # Redis refused the hook's own write (an outage): this call, and only it, is made again
+                    job = dict(zip(argnames, args, strict=True)).get("job")
+                    hold(functools.partial(function, *args), plugin, job, exc)
+                else:
+                    self.report(exc, f"plugin {plugin!r} failed in {hook}", hook == "kiq_error")
                 return None
 
         return isolated

@@ -45,6 +45,14 @@ ENCODING_ERRORS = "surrogateescape"
 
 # what ``redis_url`` may start with: redis-py's own schemes (which it matches as written), plus Sentinel, which
 # kiq parses itself
+# what Redis says when it cannot take a write now but will later (BusyLoadingError, LOADING, is a ConnectionError):
+# worth holding and retrying (kiq.server.outcomes), unlike an error the same write would meet again
+REFUSALS = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.exceptions.OutOfMemoryError,
+    redis.exceptions.ReadOnlyError,
+)
 URL_SCHEMES = ("redis://", "rediss://", "unix://", "redis+sentinel://")
 NO_REDIS_URL = (
     "no Redis configured: the redis_url setting (env KIQ_REDIS_URL) is not set and the embedded Redis is turned off "
@@ -165,7 +173,8 @@ class DedicatedConnection:
 
     Commands skip the pool's per-command checkout and the client's wrappers, which cost more than the round trip
     itself on a local Redis (README, "The hot path"). Replies are decoded as the client's are. A command that fails on a
-    broken connection is sent once more on a new one, as redis-py's client does.
+    broken connection is sent once more on a new one, as redis-py's client does; ``broken`` counts those breaks, so a
+    user whose command must not be lost unseen (reliable fetch) can tell that a reply may have been lost.
     """
 
     def __init__(self, client: redis.Redis) -> None:
@@ -173,6 +182,7 @@ class DedicatedConnection:
         self._connection: Connection | None = None
         self._master_changes = _master_changes.get(self._pool)
         self._seen = self._master_changes[0]
+        self.broken = 0  # commands whose connection broke: Redis may have run one whose reply was lost
 
     def command(self, *args: Any) -> Any:
         if self._master_changes[0] != self._seen and self._connection is not None:  # follow_new_master was called
@@ -187,6 +197,7 @@ class DedicatedConnection:
                     connection.disconnect()  # type: ignore[no-untyped-call]  # the next command reconnects
                 return reply
             except redis.ConnectionError:
+                self.broken += 1
                 self.release()
                 if attempt == 2:
                     raise

@@ -18,16 +18,15 @@ import redis
 
 import kiq
 from tests.jobs.basic import Record
+from tests.outage_support import AofRedis, aof_redis
 from tests.sentinel_support import free_port
-from tests.standalone_redis import StandaloneRedis
 from tests.support import ROOT, WorkerProcess, child_env, wait_until
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[StandaloneRedis]:
-    own = StandaloneRedis(tmp_path).start()
-    yield own
-    own.stop()
+def server(tmp_path: Path) -> Iterator[AofRedis]:
+    with aof_redis(tmp_path / "redis") as own:
+        yield own
 
 
 def queued_in_order(client: redis.Redis, queue: str = "default") -> list[str]:
@@ -45,7 +44,7 @@ def outage_messages(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str]]:
 
 
 def test_5000_pushes_across_a_5_s_outage_all_land_in_order_and_run(
-    server: StandaloneRedis, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    server: AofRedis, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="kiq")
     config = kiq.Config(redis_url=server.url, reliable_push=True)
@@ -66,7 +65,7 @@ def test_5000_pushes_across_a_5_s_outage_all_land_in_order_and_run(
     pusher = threading.Thread(target=push_all)
     pusher.start()
     wait_until(lambda: len(jids) >= 500, 30, message="500 pushes before the outage")
-    server.stop()
+    server.stop("term")
     outage_start = len(jids)
     time.sleep(5)  # the outage's length, not a wait for a condition
     during = len(jids) - outage_start
@@ -94,12 +93,12 @@ def test_5000_pushes_across_a_5_s_outage_all_land_in_order_and_run(
 
 
 def test_an_outage_longer_than_the_buffer_raises_and_keeps_what_it_held(
-    server: StandaloneRedis, caplog: pytest.LogCaptureFixture
+    server: AofRedis, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="kiq")
     config = kiq.Config(redis_url=server.url, reliable_push=True, reliable_push_limit=100)
     client = kiq.Client(config)
-    server.stop()
+    server.stop("term")
     with pytest.raises(kiq.PushBufferFull, match="holds 0 job"):  # more than the limit at once: nothing held
         client.push_bulk({"class": Record, "args": [[str(number)] for number in range(101)]})
     held = [client.push({"class": Record, "args": [str(number)]}) for number in range(100)]
@@ -119,10 +118,10 @@ def test_an_outage_longer_than_the_buffer_raises_and_keeps_what_it_held(
     assert "sent the 100 job(s)" in outage_messages(caplog)[1][1]
 
 
-def test_bulk_and_scheduled_pushes_are_held_too(server: StandaloneRedis) -> None:
+def test_bulk_and_scheduled_pushes_are_held_too(server: AofRedis) -> None:
     config = kiq.Config(redis_url=server.url, reliable_push=True)
     client = kiq.Client(config)
-    server.stop()
+    server.stop("term")
     jids = client.push_bulk({"class": Record, "args": [[str(number)] for number in range(2500)]})
     later = client.push({"class": Record, "args": ["later"], "at": time.time() + 3600})
     assert len(jids) == 2500 and all(jids) and later
@@ -133,7 +132,7 @@ def test_bulk_and_scheduled_pushes_are_held_too(server: StandaloneRedis) -> None
     assert json.loads(watch.zrange("schedule", 0, -1)[0])["jid"] == later
 
 
-def test_the_asyncio_client_holds_its_pushes_too(server: StandaloneRedis) -> None:
+def test_the_asyncio_client_holds_its_pushes_too(server: AofRedis) -> None:
     config = kiq.Config(redis_url=server.url, reliable_push=True)
 
     async def push(first: int, count: int) -> list[str | None]:
@@ -144,7 +143,7 @@ def test_the_asyncio_client_holds_its_pushes_too(server: StandaloneRedis) -> Non
             await client.close()
 
     assert all(asyncio.run(push(0, 10)))
-    server.stop()
+    server.stop("term")
     assert all(asyncio.run(push(10, 300)))
     server.start()
     assert all(asyncio.run(push(310, 10)))  # behind the held jobs, whether or not they were sent yet
@@ -153,9 +152,9 @@ def test_the_asyncio_client_holds_its_pushes_too(server: StandaloneRedis) -> Non
     assert first_seen(queued_in_order(watch)) == [str(number) for number in range(320)]
 
 
-def test_off_a_push_during_an_outage_raises(server: StandaloneRedis) -> None:
+def test_off_a_push_during_an_outage_raises(server: AofRedis) -> None:
     config = kiq.Config(redis_url=server.url)
-    server.stop()
+    server.stop("term")
     with pytest.raises(redis.ConnectionError) as refused:
         kiq.Client(config).push({"class": Record, "args": ["x"]})
     assert not isinstance(refused.value, kiq.PushBufferFull)
@@ -196,7 +195,7 @@ def test_jobs_still_held_at_exit_are_logged_as_replayable_commands() -> None:
     assert done.stderr.count("WARNING") == 1
 
 
-def test_threads_pushing_across_an_outage_lose_nothing_and_keep_each_ones_order(server: StandaloneRedis) -> None:
+def test_threads_pushing_across_an_outage_lose_nothing_and_keep_each_ones_order(server: AofRedis) -> None:
     config = kiq.Config(redis_url=server.url, reliable_push=True)
     client = kiq.Client(config)
     threads, each, counts = 4, 500, [0] * 4
@@ -211,7 +210,7 @@ def test_threads_pushing_across_an_outage_lose_nothing_and_keep_each_ones_order(
     for pusher in pushers:
         pusher.start()
     wait_until(lambda: min(counts) >= 50, 30, message="pushes before the outage")
-    server.stop()
+    server.stop("term")
     before = sum(counts)
     wait_until(lambda: sum(counts) >= before + 400, 30, message="pushes during the outage")
     server.start()

@@ -23,9 +23,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
-import redis
+from ..redis import REFUSALS
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -34,13 +34,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kiq")
 
-# what Redis says when it cannot take a write now but will later (BusyLoadingError, LOADING, is a ConnectionError)
-REFUSALS = (
-    redis.ConnectionError,
-    redis.TimeoutError,
-    redis.exceptions.OutOfMemoryError,
-    redis.exceptions.ReadOnlyError,
-)
 BACKOFF = (0.25, 2.0)  # seconds between attempts at the oldest held outcome: doubling from the first to the second
 WHERE = "job outcomes"  # the outage's name for this work in the log
 UNWRITTEN = "unwritten job outcome"  # the start of the ERROR line of each outcome given up at a stop
@@ -50,6 +43,14 @@ def refused(exc: BaseException) -> bool:
     """Redis could not take a write now (unreachable, out of memory, read-only, loading): worth holding and
     retrying, unlike an error the same write would meet again (a wrong type, a script error)."""
     return isinstance(exc, REFUSALS)
+
+
+class Held(Protocol):
+    """What the keeper holds: a write to make again until Redis takes it, and the line logged if it never does."""
+
+    def settle(self) -> None: ...
+
+    def replay_line(self) -> str: ...
 
 
 class Outcome:
@@ -82,19 +83,47 @@ class Outcome:
         return f"{UNWRITTEN}: {what}; replay: {json.dumps(replay, separators=(',', ':'))}"
 
 
+class DeathHookCall:
+    """A plugin's ``kiq_death`` implementation whose own Redis write was refused: called again (only it, with the
+    same arguments) until it returns; the job's own outcome went on without it."""
+
+    __slots__ = ("call", "job", "plugin")
+
+    def __init__(self, call: Callable[[], object], plugin: str, job: Any) -> None:
+        self.call = call
+        self.plugin = plugin
+        self.job = job
+
+    def settle(self) -> None:
+        self.call()
+
+    def replay_line(self) -> str:
+        job = self.job if isinstance(self.job, dict) else {}
+        return (
+            f"{UNWRITTEN}: the kiq_death hook of plugin {self.plugin!r} did not run for {job.get('class')} "
+            f"jid={job.get('jid')} (its own Redis write was refused); job: {json.dumps(job, separators=(',', ':'))}"
+        )
+
+
 class OutcomeKeeper:
     """The held outcomes of one worker process, written back in order by a thread of their own (started by the
-    first one)."""
+    first one). The first keeper of a config also takes the ``kiq_death`` calls the plugin manager reports refused
+    (``DeathHookCall``)."""
 
     def __init__(self, config: Config, outage: RedisOutage) -> None:
         self.config = config
         self.outage = outage
         self.held = 0  # read without the lock before every fetch: an int costs nothing
-        self._outcomes: deque[Outcome] = deque()
+        self._outcomes: deque[Held] = deque()
         self._changed = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
+        if config.plugins.hold_refused_death is None:
+            config.plugins.hold_refused_death = self._hold_death_hook
 
-    def hold(self, outcome: Outcome, refusal: BaseException) -> None:
+    def _hold_death_hook(self, call: Callable[[], object], plugin: str, job: Any, refusal: BaseException) -> None:
+        self.hold(DeathHookCall(call, plugin, job), refusal)
+
+    def hold(self, outcome: Held, refusal: BaseException) -> None:
         """Keep ``outcome`` until Redis takes it; the first one of an outage is logged (by ``RedisOutage``)."""
         # before the outcome is in: the writer thread must not find it written (and the outage over) before it began
         self.outage.failed(refusal, WHERE, note="fetching pauses until Redis takes them", held=1)

@@ -5,10 +5,11 @@ Each child is a full worker with its own identity in the process registry (its `
 index). The parent restarts a child that dies (with a backoff that grows while children keep dying young, logged),
 replaces a child whose memory grew past ``max_memory_mb`` (stopped gracefully first), and passes signals on: TERM,
 INT and HUP stop every child within ``timeout`` (a second one cuts it short), TSTP quiets them, TTIN dumps their
-threads. A child that exits by itself with status 0 (stopped from the API or Sidekiq's Web UI) is not replaced;
-when no child is left the parent exits. Children stop gracefully when the parent is gone (``PR_SET_PDEATHSIG``, and
-a check of the parent pid each loop), so a killed parent leaves no orphan fetching jobs; with reliable fetch even
-``kill -9`` of the whole tree loses no job.
+threads. A child that exits by itself with status 0 (stopped from the API or Sidekiq's Web UI), or 3 (stopped while
+Redis still refused its held job outcomes: docs/guide/guarantees.md), is not replaced; when no child is left the
+parent exits, with status 3 if any child did (its ERROR lines hold the job outcomes to replay), else 0. Children
+stop gracefully when the parent is gone (``PR_SET_PDEATHSIG``, and a check of the parent pid each loop), so a killed
+parent leaves no orphan fetching jobs; with reliable fetch even ``kill -9`` of the whole tree loses no job.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ log = logging.getLogger("kiq")
 
 YOUNG = 10.0  # seconds: a child that dies younger counts toward a growing restart delay
 MAX_RESTART_DELAY = 30.0
+UNWRITTEN = 3  # the exit status of a worker whose stop gave up held job outcomes (Launcher.exit_code)
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
@@ -68,6 +70,7 @@ class Swarm:
     count: int  # per shard
     shards: list[str | None] = field(default_factory=lambda: [None])
     children: list[Child] = field(default_factory=list)
+    unwritten: int = 0  # children that exited with UNWRITTEN
 
     def run(self) -> int:
         stopping_since: float | None = None
@@ -90,7 +93,7 @@ class Swarm:
                     stopping_since is not None or all(child.restart_at is None for child in self.children)
                 ):
                     log.info("swarm stopped")
-                    return 0
+                    return UNWRITTEN if self.unwritten else 0
                 if stopping_since is None:
                     self._restart_due()
                     self._check_memory()
@@ -131,9 +134,13 @@ class Swarm:
                 continue
             code = os.waitstatus_to_exitcode(status)
             child.pid = 0
-            if stopping or (code == 0 and not child.replacing):
+            if code == UNWRITTEN:
+                self.unwritten += 1
+                log.warning("swarm child %d (pid %d) stopped with held job outcomes unwritten (logged at ERROR)",
+                            child.index, pid)  # fmt: skip
+            if stopping or (code in (0, UNWRITTEN) and not child.replacing):
                 log.info("swarm child %d (pid %d) exited with %d", child.index, pid, code)
-                continue  # stopped on purpose (by us, or from the API): not replaced
+                continue  # stopped on purpose (by us, or from the API; only a stop exits with 3): not replaced
             lived = time.monotonic() - child.started
             child.young_deaths = child.young_deaths + 1 if lived < YOUNG and not child.replacing else 0
             delay = 0.0 if child.replacing else min(MAX_RESTART_DELAY, 0.5 * 2**child.young_deaths)

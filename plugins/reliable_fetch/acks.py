@@ -34,6 +34,9 @@ class PendingAcks:
         # sends them next: a fetch, the sender thread, a heartbeat or the close
         self._jobs: deque[str] = deque()
         self._due = threading.Event()
+        # held while acknowledgements are taken and sent by anyone but a fetch (and by a reconciliation, which must
+        # see every finished job either pending or gone from the list: inflight.py)
+        self.sending = threading.Lock()
         self._stopped = False
         self._sender: threading.Thread | None = None
         self._start_lock = threading.Lock()
@@ -49,6 +52,9 @@ class PendingAcks:
     def take(self) -> list[str]:
         jobs = self._jobs
         return [jobs.popleft() for _ in range(len(jobs))]  # one appended meanwhile stays for the next taker
+
+    def pending(self) -> list[str]:
+        return list(self._jobs)  # one C call under the GIL: appends cannot interleave
 
     def restore(self, jobs: list[str]) -> None:
         """Give back acknowledgements that could not be sent (an ``LREM`` of a job already gone is a no-op)."""
@@ -68,7 +74,8 @@ class PendingAcks:
             raise
 
     def flush(self) -> None:
-        self.send(self.take())
+        with self.sending:
+            self.send(self.take())
 
     def stop(self, timeout: float = 2.0) -> None:
         """The sender thread ends (the caller sends what is left)."""

@@ -8,7 +8,10 @@ Speed without giving up the guarantee:
 - acknowledgements (``LREM``) ride along with the next fetch under load (one round trip for both); whatever no
   fetch carried within ``ACK_DELAY`` (an idle worker blocked in ``BLMOVE``, every thread on a long job) is sent by
   the acknowledgement thread (acks.py), so a finished job leaves the working list within ``ACK_DELAY`` plus a round
-  trip, and only a kill in that instant can run it again (and count it as interrupted).
+  trip, and only a kill in that instant can run it again (and count it as interrupted);
+- a fetch whose reply may have been lost (a broken connection, a timeout: Redis killed mid-call) makes the next
+  fetch reconcile the working list with the jobs this fetcher knows it holds (inflight.py), so a job Redis moved
+  for it is not stranded there until the worker stops.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import kiq
 
 from . import scripts
 from .acks import PendingAcks
+from .inflight import InFlight, reconcile
 from .keys import alive_key, liveness_ttl_ms, working_key
 from .recovery import put_back, recover_orphans
 
@@ -93,7 +97,8 @@ class ReliableFetch(kiq.BatchFetch):
         self._batch_size: int = config.get("reliable_batch_size")  # a ConfigError without the plugin
         self.liveness = liveness or Liveness(config, capsule.identity)
         self._requeue_script = self.redis.register_script(scripts.REQUEUE)
-        self._acks = PendingAcks(self.redis, self.working_key)  # finished jobs whose LREM is not sent yet
+        self.acks = PendingAcks(self.redis, self.working_key)  # finished jobs whose LREM is not sent yet
+        self.in_flight = InFlight()  # fetched, not yet acknowledged or requeued
         self._quiet = False
         self._idle_pause = IDLE_PAUSE[0]
         self._out_of_memory = False  # Redis refused BLMOVE at maxmemory: poll instead of blocking
@@ -106,13 +111,20 @@ class ReliableFetch(kiq.BatchFetch):
         return ReliableUnit(self, fetched[0], fetched[1]) if fetched is not None else None
 
     def acknowledge(self, unit: ReliableUnit) -> None:
-        self._acks.add(unit.job)  # sent with the next fetch, or by the acknowledgement thread
+        self.acks.add(unit.job)  # sent with the next fetch, or by the acknowledgement thread
+        self.in_flight.discard(unit.job)  # after: a reconciliation finds it in one or the other (inflight.py)
         if self._quiet or self._closed:  # no fetch is coming: send it now (with any other still waiting)
             self.flush_acks()
 
     def requeue(self, unit: ReliableUnit) -> None:
         """Back to the fetch end of its queue (it runs next), if it is still ours."""
-        self._requeue_script(keys=[self.working_key, kiq.queue_key(unit.queue_name)], args=[unit.job, "front"])
+        try:
+            self._requeue_script(keys=[self.working_key, kiq.queue_key(unit.queue_name)], args=[unit.job, "front"])
+        except (redis_errors.ConnectionError, redis_errors.TimeoutError):
+            self.in_flight.unsure = True  # still listed, maybe: the next fetch puts it back if so
+            raise
+        finally:
+            self.in_flight.discard(unit.job)  # after the requeue: it left the list first (inflight.py)
 
     def bulk_requeue(self, units: Sequence[kiq.UnitOfWork]) -> None:
         """Give the in-flight ``units`` back to the fetch end of their queues (a stop ran out of time)."""
@@ -126,6 +138,8 @@ class ReliableFetch(kiq.BatchFetch):
             pipe.execute()
         except redis_errors.RedisError as exc:
             log.error("could not requeue %d running jobs (%s); they stay in %s", len(units), exc, self.working_key)
+        for unit in units:
+            self.in_flight.discard(unit.job)
 
     def close(self) -> None:
         """Stop for good: pending acknowledgements are sent, any job still listed goes back to its queue, and the
@@ -135,14 +149,14 @@ class ReliableFetch(kiq.BatchFetch):
         # waiting threads return None now; a fetch under way is let finish (bounded: a thread killed mid-fetch
         # leaves its jobs in the working list, which the put_back below returns)
         self._close(timeout=3 * BLOCK_SECONDS)
-        self._acks.stop()
-        acks = self._acks.take()
+        self.acks.stop()
+        acks = self.acks.take()
         with self._lock:
             if not self._fetching:
                 self.connection.release()
         last = self.liveness.leave()
         try:
-            self._acks.send(acks)
+            self.acks.send(acks)
             # anything still listed was handed to a thread and not finished: better twice than never
             put_back(self.config, self.working_key, count_interruption=False)
             if last:
@@ -172,18 +186,35 @@ class ReliableFetch(kiq.BatchFetch):
         self.flush_acks()
 
     def flush_acks(self) -> None:
-        self._acks.flush()
+        self.acks.flush()
 
     # -- internals -------------------------------------------------------------------------------------
     def _fetch(self, wanted: int, block: float) -> list[kiq.Fetched]:
-        acks = self._acks.take()
+        """The leader's fetch: first the reconciliation a lost reply calls for, then the jobs, each one known
+        (``in_flight``) before any thread can take it."""
+        if self.in_flight.unsure:
+            reconcile(self)
+        broken = self.connection.broken
+        try:
+            fetched = self._move(wanted, block)
+        except (redis_errors.ConnectionError, redis_errors.TimeoutError):
+            self.in_flight.unsure = True
+            raise
+        if self.connection.broken != broken:  # sent again on a new connection: the first may have moved jobs
+            self.in_flight.unsure = True
+        if fetched:
+            self.in_flight.add(job for _, job in fetched)
+        return fetched
+
+    def _move(self, wanted: int, block: float) -> list[kiq.Fetched]:
+        acks = self.acks.take()
         keys = [self.working_key, self.liveness.key, *self.order.keys()]
         try:
             reply: list[str] = self.connection.script(
                 scripts.FETCH, keys, [min(wanted, self._batch_size), self.liveness.ttl_ms, *acks]
             )
         except BaseException:
-            self._acks.restore(acks)
+            self.acks.restore(acks)
             raise
         if reply:
             self._idle_pause = IDLE_PAUSE[0]

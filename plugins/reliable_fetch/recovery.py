@@ -81,13 +81,15 @@ def _return_claimed(config: Config, key: str, report: Recovery) -> None:
     report.dead += dead
 
 
-def put_back(config: Config, list_key: str, count_interruption: bool) -> tuple[int, int]:
-    """Move the jobs of ``list_key`` to the queues named in their payloads: a dead process's (``count_interruption``)
-    to the back, counting the interruption; this process's own, at its stop, to the fetch end, the oldest
-    (rightmost) last so it runs first. Returns (requeued, dead)."""
+def put_back(config: Config, list_key: str, count_interruption: bool, jobs: list[str] | None = None) -> tuple[int, int]:
+    """Move the jobs of ``list_key`` (or only ``jobs`` of it, newest first) to the queues named in their payloads: a
+    dead process's (``count_interruption``) to the back, counting the interruption; this process's own (at its stop,
+    or those a lost reply left there) to the fetch end, the oldest (rightmost) last so it runs first. Each moves only
+    if it is still listed. Returns (requeued, dead)."""
     redis = config.redis
     requeue = redis.register_script(scripts.REQUEUE)
-    jobs = cast(list[str], redis.lrange(list_key, 0, -1))  # newest first
+    if jobs is None:
+        jobs = cast(list[str], redis.lrange(list_key, 0, -1))  # newest first
     if count_interruption:
         jobs.reverse()  # to the back, oldest first: they keep their order
     pipe = redis.pipeline(transaction=False)

@@ -34,3 +34,21 @@ class Limited(kiq.Job):
         with limiter.concurrent("outcomes-test", 50, lock_timeout=30, wait_timeout=5):
             time.sleep(ms / 1000)
         _redis().sadd(DONE, self.jid)
+
+
+DEATHS = "outcomes-test:deaths"  # SET of the jids the DeathRecorder plugin heard of
+
+
+class Unretried(TouchesRedis):
+    """``TouchesRedis`` with ``retry: False``: a failure goes straight to the death hooks (no retry, no dead set)."""
+
+    kiq_name = "OutcomesUnretried"
+    kiq_options = {"retry": False}
+
+
+class DeathRecorder:
+    """A plugin whose ``kiq_death`` hook writes to Redis, as an audit log or a batch's bookkeeping would."""
+
+    @kiq.hookimpl
+    def kiq_death(self, job: dict[str, object], config: kiq.Config) -> None:
+        config.redis.sadd(DEATHS, str(job["jid"]))

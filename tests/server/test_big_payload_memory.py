@@ -12,17 +12,16 @@ import pytest
 
 import kiq
 from tests.jobs.payload import BigArgument
-from tests.standalone_redis import StandaloneRedis
+from tests.outage_support import AofRedis, aof_redis
 from tests.support import FAST, WorkerProcess, identity_of, wait_until
 
 PAYLOAD = 64 * 1024 * 1024
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[StandaloneRedis]:
-    own = StandaloneRedis(tmp_path).start()
-    yield own
-    own.stop()
+def server(tmp_path: Path) -> Iterator[AofRedis]:
+    with aof_redis(tmp_path / "redis") as own:
+        yield own
 
 
 def peak_rss(pid: int) -> int:
@@ -35,7 +34,7 @@ def peak_rss(pid: int) -> int:
 
 @pytest.mark.parametrize("fetch", ["basic", "reliable"])
 def test_peak_memory_of_a_worker_running_a_64_mb_job_is_within_2_5x(
-    server: StandaloneRedis, tmp_path: Path, fetch: str
+    server: AofRedis, tmp_path: Path, fetch: str
 ) -> None:
     if not Path("/proc/self/status").exists():
         pytest.skip("needs /proc (Linux)")
