@@ -128,7 +128,7 @@ def test_a_crash_loop_kills_no_healthy_job(e2e_config: kiq.Config, start_worker:
         return r.scard(DONE) == total and not r.exists("queue:default") and not orphans(r)
 
     wait_until(everything_done, 60, interval=0.5, message=f"all {total} jobs ({r.scard(DONE)} done)")
-    stop_all(workers)
+    stop_all(r, workers)
     runs = [int(count) for count in r.hvals(RUNS_BY_JID)]
     print(
         f"\ncrash loop: {total} jobs, {kills} SIGKILLs, {r.scard(INTERRUPTED)} recovered from killed workers, "
