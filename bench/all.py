@@ -379,6 +379,11 @@ def costs(parts: dict[str, Any]) -> list[list[str]]:
             row["what"], f"{row['added_us']:+.1f} µs",
             f"bench/arguments_cost.py: {row['us']:.1f} vs {row['plain_us']:.1f} µs positional and unannotated",
         ])  # fmt: skip
+    for row in parts.get("profile", {}).get("activejob", []):
+        rows.append([
+            row["what"], f"{row['added_us']:+.1f} µs/job",
+            f"bench/activejob_cost.py: {row['us']:.1f} vs {row['plain_us']:.1f} µs a plain job (parse and look up)",
+        ])  # fmt: skip
     tracking_drain, tracking_settled = v(parts, "kiq_tracking", "drain_rate"), v(parts, "kiq_tracking", "settled_rate")
     rows.append([
         "tracking on PostgreSQL", f"{_rate(tracking_settled)} jobs/s settled",

@@ -51,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         push = push_steps(server.url, args.pushes, push_cpus)
         figures = {
             "push": push,
-            "arguments": arguments_cost(server.url, args.pushes, push_cpus),
+            "arguments": cost_rows("bench.arguments_cost", [server.url, "--count", str(args.pushes)], push_cpus),
+            "activejob": cost_rows("bench.activejob_cost", ["--count", str(args.pushes)], push_cpus),
             "drain": {fetch: drain(server.url, fetch, args.jobs) for fetch in ("basic", "reliable")},
         }
     finally:
@@ -114,10 +115,11 @@ print(json.dumps(out))
 """
 
 
-def arguments_cost(url: str, count: int, cpus: frozenset[int] | None = None) -> list[dict[str, Any]]:
-    """bench/arguments_cost.py's rows: keyword and typed arguments per push, per job and in a single push."""
+def cost_rows(module: str, args: list[str], cpus: frozenset[int] | None = None) -> list[dict[str, Any]]:
+    """The rows a cost script prints (bench/arguments_cost.py: keyword and typed arguments per push, per job and in
+    a single push; bench/activejob_cost.py: an ActiveJob envelope per job), run in a child process."""
     done = subprocess.run(
-        [PYTHON, "-m", "bench.arguments_cost", url, "--count", str(count)],
+        [PYTHON, "-m", module, *args],
         env={**os.environ, "KIQ_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT)},
         capture_output=True, text=True, check=True,
         preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,

@@ -225,3 +225,13 @@ def test_the_costs_of_keyword_and_typed_arguments_are_measured_and_reported(conf
     assert "| keyword arguments (3, JSON values): single push |" in profile.markdown(
         {"push": {"perform_async": 1.0}, "arguments": rows, "drain": drain}
     )
+
+
+def test_the_cost_of_an_activejob_envelope_is_measured_and_reported() -> None:
+    from bench import activejob_cost
+    from bench import all as everything
+
+    rows = activejob_cost.measure(3)
+    assert rows and all(row["us"] > 0 and row["plain_us"] > 0 for row in rows)
+    costs = {row[0]: row[1] for row in everything.costs({"profile": {"activejob": rows}})}
+    assert costs[rows[0]["what"]] == f"{rows[0]['added_us']:+.1f} µs/job"
