@@ -195,15 +195,24 @@ def _apply(converter: Converter, value: Any, owner: str, where: str, encode: boo
     return converter.encode(value, owner, where) if encode else converter.decode(value, owner, where)
 
 
-def plan_for(function: Callable[..., Any], method: bool, owner: str) -> ArgumentPlan | None:
-    """The plan of a job's ``perform`` (less its ``self`` when it is a ``method``), or None when no parameter
-    converts: then its arguments are passed as they are, with no cost."""
+def perform_parameters(function: Callable[..., Any], method: bool) -> list[inspect.Parameter] | None:
+    """The parameters a push fills in ``function`` (less its ``self`` when it is a ``method``); None when Python
+    cannot tell (a builtin)."""
     try:
         parameters = list(inspect.signature(function).parameters.values())
     except (TypeError, ValueError):
         return None
     if method and parameters and parameters[0].kind is not inspect.Parameter.VAR_POSITIONAL:
         parameters = parameters[1:]
+    return parameters
+
+
+def plan_for(function: Callable[..., Any], method: bool, owner: str) -> ArgumentPlan | None:
+    """The plan of a job's ``perform`` (less its ``self`` when it is a ``method``), or None when no parameter
+    converts: then its arguments are passed as they are, with no cost."""
+    parameters = perform_parameters(function, method)
+    if parameters is None:
+        return None
     if all(parameter.annotation is parameter.empty for parameter in parameters):
         return None  # the usual job: nothing to read
     plan = ArgumentPlan(owner, function, parameters)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, TypeVar
 
 from . import sink
-from .arguments import ArgumentPlan, plan_for
+from .arguments import ArgumentPlan, perform_parameters, plan_for
 from .client import Arity, Client, refuse_near_misses
 from .config import config_or_default
 from .errors import ConfigError, InvalidJobError
@@ -76,12 +76,9 @@ def _default_job_options() -> dict[str, Any]:
 def _arity(function: Callable[..., Any], method: bool) -> Arity | None:
     """What arguments ``function`` takes (less its ``self`` when it is a ``method``): pushes are checked against
     it. None when Python cannot tell (a builtin): such a job is not checked."""
-    try:
-        parameters = list(inspect.signature(function).parameters.values())
-    except (TypeError, ValueError):
+    parameters = perform_parameters(function, method)
+    if parameters is None:
         return None
-    if method and parameters and parameters[0].kind is not inspect.Parameter.VAR_POSITIONAL:
-        parameters = parameters[1:]
     positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     keywords_required = any(p.kind is p.KEYWORD_ONLY and p.default is p.empty for p in parameters)
     fewest = sum(1 for p in positional if p.default is p.empty)

@@ -113,9 +113,8 @@ def test_shutdown_is_neither_acknowledged_nor_counted(config: kiq.Config, r: red
     assert r.zcard("retry") == 0
 
 
-def test_an_internal_error_is_not_acknowledged(config: kiq.Config, r: redis.Redis) -> None:
-    # the job fails and Redis refuses its retry entry for good (a wrong type, not an outage): not acknowledged
-    r.set("retry", "not a sorted set")
+def error_contexts(config: kiq.Config) -> list[str]:
+    """The contexts of the errors ``config`` reports from now on (its ``kiq_error`` hooks), in order."""
     errors: list[str] = []
 
     class Errors:
@@ -124,6 +123,13 @@ def test_an_internal_error_is_not_acknowledged(config: kiq.Config, r: redis.Redi
             errors.append(context["context"])
 
     config.add_plugin(Errors())
+    return errors
+
+
+def test_an_internal_error_is_not_acknowledged(config: kiq.Config, r: redis.Redis) -> None:
+    # the job fails and Redis refuses its retry entry for good (a wrong type, not an outage): not acknowledged
+    r.set("retry", "not a sorted set")
+    errors = error_contexts(config)
     processor = make_processor(config)
     unit = Unit(payload("tests.Boom"))
     processor.process(unit)
@@ -135,14 +141,7 @@ def test_an_internal_error_is_not_acknowledged(config: kiq.Config, r: redis.Redi
 def test_a_failure_redis_cannot_take_is_held_not_acknowledged(redis_url: str) -> None:
     # Redis is unreachable while the retry is recorded: the outcome is held (and retried), the job not acknowledged
     config = kiq.Config(redis_url="redis://127.0.0.1:1")
-    errors: list[str] = []
-
-    class Errors:
-        @kiq.hookimpl
-        def kiq_error(self, exc: BaseException, context: dict[str, Any]) -> None:
-            errors.append(context["context"])
-
-    config.add_plugin(Errors())
+    errors = error_contexts(config)
     processor = make_processor(config)
     unit = Unit(payload("tests.Boom"))
     processor.process(unit)
