@@ -225,3 +225,22 @@ def test_a_failing_block_names_its_page_and_line(tmp_path: Path) -> None:
     (problem,) = run_page([asdict(block)])
     assert problem.startswith("page.md:6: the python block that starts here fails:")
     assert 'File "page.md", line 7' in problem and "NameError: name 'y' is not defined" in problem
+
+
+def _guarantees_table(page: Path) -> list[str]:
+    """The rows of ``page``'s guarantees table, each link resolved to the file it names (relative to the repository)."""
+    text = page.read_text()
+    rows = text[text.index("| situation | what kiq promises | shown by |") :].splitlines()
+    rows = rows[: next(i for i, row in enumerate(rows) if not row.startswith("|"))]
+
+    def resolved(link: re.Match[str]) -> str:
+        target, _, anchor = link.group(1).partition("#")
+        path = (page.parent / target).resolve().relative_to(ROOT) if target else page.relative_to(ROOT)
+        return f"]({path}#{anchor})" if anchor else f"]({path})"
+
+    return [re.sub(r"\]\(([^)]*)\)", resolved, row) for row in rows]
+
+
+def test_the_readme_shows_the_guarantees_table_of_the_guide() -> None:
+    """README's Guarantees section is docs/guide/guarantees.md's table, row for row (links written for each place)."""
+    assert _guarantees_table(ROOT / "README.md") == _guarantees_table(ROOT / "docs" / "guide" / "guarantees.md")
