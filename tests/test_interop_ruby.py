@@ -443,3 +443,32 @@ def test_ruby_scheduled_jobs_run_in_kiq(
     worker = start_worker(*KIQ_WORKER_ARGS, env=FAST_POLLS)
     done = wait_for(lambda: runs_of(r, KIQ_RUNS, [far, soon]), "kiq to run both", worker)
     assert (done[far]["args"], done[soon]["args"]) == (["far"], ["soon"])
+
+
+# -- 5. a Ruby producer pushes arguments a typed parameter cannot read -----------------------------------------------
+def test_a_ruby_pushed_payload_a_typed_parameter_cannot_read_ends_in_retry_with_a_clear_error(
+    e2e_config: kiq.Config, ruby_client: RubyClient, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    r = e2e_config.redis
+    good = {"when": "2026-01-02T03:04:05Z", "at": "12:30:15", "wait": "PT5S", "color": "red", "totals": {},
+            "order": {"id": "8f14e45f-ceea-467a-9575-4bc0c8e5b1a2", "total": "1", "placed": "2026-01-02T03:04:05Z",
+                      "lines": []},
+            "line": {"sku": "8f14e45f-ceea-467a-9575-4bc0c8e5b1a2", "day": "2026-01-02"}}  # fmt: skip
+    # Sidekiq::Client.push as a Ruby app writes it: a Ruby Hash where a UUID string is expected, and a Ruby Time
+    # without its zone where an aware datetime is
+    pushed = {
+        "hash-for-uuid": {"args": ["hash-for-uuid", {"id": 1}, "1.5"], "kwargs": good},
+        "naive-when": {"args": ["naive-when", good["order"]["id"], 2], "kwargs": {**good, "when": "2026-01-02 03:04"}},
+    }
+    jids = {key: ruby_client("push", {"class": "TypedSync", "queue": "default", **job})["jid"]
+            for key, job in pushed.items()}  # fmt: skip
+    worker = start_worker("-r", "tests.jobs.typed", "-c", "2", env=FAST_POLLS)
+    wait_for(lambda: r.zcard("retry") == 2 or None, "the two jobs in the retry set", worker)
+    assert worker.stop() == 0
+    retries = {job["jid"]: job for job in map(loads, r.zrange("retry", 0, -1))}
+    assert {job["error_class"] for job in retries.values()} == {"kiq.errors.ArgumentError"}
+    uuid_error = retries[jids["hash-for-uuid"]]["error_message"]
+    assert uuid_error.startswith("TypedSync: argument 'id' (args[1] of the payload) = {'id': 1} cannot be read as UUID")
+    when_error = retries[jids["naive-when"]]["error_message"]
+    assert "argument 'when' (kwargs['when'] of the payload) = '2026-01-02 03:04'" in when_error, when_error
+    assert retries[jids["hash-for-uuid"]]["args"] == pushed["hash-for-uuid"]["args"]  # kept as Ruby wrote it
