@@ -265,8 +265,27 @@ def wsgi_server(app: Callable[..., Any], host: str = "127.0.0.1", port: int = 0)
     return make_server(host, port, app, _ThreadingServer, _QuietHandler)
 
 
-def serve_in_background(app: Callable[..., Any], host: str = "127.0.0.1", port: int = 0) -> WSGIServer:
-    """``wsgi_server`` serving from a daemon thread; ``server.shutdown()`` stops it."""
+def wsgi_allowed_hosts_only(app: Callable[..., Any], allowed: Iterable[str]) -> Callable[..., Any]:
+    """``allowed_hosts_only`` for a WSGI ``app``: a request whose ``Host`` is not an ``allowed`` host gets 400."""
+    hosts = tuple(allowed)
+
+    def check(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        host = host_name(environ.get("HTTP_HOST", ""))
+        if host is not None and host_allowed(host, hosts):
+            return app(environ, start_response)
+        start_response("400 Bad Request", [("Content-Type", "text/plain; charset=utf-8")])
+        return [b"not an allowed host of this server\n"]
+
+    return check
+
+
+def serve_in_background(
+    app: Callable[..., Any], host: str = "127.0.0.1", port: int = 0, allowed_hosts: Iterable[str] | None = None
+) -> WSGIServer:
+    """``wsgi_server`` serving from a daemon thread; ``server.shutdown()`` stops it. With ``allowed_hosts``, only
+    requests for those hosts are served (DNS rebinding: see ``allowed_hosts_only``)."""
+    if allowed_hosts is not None:
+        app = wsgi_allowed_hosts_only(app, allowed_hosts)
     server = wsgi_server(app, host, port)
     threading.Thread(target=server.serve_forever, name="kiq-http", daemon=True).start()
     return server

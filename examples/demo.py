@@ -82,7 +82,8 @@ def serve(tracker: Tracker, port: int) -> WSGIServer:
             return tracking(environ, start_response)
         return dashboard(environ, start_response)
 
-    return serve_in_background(app, port=port)
+    # only for this machine's names: a page elsewhere whose name resolves to 127.0.0.1 must not drive the dashboard
+    return serve_in_background(app, port=port, allowed_hosts=("localhost", "127.0.0.1", "[::1]"))
 
 
 def bar(task: dict[str, Any], width: int = 40) -> str:

@@ -134,3 +134,19 @@ def test_the_bound_address_is_allowed_unless_a_wildcard() -> None:
         "dash.internal",
     ]
     assert allowed_hosts("0.0.0.0", []) == allowed_hosts("::", []) == ["localhost", "127.0.0.1", "[::1]"]
+
+
+def test_a_server_started_with_allowed_hosts_refuses_the_others(e2e_config: kiq.Config) -> None:
+    """What the demo's ``--serve`` dashboard does (``serve_in_background(..., allowed_hosts=...)``): the WSGI apps
+    served behind the same check as ``kiq web``."""
+    from kiq.contrib import web
+    from kiq.contrib.http import serve_in_background
+
+    server = serve_in_background(web.wsgi_app(e2e_config), allowed_hosts=("localhost", "127.0.0.1", "[::1]"))
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}/"
+        assert httpx.get(base, headers={"Host": REBIND}).status_code == 400
+        assert httpx.get(base, headers={"Host": "localhost:8077"}).status_code == 200
+    finally:
+        server.shutdown()
+        server.server_close()
