@@ -233,7 +233,10 @@ def test_a_swarm_stopped_with_redis_still_down_restarts_no_child_and_exits_non_z
         first = int(Path(f"/proc/{swarm.pid}/task/{swarm.pid}/children").read_text().split()[0])
         wait_until(lambda: failed_in(swarm.output(), first), 30, message="a job of the first child failing")
         os.kill(first, signal.SIGTERM)  # stopped on its own (as from the API): it exits with 3 and stays stopped
-        wait_until(lambda: f"(pid {first}) exited with 3" in swarm.output(), 30, message="the first child's exit")
+        try:
+            wait_until(lambda: f"(pid {first}) exited with 3" in swarm.output(), 30, message="the first child's exit")
+        except AssertionError as timeout:
+            raise AssertionError(f"{timeout}; the swarm's log:\n{swarm.output()}") from None
         assert swarm.stop() == 3  # the other child gives up its held outcomes too; the parent says so
         output = swarm.output()
     assert "ERROR: unwritten job outcome:" in output, output
