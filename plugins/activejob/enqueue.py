@@ -6,6 +6,7 @@ if Rails had enqueued it; the arguments are serialized by ActiveJob's rules (kiq
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import datetime, timedelta
 from typing import Any
@@ -103,9 +104,17 @@ def _scheduled_at(wait: float | timedelta | None, wait_until: datetime | float |
 
 
 def _setting(config: kiq.Config, setting: kiq.Setting) -> Any:
-    """The plugin's setting in ``config``, or its default when the plugin is not enabled there (enqueueing needs
-    no worker-side plugin)."""
+    """The plugin's setting in ``config``; when the plugin is not enabled there (enqueueing needs no worker-side
+    plugin), its ``KIQ_*`` variable, else its default: the environment is read leniently, so without this a
+    ``KIQ_ACTIVEJOB_RAILS=6.1`` would be ignored in silence."""
     try:
         return config.get(setting.name)
     except kiq.ConfigError:
-        return setting.default
+        variable = f"KIQ_{setting.name.upper()}"
+        raw = os.environ.get(variable)
+        if raw is None:
+            return setting.default
+        try:
+            return setting.parse(raw)
+        except ValueError as exc:
+            raise kiq.ConfigError(f"{variable}={raw!r}: {exc}") from None

@@ -81,6 +81,18 @@ def test_the_wrapper_and_rails_settings(config: kiq.Config, r: redis.Redis) -> N
         config.activejob_wrapper = "MyWrapper"
 
 
+def test_without_the_plugin_its_environment_variables_still_apply(
+    config: kiq.Config, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a pushing process need not enable the plugin; KIQ_ACTIVEJOB_RAILS must not be ignored in silence there
+    monkeypatch.setenv("KIQ_ACTIVEJOB_RAILS", "6.1")
+    activejob.perform_later("ReportJob", Decimal("2.5"))
+    assert queued(r)["args"][0]["arguments"] == ["2.5"]  # type: ignore[index]
+    monkeypatch.setenv("KIQ_ACTIVEJOB_RAILS", "5")
+    with pytest.raises(kiq.ConfigError, match="KIQ_ACTIVEJOB_RAILS='5'"):
+        activejob.perform_later("ReportJob", 1)
+
+
 def test_the_dashboard_api_shows_the_wrapped_class_and_decoded_arguments(config: kiq.Config) -> None:
     activejob.perform_later("ReportJob", date(2026, 1, 2), when=Decimal("1"))
     (record,) = Queue("default", config=config)
