@@ -17,9 +17,12 @@ import time
 from collections import deque
 from typing import Any
 
+from redis import exceptions as redis_errors
+
 log = logging.getLogger("kiq.reliable_fetch")
 
 ACK_DELAY = 0.01  # seconds a finished job's acknowledgement waits for a fetch to carry it before it is sent alone
+UNREACHABLE = (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError)
 RETRY_PAUSE = (0.05, 1.0)  # Redis refused the acknowledgements: try again after this, doubling up to the second
 
 
@@ -104,14 +107,16 @@ class PendingAcks:
                 self.flush()
             except Exception as exc:  # the sender outlives any error; the jobs stay pending
                 if failing is None:
-                    log.warning(
-                        "reliable fetch could not send acknowledgements (%s); retrying until Redis takes them", exc
-                    )
+                    # an unreachable Redis is the worker's outage, logged once by its fetch: not a line more here
+                    level = logging.DEBUG if isinstance(exc, UNREACHABLE) else logging.WARNING
+                    log.log(level, "reliable fetch could not send acknowledgements (%s); retrying until Redis takes "
+                            "them", exc)  # fmt: skip
                 failing = exc
                 self._due.set()
                 time.sleep(pause)
                 pause = min(2 * pause, RETRY_PAUSE[1])
                 continue
             if failing is not None:
-                log.warning("reliable fetch: acknowledgements are reaching Redis again")
+                level = logging.DEBUG if isinstance(failing, UNREACHABLE) else logging.WARNING
+                log.log(level, "reliable fetch: acknowledgements are reaching Redis again")
                 failing, pause = None, RETRY_PAUSE[0]
