@@ -101,9 +101,11 @@ class HeldPushes:
         self.backoff = min(self.backoff * 2, MAX_BACKOFF)
 
     def _done(self) -> None:
-        """The buffer is empty (``_registry`` and its lock held): the outage is over for pushes to this Redis."""
-        if held.get(_key(self.destination)) is self:
-            del held[_key(self.destination)]
+        """The buffer is empty (``_registry`` and its lock held): the outage is over for pushes to this Redis. Said
+        once: another sender that finds the buffer empty after it was forgotten says nothing."""
+        if held.get(_key(self.destination)) is not self:
+            return
+        del held[_key(self.destination)]
         log.info(
             "reliable push: Redis is back; sent the %d job(s) held during the outage (%.1f s)",
             self.sent,
