@@ -180,10 +180,14 @@ class ReliableFetch(kiq.BatchFetch):
         recover_orphans(self.config, self.identity)
 
     def quiet(self) -> None:
-        """No more fetches will come to carry acknowledgements: send them at once from now on."""
+        """No more fetches will come to carry acknowledgements: send them at once from now on. With Redis
+        unreachable they stay pending (the sender retries them, ``close`` tries last): a stop must go on."""
         with self._lock:
             self._quiet = True
-        self.flush_acks()
+        try:
+            self.flush_acks()
+        except (redis_errors.RedisError, OSError) as exc:
+            log.debug("acknowledgements left pending at quiet: %s", exc)
 
     def flush_acks(self) -> None:
         self.acks.flush()
