@@ -108,6 +108,7 @@ def test_push_bulk_batches_and_returns_jids(config: kiq.Config, r: redis.Redis) 
     assert json.loads(r.rpop("queue:default"))["args"] == [0]  # type: ignore[arg-type]
 
 
+@pytest.mark.own_redis  # reads the server-wide command stats: no other test process may count there
 def test_push_bulk_writes_1000_per_round_trip(config: kiq.Config, r: redis.Redis) -> None:
     r.config_resetstat()
     HardJob.perform_bulk([[i] for i in range(2500)])

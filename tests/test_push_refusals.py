@@ -218,6 +218,7 @@ def test_a_bad_field_a_middleware_adds_to_the_last_job_of_a_bulk_push_writes_not
     assert r.llen("queue:default") == JOBS - 1 and len(set(jids)) == JOBS - 1
 
 
+@pytest.mark.own_redis  # reads the server-wide command stats: no other test process may count there
 def test_a_bulk_push_of_good_jobs_writes_them_all_in_three_round_trips(r: redis.Redis) -> None:
     r.config_resetstat()
     jids = Refusable.perform_bulk([[index, "é", 2**70] for index in range(JOBS)])
