@@ -72,6 +72,7 @@ def serve(tracker: Tracker, port: int) -> WSGIServer:
     """The dashboard at ``/``, and the tracking endpoints (the task's live status page) under ``/tracking``."""
     from kiq.contrib import tracking_http, web
     from kiq.contrib.http import serve_in_background
+    from kiq.contrib.web.command import LOOPBACK_HOSTS
 
     dashboard = web.wsgi_app(tracker.config)
     tracking = tracking_http.wsgi_app(tracker)
@@ -83,7 +84,7 @@ def serve(tracker: Tracker, port: int) -> WSGIServer:
         return dashboard(environ, start_response)
 
     # only for this machine's names: a page elsewhere whose name resolves to 127.0.0.1 must not drive the dashboard
-    return serve_in_background(app, port=port, allowed_hosts=("localhost", "127.0.0.1", "[::1]"))
+    return serve_in_background(app, port=port, allowed_hosts=LOOPBACK_HOSTS)
 
 
 def bar(task: dict[str, Any], width: int = 40) -> str:

@@ -16,7 +16,7 @@ import redis
 
 import kiq
 from kiq.contrib.http import host_allowed, host_name
-from kiq.contrib.web.command import allowed_hosts
+from kiq.contrib.web.command import LOOPBACK_HOSTS, allowed_hosts
 from tests.support import ROOT, child_env
 
 from .http_support import enqueue, job, kiq_web, post_form, private_config
@@ -142,7 +142,7 @@ def test_a_server_started_with_allowed_hosts_refuses_the_others(e2e_config: kiq.
     from kiq.contrib import web
     from kiq.contrib.http import serve_in_background
 
-    server = serve_in_background(web.wsgi_app(e2e_config), allowed_hosts=("localhost", "127.0.0.1", "[::1]"))
+    server = serve_in_background(web.wsgi_app(e2e_config), allowed_hosts=LOOPBACK_HOSTS)
     try:
         base = f"http://127.0.0.1:{server.server_address[1]}/"
         assert httpx.get(base, headers={"Host": REBIND}).status_code == 400
