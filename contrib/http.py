@@ -233,6 +233,12 @@ def host_allowed(host: str, allowed: Iterable[str]) -> bool:
     return False
 
 
+def _names_allowed_host(header: str, allowed: tuple[str, ...]) -> bool:
+    """Whether a ``Host`` header is well formed and names an ``allowed`` host."""
+    host = host_name(header)
+    return host is not None and host_allowed(host, allowed)
+
+
 def allowed_hosts_only(handle: Callable[[Request], Answer], allowed: Iterable[str]) -> Callable[[Request], Answer]:
     """``handle`` for requests whose ``Host`` header names an ``allowed`` host (see ``host_allowed``); any other
     request, or one without a ``Host``, is answered 400 before ``handle`` sees it. A page of another site whose name
@@ -241,8 +247,7 @@ def allowed_hosts_only(handle: Callable[[Request], Answer], allowed: Iterable[st
     hosts = tuple(allowed)
 
     def check(request: Request) -> Answer:
-        host = host_name(request.headers.get("host", ""))
-        if host is not None and host_allowed(host, hosts):
+        if _names_allowed_host(request.headers.get("host", ""), hosts):
             return handle(request)
         named = request.headers.get("host", "")[:100]
         return Answer.text(400, f"Host {named!r} is not an allowed host of this server (see --allowed-host)")
@@ -270,8 +275,7 @@ def wsgi_allowed_hosts_only(app: Callable[..., Any], allowed: Iterable[str]) -> 
     hosts = tuple(allowed)
 
     def check(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        host = host_name(environ.get("HTTP_HOST", ""))
-        if host is not None and host_allowed(host, hosts):
+        if _names_allowed_host(environ.get("HTTP_HOST", ""), hosts):
             return app(environ, start_response)
         start_response("400 Bad Request", [("Content-Type", "text/plain; charset=utf-8")])
         return [b"not an allowed host of this server\n"]
