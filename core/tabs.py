@@ -12,6 +12,17 @@ the built-in pages::
 The tab is served at ``<dashboard>/tabs/<name>/<path>``; ``TabRequest.path`` is the part after the name, and
 ``Link("text", "sub/path", {"page": "2"})`` links inside the tab. A render that raises ``LookupError`` answers 404;
 any other exception is logged and shown as an error in that tab alone.
+
+``Graph(nodes, edges)`` draws a directed acyclic graph (a workflow's steps, a pipeline's stages) as a picture: the
+dashboard lays it out in columns, left to right along the edges, and renders it as inline SVG with its own escaping.
+Each ``GraphNode`` has an ``id`` (what the edges name), a ``label``, an optional ``state`` word shown under it, a
+``tone`` that colours it (one of ``TONES``) and an optional ``link`` (a ``Link`` inside the tab)::
+
+    Graph([GraphNode("a", "Fetch", "succeeded", "good", Link("a", "step/a")), GraphNode("b", "Store", "waiting")],
+          [("a", "b")])
+
+Bad graphs are refused when built (``ValueError`` naming the node): an edge to an unknown id, an id taken twice, a
+cycle. A graph of more than ``GRAPH_MAX_NODES`` nodes is not drawn (the page says so): show a part of it instead.
 """
 
 from __future__ import annotations
@@ -94,7 +105,74 @@ class Search:
     placeholder: str = ""
 
 
-Block = Heading | Text | Code | Facts | Table | Pager | Search
+TONES = ("neutral", "active", "good", "bad", "muted")  # a node's colour: idle, in progress, done, failed, not run
+GRAPH_MAX_NODES = 300  # drawn up to this many nodes; beyond, unreadable in a page (and slow to lay out)
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    """One node of a ``Graph``: ``id`` is what edges name; ``label`` and ``state`` are shown; ``tone`` (one of
+    ``TONES``) colours it; ``link`` makes it lead to a page of the tab."""
+
+    id: str
+    label: str
+    state: str = ""
+    tone: str = "neutral"
+    link: Link | None = None
+
+    def __post_init__(self) -> None:
+        if self.tone not in TONES:
+            raise ValueError(f"graph node {self.id!r}: tone {self.tone!r} is not one of {', '.join(TONES)}")
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A directed acyclic graph drawn as a picture: ``edges`` are ``(from id, to id)`` pairs; nodes are laid out
+    in columns, each node right of every node it comes after; ``caption`` is said above it."""
+
+    nodes: Sequence[GraphNode]
+    edges: Sequence[tuple[str, str]]
+    caption: str = ""
+
+    def __post_init__(self) -> None:
+        ids: set[str] = set()
+        for node in self.nodes:
+            if node.id in ids:
+                raise ValueError(f"graph node id {node.id!r} is used twice: give every node its own id")
+            ids.add(node.id)
+        for source, target in self.edges:
+            unknown = [end for end in (source, target) if end not in ids]
+            if unknown:
+                raise ValueError(f"graph edge ({source!r}, {target!r}) names no node {unknown[0]!r}: add the node")
+        if len(self.nodes) <= GRAPH_MAX_NODES:
+            self.columns()  # raises on a cycle
+
+    def columns(self) -> dict[str, int]:
+        """Each node's column: 0 for a node after none, else one more than the furthest node it comes after."""
+        before: dict[str, list[str]] = {node.id: [] for node in self.nodes}
+        for source, target in self.edges:
+            before[target].append(source)
+        column: dict[str, int] = {}
+        for start in before:
+            stack, entered = [start], set()  # iterative depth-first: long chains must not hit the recursion limit
+            while stack:
+                node = stack[-1]
+                if node in column:
+                    stack.pop()
+                    continue
+                waiting = [prior for prior in before[node] if prior not in column]
+                if not waiting:
+                    column[node] = 1 + max((column[prior] for prior in before[node]), default=-1)
+                    stack.pop()
+                    continue
+                if node in entered:
+                    raise ValueError(f"graph has a cycle through node {node!r}: a Graph draws acyclic graphs only")
+                entered.add(node)
+                stack.extend(waiting)
+        return column
+
+
+Block = Heading | Text | Code | Facts | Table | Pager | Search | Graph
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from kiq.tabs import Cell, Code, Facts, Heading, Link, Pager, Search, Tab, Table, TabRequest, TabView, Text, When
+from kiq.tabs import Cell, Code, Facts, Graph, Heading, Link, Pager, Search, Tab, Table, TabRequest, TabView, Text, When
 
+from .graph import graph_svg
 from .html import Markup, el, escape, facts, link, pager, table, when
 from .view import NotFound, Page, View
 
@@ -67,13 +68,18 @@ def _block(view: View, base: str, path: str, block: object) -> Markup:
             action = view.url(f"{base}/{path}".rstrip("/"))
             return el("form", kept, box, el("button", "Search", type="submit"), method="get", action=action,
                       class_="filter")  # fmt: skip
+        case Graph():
+            return graph_svg(block, lambda node: _url(view, base, node.link) if node.link else None)
     raise TypeError(f"a tab's view holds {type(block).__name__}, not one of kiq.tabs' blocks")
 
 
 def _cell(view: View, base: str, cell: Cell) -> Markup:
     if isinstance(cell, Link):
-        target = f"{base}/{cell.path.lstrip('/')}".rstrip("/")
-        return link(cell.text, view.url(target, dict(cell.query)))
+        return link(cell.text, _url(view, base, cell))
     if isinstance(cell, When):
         return when(cell.epoch)
     return escape(cell)
+
+
+def _url(view: View, base: str, target: Link) -> str:
+    return view.url(f"{base}/{target.path.lstrip('/')}".rstrip("/"), dict(target.query))

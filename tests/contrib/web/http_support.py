@@ -112,7 +112,24 @@ class Document(HTMLParser):
             self.tables[self._table][-1].append(self._cell)
         if tag == "a" and self._cell is not None and attributes.get("href"):
             self._cell.hrefs.append(str(attributes["href"]))
-        if tag in ("h1", "h2", "p", "pre", "dt", "dd", "th", "title", "nav", "main", "code", "time", "span", "a"):
+        if tag in (
+            "h1",
+            "h2",
+            "p",
+            "pre",
+            "dt",
+            "dd",
+            "th",
+            "title",
+            "nav",
+            "main",
+            "code",
+            "time",
+            "span",
+            "a",
+            "text",
+            "figcaption",
+        ):
             self._open.append(tag)
             self.texts.setdefault(tag, []).append("")
 
