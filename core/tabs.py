@@ -10,8 +10,9 @@ the built-in pages::
             return [Tab("locks", "Locks", lambda request: TabView("Locks", [Table(["Key", "TTL"], rows(config))]))]
 
 The tab is served at ``<dashboard>/tabs/<name>/<path>``; ``TabRequest.path`` is the part after the name, and
-``Link("text", "sub/path", {"page": "2"})`` links inside the tab. A render that raises ``LookupError`` answers 404;
-any other exception is logged and shown as an error in that tab alone.
+``Link("text", "sub/path", {"page": "2"})`` links inside the tab, ``DashboardLink("text", "dead", {"q": jid})`` to
+one of the dashboard's own pages. A render that raises ``LookupError`` answers 404; any other exception is logged
+and shown as an error in that tab alone.
 
 ``Graph(nodes, edges)`` draws a directed acyclic graph (a workflow's steps, a pipeline's stages) as a picture: the
 dashboard lays it out in columns, left to right along the edges, and renders it as inline SVG with its own escaping.
@@ -48,13 +49,23 @@ class Link:
 
 
 @dataclass(frozen=True)
+class DashboardLink:
+    """A link to one of the dashboard's own pages, under its mount point: ``page`` is its path there ("dead",
+    "retries", "queues/default", "busy"), ``query`` its parameters (``{"q": jid}`` searches a set's page)."""
+
+    text: str
+    page: str
+    query: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class When:
     """A moment (epoch seconds), shown in the reader's time zone with that zone's name."""
 
     epoch: float | None
 
 
-Cell = str | int | float | None | Link | When
+Cell = str | int | float | None | Link | DashboardLink | When
 
 
 @dataclass(frozen=True)

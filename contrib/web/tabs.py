@@ -5,7 +5,23 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from kiq.tabs import Cell, Code, Facts, Graph, Heading, Link, Pager, Search, Tab, Table, TabRequest, TabView, Text, When
+from kiq.tabs import (
+    Cell,
+    Code,
+    DashboardLink,
+    Facts,
+    Graph,
+    Heading,
+    Link,
+    Pager,
+    Search,
+    Tab,
+    Table,
+    TabRequest,
+    TabView,
+    Text,
+    When,
+)
 
 from .graph import graph_svg
 from .html import Markup, el, escape, facts, link, pager, table, when
@@ -76,6 +92,8 @@ def _block(view: View, base: str, path: str, block: object) -> Markup:
 def _cell(view: View, base: str, cell: Cell) -> Markup:
     if isinstance(cell, Link):
         return link(cell.text, _url(view, base, cell))
+    if isinstance(cell, DashboardLink):
+        return link(cell.text, view.url(cell.page.lstrip("/"), dict(cell.query)))
     if isinstance(cell, When):
         return when(cell.epoch)
     return escape(cell)

@@ -1,7 +1,8 @@
 """A plugin tab's ``Graph`` (``kiq.tabs``): refused when malformed (an edge to no node, an id twice, a cycle, an
 unknown tone), laid out in columns along its edges (a chain, a fan-out/fan-in, a 5,000-step chain), and drawn by the
 dashboard as inline SVG: every node with its label and state escaped, its tone as a class, its link inside the tab
-under the mount point, an edge per pair; too big a graph is said, not drawn."""
+under the mount point, an edge per pair; too big a graph is said, not drawn. A ``DashboardLink`` leads to one of the
+dashboard's own pages under its mount point."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 import kiq
 from kiq.contrib.web.graph import NODE_WIDTH, layout
-from kiq.tabs import GRAPH_MAX_NODES, Graph, GraphNode, Link, Tab, TabView
+from kiq.tabs import GRAPH_MAX_NODES, DashboardLink, Facts, Graph, GraphNode, Link, Tab, TabView
 
 from .http_support import ESCAPED_SCRIPT, private_config
 from .test_tabs import SCRIPT, Plugin, mounted, page_of
@@ -115,3 +116,15 @@ def test_an_empty_graph_says_so(e2e_config: kiq.Config) -> None:
     e2e_config.add_plugin(Plugin(showing(Graph([], []))))
     with mounted(e2e_config) as browser:
         assert "Nothing to draw." in page_of(browser.get("/kiq/tabs/flows")).texts["p"]
+
+
+def test_a_dashboard_link_leads_to_the_dashboard_s_own_page_under_the_mount_point(e2e_config: kiq.Config) -> None:
+    facts = Facts(
+        [("Dead", DashboardLink("find it", "dead", {"q": SCRIPT})), ("Queue", DashboardLink("q", "queues/a b"))]
+    )
+    e2e_config.add_plugin(Plugin(Tab("flows", "Flows", lambda request: TabView("Flows", [facts]))))
+    with mounted(e2e_config) as browser:
+        page = page_of(browser.get("/kiq/tabs/flows"))
+        assert page.texts["dd"] == ["find it", "q"]
+        assert "/kiq/dead?q=%3Cscript%3Ealert%281%29%3C%2Fscript%3E" in page.links()
+        assert "/kiq/queues/a%20b" in page.links()
