@@ -11,7 +11,9 @@ Runs, one after the other, each in its own process (their own private redis-serv
 4. ``plugins``: bench/plugin_overhead.py, what unique, expiry, the limiters and a batch's block add per job;
 5. ``tracking``: bench/tracking_overhead.py on PostgreSQL (in its own schema), tracking's cost on the job thread.
 6. ``profile``: bench/profile.py, where the microseconds go: a single push step by step, and the basic and reliable
-   drains per job (worker CPU, context switches, Redis CPU, the fetch script's time).
+   drains per job (worker CPU, context switches, Redis CPU, the fetch script's time);
+7. ``workflow``: bench/workflow_cost.py, what a workflow step adds to a plain push-and-run, a chord of 1,000 members
+   against Celery's chord on the same redis-server, and a 10,000-member fan-out/fan-in timed.
 
 Then prints and saves (``bench/results/bench-all-DATE-TIME.json`` and ``.md``, the no-op chart as ``.png``) every
 table, the features' costs and the issue's targets, each measured value with met / not met. A part that fails is
@@ -35,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import machine, processes, profile, report
+from bench import machine, processes, profile, report, workflow_cost
 from bench.redis_server import RedisServer
 from bench.runner import LOAD_SHORT
 from bench.systems import BASELINE, Toolchain
@@ -44,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TRACKING_URL = "postgresql+psycopg://kiq:kiq@127.0.0.1:5433/kiq"
 OVERHEAD_SCHEMA = "kiq_bench_overhead"  # tracking_overhead.py's tables, apart from the no-op run's (kiq_bench)
 QUICK_SYSTEMS = "kiq_basic,kiq_no_metrics,kiq_reliable,kiq_otel,kiq_tracking,kiq_batch,sidekiq"
-PARTS = ("noop", "io", "processes", "plugins", "tracking", "profile")
+PARTS = ("noop", "io", "processes", "plugins", "tracking", "profile", "workflow")
 
 # the issue's targets (performance round 2), and round 1's I/O ones
 LATENCY_IDLE_P99_MS = 2.0
@@ -115,6 +117,9 @@ def commands(args: argparse.Namespace, work: Path, plugins_port: int) -> dict[st
         "profile": [args.kiq_python, "-m", "bench.profile", "--jobs", "20000" if quick else "100000",
                     "--pushes", "5000" if quick else "20000", "--port", str(args.port + 2),
                     *(["--no-pin"] if args.no_pin else []), "--json", str(work / "profile.json")],
+        "workflow": [*me[:2], "bench.workflow_cost", *(["--quick"] if quick else []), "--port", str(args.port + 3),
+                     "--kiq-python", args.kiq_python, "--peer-python", args.peer_python,
+                     *(["--no-pin"] if args.no_pin else []), "--json", str(work / "workflow.json")],
     }  # fmt: skip
 
 
@@ -236,6 +241,7 @@ def markdown(run: dict[str, Any]) -> str:
         ("plugins", "Plugins, µs per job (bench/plugin_overhead.py)", _plugins_section),
         ("tracking", "Tracking on the job thread (bench/tracking_overhead.py, PostgreSQL)", _tracking_section),
         ("profile", "Where the microseconds go (bench/profile.py)", profile.markdown),
+        ("workflow", "Workflows (bench/workflow_cost.py)", workflow_cost.markdown),
     ]
     for name, title, render in sections:
         if name not in parts and name not in errors:
@@ -395,6 +401,8 @@ def costs(parts: dict[str, Any]) -> list[list[str]]:
             "tracking: the job thread", f"{part['added_us']:+.1f} µs/job",
             f"bench/tracking_overhead.py; its writer: {part['end_to_end_rate']:,.0f} jobs/s end to end",
         ])  # fmt: skip
+    if "workflow" in parts:
+        rows += workflow_cost.rows(parts["workflow"])
     io = parts.get("io")
     if io is not None:
         best = report.best_peer(io["results"])
