@@ -14,7 +14,7 @@ from .html import Markup, el, number
 
 NODE_WIDTH, NODE_HEIGHT = 168, 40
 COLUMN_GAP, ROW_GAP, MARGIN = 56, 14, 8
-LABEL_CHARACTERS = 22  # a longer label is cut (the node's tooltip has it whole)
+LABEL_CHARACTERS = 20  # a longer label is cut (the node's tooltip has it whole)
 
 
 def graph_svg(graph: Graph, url: Callable[[GraphNode], str | None]) -> Markup:
@@ -38,8 +38,8 @@ def graph_svg(graph: Graph, url: Callable[[GraphNode], str | None]) -> Markup:
         nodes,
         xmlns="http://www.w3.org/2000/svg",
         viewBox=f"0 0 {width} {height}",
-        width=width,
-        height=height,
+        width=str(width),  # strings: escape() would write a number with a thousands separator
+        height=str(height),
         class_="dag",
         role="group",
         aria_label=graph.caption or f"graph of {len(graph.nodes)} nodes",
@@ -82,10 +82,10 @@ def _edge(start: tuple[int, int], end: tuple[int, int]) -> Markup:
 def _node(node: GraphNode, place: tuple[int, int], target: str | None) -> Markup:
     x, y = place
     label = node.label if len(node.label) <= LABEL_CHARACTERS else node.label[: LABEL_CHARACTERS - 1] + "…"
-    texts = [el("text", label, x=x + 10, y=y + (17 if node.state else 25), class_="label")]
+    texts = [el("text", label, x=str(x + 10), y=str(y + (17 if node.state else 25)), class_="label")]
     if node.state:
-        texts.append(el("text", node.state, x=x + 10, y=y + 32, class_="state"))
+        texts.append(el("text", node.state, x=str(x + 10), y=str(y + 32), class_="state"))
     tooltip = el("title", f"{node.label}: {node.state}" if node.state else node.label)
-    box = el("rect", x=x, y=y, width=NODE_WIDTH, height=NODE_HEIGHT, rx=5)
+    box = el("rect", x=str(x), y=str(y), width=str(NODE_WIDTH), height=str(NODE_HEIGHT), rx="5")
     shape = el("g", tooltip, box, texts, class_=f"node tone-{node.tone}", data_node=node.id)
     return el("a", shape, href=target) if target else shape

@@ -93,7 +93,7 @@ def test_the_dashboard_draws_the_graph_as_svg_with_everything_escaped(e2e_config
             ("0", "node tone-good"), ("1", "node tone-bad"), ("2", "node tone-muted")
         ]  # fmt: skip
         assert page.texts["text"] == [
-            "<b>Fetch</b> & go", "succeeded", "Store", f"failed {SCRIPT}", "A label longer than a…", "skipped"
+            "<b>Fetch</b> & go", "succeeded", "Store", f"failed {SCRIPT}", "A label longer than…", "skipped"
         ]  # fmt: skip
         assert page.texts["title"][1:] == [  # [0]: the page's own
             "<b>Fetch</b> & go: succeeded", f"Store: failed {SCRIPT}", "A label longer than a node is wide: skipped"
