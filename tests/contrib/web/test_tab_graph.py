@@ -128,3 +128,15 @@ def test_a_dashboard_link_leads_to_the_dashboard_s_own_page_under_the_mount_poin
         assert page.texts["dd"] == ["find it", "q"]
         assert "/kiq/dead?q=%3Cscript%3Ealert%281%29%3C%2Fscript%3E" in page.links()
         assert "/kiq/queues/a%20b" in page.links()
+
+
+def test_a_wide_graph_s_sizes_are_plain_numbers(e2e_config: kiq.Config) -> None:
+    """SVG lengths take no thousands separator (Chromium refuses ``width="1,304"`` and draws nothing)."""
+    steps = Graph([GraphNode(str(n), f"step {n}") for n in range(6)], [(str(n), str(n + 1)) for n in range(5)])
+    e2e_config.add_plugin(Plugin(showing(steps)))
+    with mounted(e2e_config) as browser:
+        tags = page_of(browser.get("/kiq/tabs/flows")).tags
+        [svg] = [attributes for tag, attributes in tags if tag == "svg"]
+        assert svg["width"] == "1304" and svg["viewbox"] == "0 0 1304 56"  # (the parser lower-cases names)
+        rects = [attributes for tag, attributes in tags if tag == "rect"]
+        assert [rect["x"] for rect in rects] == ["8", "232", "456", "680", "904", "1128"]
