@@ -36,6 +36,7 @@ from .payload import dumps, loads, new_jid, parse_payload
 from .redis import run_pipeline
 from .server.acknowledgement import hold_acknowledgement, report_failure
 from .settings import Setting
+from .signature import Signature
 from .version import __version__
 
 __all__ = [
@@ -68,6 +69,7 @@ __all__ = [
     "ServerMiddleware",
     "Setting",
     "Shutdown",
+    "Signature",
     "UnitOfWork",
     "UnknownJobError",
     "Wrapper",

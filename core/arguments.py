@@ -151,9 +151,10 @@ class ArgumentPlan:
         )
         self._resolved = True
 
-    def encode(self, job: dict[str, Any]) -> None:
-        """Replace the typed values of ``job``'s ``args`` and ``kwargs`` by their JSON forms (at push)."""
-        self._convert(job, encode=True)
+    def encode(self, job: dict[str, Any], skip: int = 0) -> None:
+        """Replace the typed values of ``job``'s ``args`` and ``kwargs`` by their JSON forms (at push); the first
+        ``skip`` of ``args`` are left as they are (stand-ins for values given later, see ``Client.encode``)."""
+        self._convert(job, encode=True, skip=skip)
 
     def decode(self, args: list[Any], kwargs: dict[str, Any] | None) -> tuple[list[Any], dict[str, Any] | None]:
         """The arguments ``perform`` gets for a payload's ``args`` and ``kwargs`` (in the worker)."""
@@ -161,7 +162,7 @@ class ArgumentPlan:
         self._convert(job, encode=False)
         return job["args"], job["kwargs"]
 
-    def _convert(self, job: dict[str, Any], encode: bool) -> None:
+    def _convert(self, job: dict[str, Any], encode: bool, skip: int = 0) -> None:
         if not self._resolved:
             self._build(_hints(self._function, self._parameters, strict=True) or {})
         owner = self.owner
@@ -172,7 +173,7 @@ class ArgumentPlan:
         if rest is not None and len(args) > self.first_rest:
             typed = [*typed, *((index, rest) for index in range(self.first_rest, len(args)))]
         for index, converter in typed:
-            if index < len(args):
+            if skip <= index < len(args):
                 old = args[index]
                 new = _apply(converter, old, owner, f"args[{index}]", encode)
                 if type(new) is not type(old) or new != old:  # a list already in its JSON form stays that list

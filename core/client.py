@@ -90,9 +90,13 @@ class Client:
                 self._write(batch)
         return jids
 
-    def encode(self, item: dict[str, Any]) -> EncodedJob | None:
+    def encode(self, item: dict[str, Any], later: int = 0) -> EncodedJob | None:
         """One job normalized, through the client middleware, checked and encoded: what ``push`` writes (None:
-        a middleware halted it). Shared with kiq.AsyncClient, which writes it without blocking."""
+        a middleware halted it). Shared with kiq.AsyncClient, which writes it without blocking.
+
+        ``later``: the first ``later`` positional arguments are stand-ins that a plugin replaces in the encoded
+        text before the job is pushed (a workflow step's previous result): the count check counts them, the typed
+        arguments' conversion leaves them alone (their values are converted when the job runs)."""
         job_class, job, arity, plan = self._normalize(item)
         if (
             arity is not None
@@ -101,7 +105,7 @@ class Client:
         ):  # the usual push (positional arguments of a right count) calls nothing more
             _check_arity(job, arity)
         if plan is not None:
-            plan.encode(job)
+            plan.encode(job, skip=later)
         return self._encode_through_chain(job_class, job)
 
     @contextmanager

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from .fetcher import Capsule, Fetcher
     from .middleware import Chain, ClientMiddleware, ServerMiddleware
     from .settings import Setting
+    from .signature import Signature
     from .tabs import Tab
 
 hookspec = pluggy.HookspecMarker("kiq")
@@ -120,6 +121,15 @@ def kiq_unwrap_job(job: dict[str, Any], config: Config) -> str | None:
     does not know (no cost for the others), and by the API on a copy of the payload to show the wrapped job's
     arguments. An implementation that raises fails that job into the retry set with its error, as an unknown
     class does."""
+    raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def kiq_compose(left: Signature, right: Signature) -> Any:
+    """``left | right`` of two signatures (``kiq.Signature``, ``MyJob.s()``): return what runs them one after the
+    other (e.g. the workflow plugin's chain), or None if this plugin does not compose signatures. Asked of the
+    default config's plugins each time ``|`` is used; with none answering, the ``|`` raises a TypeError saying which
+    plugin to enable, and a failure is raised to the caller of ``|``."""
     raise NotImplementedError
 
 

@@ -19,6 +19,7 @@ from .config import config_or_default
 from .errors import ConfigError, InvalidJobError
 from .job_registry import registry, wire_name
 from .payload import DEFAULT_OPTIONS, check_options, finite_seconds
+from .signature import Signature
 
 if TYPE_CHECKING:
     from .async_client import AsyncClient
@@ -208,6 +209,16 @@ class Job:
         return JobSetter(cls, options)
 
     @classmethod
+    def s(cls, *args: Any, **kwargs: Any) -> Signature:
+        """This job's call for a workflow step; the step before it passes its result as the first argument."""
+        return Signature(cls, args, kwargs)
+
+    @classmethod
+    def si(cls, *args: Any, **kwargs: Any) -> Signature:
+        """This job's call for a workflow step that takes no previous result (an immutable signature)."""
+        return Signature(cls, args, kwargs, immutable=True)
+
+    @classmethod
     def perform_async(cls, *args: Any, **kwargs: Any) -> str | None:
         """Push the job; return its jid (None when a client middleware dropped it)."""
         item = {"class": cls, "args": list(args)}  # JobSetter's path, without options to merge
@@ -252,6 +263,17 @@ class JobSetter:
         if self._shard is not None:
             merged.setdefault("shard", self._shard)
         return JobSetter(self.job_class, merged)
+
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        """``Job.s`` with these options."""
+        return Signature(self.job_class, args, kwargs, self._options())
+
+    def si(self, *args: Any, **kwargs: Any) -> Signature:
+        """``Job.si`` with these options."""
+        return Signature(self.job_class, args, kwargs, self._options(), immutable=True)
+
+    def _options(self) -> dict[str, Any]:
+        return {**self.options, **({"config": self._config} if self._config is not None else {})}
 
     def perform_async(self, *args: Any, **kwargs: Any) -> str | None:
         return self._client().push(self._item(args, kwargs))
@@ -380,6 +402,12 @@ class JobFunction(Generic[P, R]):
 
     def set(self, **options: Any) -> JobSetter:
         return self.job_class.set(**options)
+
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        return self.job_class.s(*args, **kwargs)
+
+    def si(self, *args: Any, **kwargs: Any) -> Signature:
+        return self.job_class.si(*args, **kwargs)
 
     def perform_async(self, *args: P.args, **kwargs: P.kwargs) -> str | None:
         return self.job_class.perform_async(*args, **kwargs)

@@ -1,0 +1,66 @@
+"""A workflow's outcome: ``result(id, wait=)`` answers the value of its last step (a group's list), waiting for
+it, or raises ``WorkflowFailed`` / ``WorkflowPending``."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import kiq
+
+from .keys import checked_workflow_id, workflow_key
+from .status import WorkflowStatus, status
+
+
+class WorkflowPending(kiq.KiqError, LookupError):
+    """The workflow has not finished yet (or there is no such workflow: never made, or expired)."""
+
+
+class WorkflowFailed(kiq.KiqError):
+    """A step of the workflow died; ``error`` is ``{"jid", "class", "message"}`` of that step."""
+
+    def __init__(self, workflow_id: str, error: dict[str, Any] | None) -> None:
+        self.workflow_id = workflow_id
+        self.error = error or {}
+        super().__init__(
+            f"workflow {workflow_id} failed: step job {self.error.get('jid')} ({self.error.get('class')}) died: "
+            f"{self.error.get('message')}"
+        )
+
+
+def pauses(wait: float) -> Iterator[float | None]:
+    """The pauses between reads while waiting ``wait`` seconds: from 10 ms, doubling up to 0.2 s; then None, after
+    which the last read is the answer."""
+    if not math.isfinite(wait) or wait < 0:
+        raise ValueError(f"wait must be a number of seconds >= 0, got {wait!r}")
+    deadline = time.monotonic() + wait
+    pause = 0.01
+    while (left := deadline - time.monotonic()) > 0:
+        yield min(pause, left)
+        pause = min(pause * 2, 0.2)
+    yield None
+
+
+def answer(workflow_id: str, found: WorkflowStatus | None) -> Any:
+    if found is None:
+        raise WorkflowPending(f"no workflow {workflow_id}: never made here, or expired (see workflow_retention)")
+    if found.state == "failed":
+        raise WorkflowFailed(workflow_id, found.error)
+    if found.state != "succeeded":
+        raise WorkflowPending(f"workflow {workflow_id} is still running")
+    return found.result
+
+
+def result(workflow_id: str, wait: float = 0.0, config: kiq.Config | None = None) -> Any:
+    """The result of workflow ``workflow_id``: its last step's value (a list for a group, in its order). ``wait``:
+    seconds to wait for it to finish. Raises ``WorkflowPending`` if it has not (or does not exist), and
+    ``WorkflowFailed`` if a step died."""
+    redis = (config or kiq.default_config()).redis
+    key = workflow_key(checked_workflow_id(workflow_id))
+    for pause in pauses(wait):
+        if pause is None or redis.hget(key, "state") not in (None, "running"):  # the whole status read once
+            return answer(workflow_id, status(workflow_id, config))
+        time.sleep(pause)
+    raise AssertionError("pauses() ends with None")

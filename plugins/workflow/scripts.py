@@ -1,0 +1,117 @@
+"""Every change to a running workflow is one run of one Lua program, keyed by (workflow, step), so it is atomic
+and running it twice for the same step changes nothing the second time:
+
+- ``succeeded``: the step's result is recorded, each step waiting for it counts one less, and a step whose count
+  reaches 0 is pushed (``LPUSH``, its payload joined from its pieces and the results it waits for) in the same run.
+  A worker killed after the run has pushed the successors already; one killed before it leaves the step
+  unacknowledged, so it runs again (reliable fetch) and this run happens then. Two members finishing at once are
+  two runs, one after the other: only the second sees the count reach 0.
+- ``failed``: an attempt raised and a retry is pending (recorded for the status only).
+- ``died``: the step is dead. Unless its death is tolerated (a chord member with ``allow_failures``: recorded as
+  a None result, then as ``succeeded``), the workflow fails: its state is the once-only marker, checked and set in
+  the run that pushes the on_error handler, so it is pushed once.
+- ``skipped``: a step found its workflow failed before it ran.
+
+Every change refreshes the workflow's expiry (``workflow_retention``). The keys are built inside the program from
+the workflow id, as the batch plugin's are, so workflows need one Redis server, not a cluster.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import kiq
+
+# ARGV: the change, the workflow id, the step id, the time (epoch seconds, as text), the retention, its arguments
+SOURCE = """
+local op, wf, step, now, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+local base = 'kiq:wf:' .. wf
+local function key(part) return base .. ':' .. part end
+
+local function keep()
+  redis.call('EXPIRE', base, ttl)
+  for _, part in ipairs({'steps', 'payload', 'wait', 'state', 'result', 'error'}) do
+    redis.call('EXPIRE', key(part), ttl)
+  end
+end
+
+local function join(pieces, given)
+  local out = {}
+  for i, piece in ipairs(pieces) do
+    local kind = string.sub(piece, 1, 1)
+    if kind == 'L' then out[i] = string.sub(piece, 2)
+    elseif kind == 'R' then out[i] = redis.call('HGET', key('result'), string.sub(piece, 2)) or 'null'
+    else out[i] = given end
+  end
+  return table.concat(out) .. ',"enqueued_at":' .. now .. '}'
+end
+
+local function push(queue, payload)
+  redis.call('SADD', 'queues', queue)
+  redis.call('LPUSH', 'queue:' .. queue, payload)
+end
+
+local function finish(id)
+  local graph = cjson.decode(redis.call('HGET', key('steps'), id))
+  for _, waiting in ipairs(graph['next']) do
+    if redis.call('HINCRBY', key('wait'), waiting, -1) == 0 then
+      local found = cjson.decode(redis.call('HGET', key('steps'), waiting))
+      push(found['queue'], join(cjson.decode(redis.call('HGET', key('payload'), waiting)), ''))
+      redis.call('HDEL', key('payload'), waiting)
+      redis.call('HSET', key('state'), waiting, 'enqueued')
+    end
+  end
+  if redis.call('HINCRBY', base, 'left', -1) == 0 then
+    redis.call('HSET', base, 'state', 'succeeded', 'finished_at', now)
+  end
+end
+
+local state = redis.call('HGET', base, 'state')
+if op == 'skipped' then
+  local current = redis.call('HGET', key('state'), step)
+  if state == 'failed' and (current == 'enqueued' or current == 'failed') then
+    redis.call('HSET', key('state'), step, 'skipped')
+  end
+  return 1
+end
+if state ~= 'running' then return 0 end
+local current = redis.call('HGET', key('state'), step)
+if current == 'succeeded' or current == 'dead' then return 0 end
+
+if op == 'succeeded' then
+  redis.call('HSET', key('state'), step, 'succeeded')
+  redis.call('HSET', key('result'), step, ARGV[6])
+  finish(step)
+elseif op == 'failed' then
+  redis.call('HSET', key('state'), step, 'failed')
+  redis.call('HSET', key('error'), step, ARGV[6])
+elseif op == 'died' then
+  redis.call('HSET', key('state'), step, 'dead')
+  redis.call('HSET', key('error'), step, ARGV[6])
+  local graph = cjson.decode(redis.call('HGET', key('steps'), step))
+  if graph['tolerant'] then
+    redis.call('HSET', key('result'), step, 'null')
+    finish(step)
+  else
+    redis.call('HSET', base, 'state', 'failed', 'finished_at', now, 'error', ARGV[7])
+    local handler = redis.call('HGET', base, 'on_error')
+    if handler then push(redis.call('HGET', base, 'on_error_queue'), join(cjson.decode(handler), ARGV[8])) end
+  end
+end
+keep()
+return 1
+"""
+
+
+class Steps:
+    """The step program of one config's Redis."""
+
+    def __init__(self, config: kiq.Config) -> None:
+        self.config = config
+        self.script = config.redis.register_script(SOURCE)
+
+    def run(self, op: str, workflow_id: str, step: str, *args: str) -> bool:
+        """Apply ``op`` to ``step``; False when it changed nothing (done before, or the workflow is over)."""
+        argv: list[Any] = [op, workflow_id, step, repr(time.time()), self.config.get("workflow_retention"), *args]
+        return bool(self.script(keys=[], args=argv))

@@ -1,0 +1,116 @@
+"""Jobs for tests/plugins/workflow (a worker loads them with ``-r tests.jobs.workflow`` and
+``KIQ_PLUGINS=workflow``). They record their runs in Redis, where the tests read them back."""
+
+from __future__ import annotations
+
+import asyncio
+import decimal
+import time
+from typing import Any
+
+import kiq
+
+RUNS = "wf-test:runs"  # HASH: "<class>:<workflow id>:<step>" -> runs (a step that ran twice shows 2)
+BODIES = "wf-test:bodies"  # LIST: JSON of [workflow id, the results a body got]
+HANDLED = "wf-test:handled"  # LIST: JSON of the arguments an on_error handler got
+FAIL = "wf-test:fail"  # while this key exists, Flaky raises
+
+
+def redis() -> Any:
+    return kiq.default_config().redis
+
+
+def counted(job: kiq.Job) -> None:
+    redis().hincrby(RUNS, f"{type(job).kiq_name}:{job.job.get('wf')}:{job.job.get('wf_step')}", 1)
+
+
+class Add(kiq.Job):
+    kiq_name = "WfAdd"
+
+    def perform(self, left: int, right: int = 0, ms: int = 0) -> int:
+        time.sleep(ms / 1000)
+        counted(self)
+        return left + right
+
+
+class Mul(kiq.Job):
+    kiq_name = "WfMul"
+
+    def perform(self, left: int, right: int) -> int:
+        counted(self)
+        return left * right
+
+
+class Const(kiq.Job):
+    kiq_name = "WfConst"
+
+    def perform(self, value: Any, ms: int = 0) -> Any:
+        time.sleep(ms / 1000)
+        counted(self)
+        return value
+
+
+class Collect(kiq.Job):
+    """A chord body: records the results it got."""
+
+    kiq_name = "WfCollect"
+
+    def perform(self, results: list[Any]) -> list[Any]:
+        counted(self)
+        redis().rpush(BODIES, kiq.dumps({"wf": self.job.get("wf"), "results": results}))
+        return results
+
+
+class Total(kiq.Job):
+    kiq_name = "WfTotal"
+
+    def perform(self, results: list[int]) -> int:
+        counted(self)
+        return sum(results)
+
+
+class Boom(kiq.Job):
+    kiq_name = "WfBoom"
+    kiq_options = {"retry": False}
+
+    def perform(self, *args: Any) -> None:
+        counted(self)
+        raise ValueError("boom")
+
+
+class Flaky(kiq.Job):
+    """Raises while FAIL exists, then returns its argument."""
+
+    kiq_name = "WfFlaky"
+    kiq_options = {"retry": 5}
+
+    def perform(self, value: Any) -> Any:
+        counted(self)
+        if redis().exists(FAIL):
+            raise RuntimeError("failing while the flag is set")
+        return value
+
+
+class Handler(kiq.Job):
+    kiq_name = "WfHandler"
+
+    def perform(self, workflow_id: str, jid: str, error: dict[str, Any], note: str = "") -> None:
+        redis().rpush(HANDLED, kiq.dumps({"args": [workflow_id, jid, error, note]}))
+
+
+class AsyncDouble(kiq.Job):
+    kiq_name = "WfAsyncDouble"
+
+    async def perform(self, value: int) -> int:
+        await asyncio.sleep(0.001)
+        counted(self)
+        return value * 2
+
+
+class Price(kiq.Job):
+    """A typed parameter after the one a previous step gives."""
+
+    kiq_name = "WfPrice"
+
+    def perform(self, count: int, unit: decimal.Decimal) -> str:
+        return str(count * unit)
