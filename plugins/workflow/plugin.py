@@ -8,12 +8,14 @@ import threading
 from typing import Any
 
 import kiq
+from kiq.tabs import Tab
 
 from . import cli
 from .canvas import Chain
 from .middleware import WorkflowServerMiddleware, error_text, step_of
 from .pieces import compact
 from .scripts import Steps
+from .web import workflows_tab
 
 DAY = 24 * 60 * 60
 
@@ -83,3 +85,8 @@ class WorkflowPlugin:
     @kiq.hookimpl
     def kiq_cli(self, commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         cli.add_commands(commands)
+
+    @kiq.hookimpl
+    def kiq_web_tabs(self, config: kiq.Config) -> list[Tab]:
+        """The "Workflows" tab of the dashboard: the newest workflows, each one's graph and steps (see web.py)."""
+        return [workflows_tab(config)]
