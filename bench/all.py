@@ -119,7 +119,8 @@ def commands(args: argparse.Namespace, work: Path, plugins_port: int) -> dict[st
                     *(["--no-pin"] if args.no_pin else []), "--json", str(work / "profile.json")],
         "workflow": [*me[:2], "bench.workflow_cost", *(["--quick"] if quick else []), "--port", str(args.port + 3),
                      "--kiq-python", args.kiq_python, "--peer-python", args.peer_python,
-                     *(["--no-pin"] if args.no_pin else []), "--json", str(work / "workflow.json")],
+                     *(["--no-pin"] if args.no_pin else []), "--json", str(work / "workflow.json"),
+                     "--logs", str(work / "workflow")],
     }  # fmt: skip
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -71,6 +72,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--peer-python", default=sys.executable, help="the interpreter with Celery (.venv-bench)")
     parser.add_argument("--no-pin", action="store_true", help="redis-server on any CPU (see bench/machine.py)")
     parser.add_argument("--json", type=Path, help="also write the result here")
+    parser.add_argument("--logs", type=Path, help="the workers' logs (default bench/results/logs/workflow-DATE-TIME)")
     args = parser.parse_args(argv)
     for name, full, quick in (("steps", 1000, 200), ("members", 1000, 200), ("fanout", 10000, 2000), ("runs", 3, 1)):
         value = getattr(args, name)
@@ -135,7 +137,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     server.start()
     try:
         tools = Toolchain(ROOT, server.url, args.kiq_python, args.peer_python, "", "", False)
-        logs = ROOT / "bench/results/logs" / f"workflow-{time.strftime('%Y%m%d-%H%M%S')}"
+        logs = args.logs or ROOT / "bench/results/logs" / f"workflow-{time.strftime('%Y%m%d-%H%M%S')}"
         bench = Bench(tools, logs)
         kiq = bench.measure(
             KIQ,
@@ -163,7 +165,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                   "ratio": celery_chord / kiq_chord, "celery_version": celery["chord"][0]["version"]},
         "fanout": {"members": args.fanout, "push_seconds": median(kiq["fanout"], "push_seconds"),
                    "seconds": median(kiq["fanout"])},
-        "logs": str(logs.relative_to(ROOT)),
+        "logs": os.path.relpath(logs, ROOT),
     }  # fmt: skip
 
 
