@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 from urllib.parse import parse_qs
 
 from kiq.plugins.batch import status as batch_status
-from kiq.plugins.workflow import status as workflow_status
 from kiq.plugins.tracking import Tracker, tracker_for
+from kiq.plugins.workflow import status as workflow_status
 
 from .http import Answer, Request, WSGIRequest, serve_asgi, serve_wsgi, wsgi_path
 from .tracking_page import content_security_policy, new_nonce, render_page
