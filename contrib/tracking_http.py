@@ -9,13 +9,15 @@
                                          ``result`` when the results plugin keeps it
     GET /tasks/<id>/page                 the HTML status page (polls the endpoints above)
     GET /batches/<bid>                   a batch's status (kiq.plugins.batch), read from the tracker's Redis
+    GET /workflows/<id>                  a workflow's status (kiq.plugins.workflow: its state, result, error and
+                                         every step), read from the tracker's Redis
 
 Unknown ids answer 404, malformed ids or parameters 400, other methods 405, a request the ``authorize`` hook
 denies 403, and a database that cannot be reached 503: never a 500.
 
 Without a hook, a task id is what grants reading a task (128 random bits), so the endpoints never hand one out:
 ``/jobs/<jid>`` leaves it out, as jids appear in every log line. A bid (128 random bits too) likewise grants
-reading its batch's status. With ``authorize(request, resource)``, every
+reading its batch's status, and a workflow id its workflow's. With ``authorize(request, resource)``, every
 answer that holds data is first allowed by the hook, given the framework's own request (so the host app's
 sessions and users reach it) and a ``Resource`` that says what is read.
 """
@@ -33,6 +35,7 @@ from urllib.parse import parse_qs
 
 from kiq.plugins.batch import status as batch_status
 from kiq.plugins.tracking import Tracker, tracker_for
+from kiq.plugins.workflow import status as workflow_status
 
 from .http import Answer, Request, WSGIRequest, serve_asgi, serve_wsgi, wsgi_path
 from .tracking_page import content_security_policy, new_nonce, render_page
@@ -59,9 +62,10 @@ class Resource:
     ``kind`` "job": ``/jobs/<jid>``; ``id`` is the jid and ``task_id`` the task the job belongs to, or None for a
     job tracked on its own or not tracked at all (the hook is asked before the answer says which).
     ``kind`` "batch": ``/batches/<bid>``; ``id`` is the bid, ``task_id`` None.
+    ``kind`` "workflow": ``/workflows/<id>``; ``id`` is the workflow id, ``task_id`` None.
     """
 
-    kind: Literal["task", "job", "batch"]
+    kind: Literal["task", "job", "batch", "workflow"]
     id: str
     task_id: str | None
 
@@ -206,6 +210,13 @@ class TrackingEndpoints(Generic[RequestT]):
                     raise Forbidden
                 batch = batch_status(raw_bid, self.tracker.config)
                 return _json(200, batch.as_dict()) if batch is not None else _error(404, "no such batch")
+            case ["workflows", raw_id]:
+                if not BATCH_ID.fullmatch(raw_id):  # a workflow id has a bid's form
+                    raise BadRequest(f"malformed workflow id {raw_id[:64]!r}")
+                if not self._allows(request, Resource("workflow", raw_id, None)):
+                    raise Forbidden
+                found = workflow_status(raw_id, self.tracker.config)
+                return _json(200, found.to_dict()) if found is not None else _error(404, "no such workflow")
         return _error(404, "not found")
 
 

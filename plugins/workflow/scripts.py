@@ -68,35 +68,36 @@ local function finish(id)
 end
 
 local state = redis.call('HGET', base, 'state')
+if not state then return 0 end
+local current = redis.call('HGET', key('state'), step)
 if op == 'skipped' then
-  local current = redis.call('HGET', key('state'), step)
   if state == 'failed' and (current == 'enqueued' or current == 'failed') then
     redis.call('HSET', key('state'), step, 'skipped')
   end
   return 1
 end
-if state ~= 'running' then return 0 end
-local current = redis.call('HGET', key('state'), step)
 if current == 'succeeded' or current == 'dead' then return 0 end
 
+-- after the workflow failed, a step still running is recorded, and pushes nothing
 if op == 'succeeded' then
   redis.call('HSET', key('state'), step, 'succeeded')
   redis.call('HSET', key('result'), step, ARGV[6])
-  finish(step)
+  if state == 'running' then finish(step) end
 elseif op == 'failed' then
   redis.call('HSET', key('state'), step, 'failed')
   redis.call('HSET', key('error'), step, ARGV[6])
 elseif op == 'died' then
   redis.call('HSET', key('state'), step, 'dead')
   redis.call('HSET', key('error'), step, ARGV[6])
-  local graph = cjson.decode(redis.call('HGET', key('steps'), step))
-  if graph['tolerant'] then
-    redis.call('HSET', key('result'), step, 'null')
-    finish(step)
-  else
-    redis.call('HSET', base, 'state', 'failed', 'finished_at', now, 'error', ARGV[7])
-    local handler = redis.call('HGET', base, 'on_error')
-    if handler then push(redis.call('HGET', base, 'on_error_queue'), join(cjson.decode(handler), ARGV[8])) end
+  if state == 'running' then
+    if cjson.decode(redis.call('HGET', key('steps'), step))['tolerant'] then
+      redis.call('HSET', key('result'), step, 'null')
+      finish(step)
+    else
+      redis.call('HSET', base, 'state', 'failed', 'finished_at', now, 'error', ARGV[7])
+      local handler = redis.call('HGET', base, 'on_error')
+      if handler then push(redis.call('HGET', base, 'on_error_queue'), join(cjson.decode(handler), ARGV[8])) end
+    end
   end
 end
 keep()

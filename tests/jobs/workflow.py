@@ -114,3 +114,12 @@ class Price(kiq.Job):
 
     def perform(self, count: int, unit: decimal.Decimal) -> str:
         return str(count * unit)
+
+
+class Scale(kiq.Job):
+    """A typed parameter that the previous step gives (converted in the worker, not checked at the start)."""
+
+    kiq_name = "WfScale"
+
+    def perform(self, value: decimal.Decimal, factor: int) -> str:
+        return str(value * factor)

@@ -1,0 +1,117 @@
+"""Workflows in real ``kiq worker`` processes: 200 chords of 10 members and 200 chains of 5 steps on 3 workers
+with reliable fetch under 12 SIGKILLs (every body once, with its members' results in order; every chain's fold;
+no step lost); a dying member fails its workflow (on_error once, no body); async steps."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable
+
+import pytest
+
+import kiq
+from kiq.plugins import workflow
+from kiq.plugins.workflow import chord, group
+from tests.jobs.workflow import BODIES, HANDLED, RUNS, Add, AsyncDouble, Boom, Collect, Const, Handler, Mul
+from tests.support import FAST, WorkerProcess, wait_until
+
+pytestmark = pytest.mark.slow
+
+StartWorker = Callable[..., WorkerProcess]
+ARGS = ("-r", "tests.jobs.workflow", "-q", "default", "-c", "4")
+ENV = {**FAST, "KIQ_PLUGINS": "workflow"}
+RELIABLE_ARGS = (*ARGS, "--fetch", "reliable")
+RELIABLE_ENV = {
+    **FAST,
+    "KIQ_PLUGINS": "workflow reliable_fetch",
+    "KIQ_RELIABLE_RECOVERY_INTERVAL": "1",
+    "KIQ_RELIABLE_MAX_INTERRUPTS": "1000",  # every interruption here is the test's doing
+}
+
+
+@pytest.fixture
+def config(e2e_config: kiq.Config) -> kiq.Config:
+    e2e_config.add_plugin("workflow")
+    return e2e_config
+
+
+def fold(start: int) -> int:
+    """What the chain of ``chain_of(start)`` ends with."""
+    return ((start + 1) * 2 + 3) * 5
+
+
+def chain_of(start: int) -> workflow.Chain:
+    return Add.s(start, 1, ms=10) | Mul.s(2) | Add.s(3, ms=10) | Mul.s(5) | Add.s(0)
+
+
+def finished(ids: list[str]) -> Callable[[], bool]:
+    def check() -> bool:
+        return all(workflow.status(i).state != "running" for i in ids)  # type: ignore[union-attr]
+
+    return check
+
+
+def test_200_chords_and_200_chains_under_12_sigkills_push_each_step_once(
+    config: kiq.Config, start_worker: StartWorker
+) -> None:
+    r = config.redis
+    chords = [
+        chord(group(Const.s(n * 100 + m, ms=20) for m in range(10)), Collect.s()).perform_async() for n in range(200)
+    ]
+    chains = [chain_of(n).perform_async() for n in range(200)]
+    workers = [start_worker(*RELIABLE_ARGS, env=RELIABLE_ENV) for _ in range(3)]
+    chaos = random.Random()
+    running_at_kills = []
+    for _ in range(12):
+        wait_until(lambda: r.hlen(RUNS) > 0, message="steps to run")
+        time.sleep(0.4)  # pacing the chaos, not timing anything asserted
+        running_at_kills.append(sum(workflow.status(wf.id).state == "running" for wf in chords + chains))  # type: ignore[union-attr]
+        workers.pop(chaos.randrange(len(workers))).kill()  # SIGKILL
+        workers.append(start_worker(*RELIABLE_ARGS, env=RELIABLE_ENV))
+    assert all(running > 0 for running in running_at_kills), running_at_kills  # every kill came mid-run
+    wait_until(finished([wf.id for wf in chords + chains]), 120, interval=0.3, message="every workflow to finish")
+
+    bodies = [json.loads(raw) for raw in r.lrange(BODIES, 0, -1)]
+    assert sorted(body["wf"] for body in bodies) == sorted(wf.id for wf in chords)  # each body ran once
+    by_id = {body["wf"]: body["results"] for body in bodies}
+    for n, wf in enumerate(chords):
+        assert by_id[wf.id] == [n * 100 + m for m in range(10)]
+        assert wf.result() == by_id[wf.id]
+    assert [wf.result() for wf in chains] == [fold(n) for n in range(200)]
+    runs = {name: int(count) for name, count in r.hgetall(RUNS).items()}
+    assert len(runs) == 200 * 11 + 200 * 5  # no step lost
+    assert all(count == 1 for name, count in runs.items() if name.startswith("WfCollect:"))
+    print(f"\n12 SIGKILLs: {sum(runs.values()) - len(runs)} steps ran twice; running at each kill: {running_at_kills}")
+
+
+def test_a_dying_member_runs_on_error_once_and_never_the_body(config: kiq.Config, start_worker: StartWorker) -> None:
+    r = config.redis
+    canvas = chord([Const.s(1), Boom.s(), Const.s(3, ms=300), Boom.s()], Collect.s()) | Const.s()
+    wf = canvas.on_error(Handler.s("note")).perform_async()
+    start_worker(*ARGS, env=ENV)
+    wait_until(finished([wf.id]), 30, message="the workflow to fail")
+    wait_until(lambda: r.llen(HANDLED) > 0, 30, message="the handler to run")
+    time.sleep(0.5)  # a second handler run, if there were one, would show by now
+    assert r.llen(HANDLED) == 1
+    found = workflow.status(wf.id)
+    assert found is not None and found.state == "failed"
+    assert found.error is not None and found.error["class"] == "WfBoom" and "ValueError: boom" in found.error["message"]
+    handled = json.loads(r.lindex(HANDLED, 0))["args"]
+    assert handled == [wf.id, found.error["jid"], found.error, "note"]
+    assert r.llen(BODIES) == 0
+    states = {step.step: step.state for step in found.steps}
+    # a member that started after the workflow failed is skipped; one running then is recorded all the same
+    assert "dead" in (states["0.0.1"], states["0.0.3"])
+    assert {states["0.0.1"], states["0.0.3"]} <= {"dead", "skipped"}
+    assert {states["0.0.0"], states["0.0.2"]} <= {"succeeded", "skipped"}
+    assert states["0.1"] == states["1"] == "skipped"
+    with pytest.raises(workflow.WorkflowFailed, match="boom"):
+        wf.result()
+
+
+def test_async_steps_in_a_worker(config: kiq.Config, start_worker: StartWorker) -> None:
+    wf = (Const.si(3) | AsyncDouble.s() | group(AsyncDouble.s(), Add.s(1)) | Collect.s()).perform_async()
+    start_worker(*ARGS, env=ENV)
+    assert wf.result(wait=30) == [12, 7]
