@@ -6,8 +6,9 @@
     <id>/<step>     one step, the job it runs: class, queue, jid and where the dashboard shows that job now (its
                     queue, Retries or Dead, searched by jid), what it waits for, its result and its error
 
-Workflows expire ``workflow_retention`` after their last change: an id listed may be gone by the time it is read,
-and is left out of the page. An unknown or malformed id or step answers 404 (``LookupError``).
+The list reads each listed workflow's whole status (its steps counted): 25 workflows of 10,000 steps is a few MB
+from Redis per page. Workflows expire ``workflow_retention`` after their last change: an id listed may be gone by
+the time it is read, and is left out of the page. An unknown or malformed id or step answers 404 (``LookupError``).
 """
 
 from __future__ import annotations
@@ -126,10 +127,11 @@ def workflow_page(flow: WorkflowStatus, page: int) -> TabView:
 
 
 def graph(flow: WorkflowStatus) -> Graph:
-    """The steps as nodes (labelled by job class, coloured by state), the edges from what each waits for."""
+    """The steps as nodes (labelled by job class, its last dotted part: a box is narrow; coloured by state), the
+    edges from what each waits for."""
     nodes = [
-        GraphNode(step.step, step.job_class, f"{step.step} · {step.state}", TONES.get(step.state, "neutral"),
-                  Link(step.step, f"{flow.id}/{step.step}"))
+        GraphNode(step.step, step.job_class.rpartition(".")[2], f"{step.step} · {step.state}",
+                  TONES.get(step.state, "neutral"), Link(step.step, f"{flow.id}/{step.step}"))
         for step in flow.steps
     ]  # fmt: skip
     edges = [(before, step.step) for step in flow.steps for before in step.after]

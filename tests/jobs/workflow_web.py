@@ -42,3 +42,12 @@ class SendReceipt(kiq.Job):
 
     def perform(self, amount: int) -> str:
         return f"receipt for {amount}"
+
+
+class Refund(kiq.Job):
+    """A job whose wire name is dotted, as a Python class's qualified name is by default."""
+
+    kiq_name = "shop.billing.Refund"
+
+    def perform(self, amount: int) -> int:
+        return -amount

@@ -13,7 +13,7 @@ import kiq
 from kiq.plugins.workflow import WorkflowStatus, chain, chord, group, status
 from kiq.plugins.workflow.web import STEP_COLUMNS, STEPS_PAGE
 from kiq.tabs import Code, DashboardLink, Facts, Graph, GraphNode, Link, Pager, Table, TabView, When
-from tests.jobs.workflow_web import ChargeCard, FetchOrder, PriceItem, SendReceipt, SumPrices
+from tests.jobs.workflow_web import ChargeCard, FetchOrder, PriceItem, Refund, SendReceipt, SumPrices
 from tests.support import render_tab
 
 from .conftest import drain
@@ -180,3 +180,11 @@ def test_unknown_or_malformed_ids_and_steps_are_not_found(config: kiq.Config, pa
         return
     with pytest.raises(LookupError):
         render(config, path.format(id=flow.id))
+
+
+def test_a_dotted_job_class_is_drawn_by_its_last_part_and_listed_whole(config: kiq.Config) -> None:
+    workflow = chain(SumPrices.s([1, 2]), Refund.s()).perform_async()
+    view = render(config, workflow.id)
+    (graph,) = blocks(view, Graph)
+    assert [node.label for node in graph.nodes] == ["SumPrices", "Refund"]
+    assert [row[1] for row in blocks(view, Table)[0].rows] == ["SumPrices", "shop.billing.Refund"]
