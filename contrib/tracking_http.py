@@ -215,8 +215,8 @@ class TrackingEndpoints(Generic[RequestT]):
                     raise BadRequest(f"malformed workflow id {raw_id[:64]!r}")
                 if not self._allows(request, Resource("workflow", raw_id, None)):
                     raise Forbidden
-                found = workflow_status(raw_id, self.tracker.config)
-                return _json(200, found.to_dict()) if found is not None else _error(404, "no such workflow")
+                flow = workflow_status(raw_id, self.tracker.config)
+                return _json(200, flow.to_dict()) if flow is not None else _error(404, "no such workflow")
         return _error(404, "not found")
 
 

@@ -273,7 +273,9 @@ class JobSetter:
         return Signature(self.job_class, args, kwargs, self._options(), immutable=True)
 
     def _options(self) -> dict[str, Any]:
-        return {**self.options, **({"config": self._config} if self._config is not None else {})}
+        """The options as ``set`` took them (``config`` and ``shard`` too): a signature keeps them all."""
+        kept = {"config": self._config, "shard": self._shard}
+        return {**self.options, **{key: value for key, value in kept.items() if value is not None}}
 
     def perform_async(self, *args: Any, **kwargs: Any) -> str | None:
         return self._client().push(self._item(args, kwargs))

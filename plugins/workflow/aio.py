@@ -7,9 +7,10 @@ import asyncio
 from typing import Any
 
 import kiq
+from kiq.plugins.results.store import pauses
 
 from .keys import INDEX, checked_workflow_id, workflow_key
-from .outcome import answer, pauses
+from .outcome import answer
 from .status import WorkflowPage, WorkflowStatus, page, page_range, parse, queue_reads
 
 

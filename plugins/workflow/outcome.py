@@ -3,12 +3,11 @@ it, or raises ``WorkflowFailed`` / ``WorkflowPending``."""
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import kiq
+from kiq.plugins.results.store import pauses  # the same waiting: from 10 ms, doubling up to 0.2 s
 
 from .keys import checked_workflow_id, workflow_key
 from .status import WorkflowStatus, status
@@ -28,19 +27,6 @@ class WorkflowFailed(kiq.KiqError):
             f"workflow {workflow_id} failed: step job {self.error.get('jid')} ({self.error.get('class')}) died: "
             f"{self.error.get('message')}"
         )
-
-
-def pauses(wait: float) -> Iterator[float | None]:
-    """The pauses between reads while waiting ``wait`` seconds: from 10 ms, doubling up to 0.2 s; then None, after
-    which the last read is the answer."""
-    if not math.isfinite(wait) or wait < 0:
-        raise ValueError(f"wait must be a number of seconds >= 0, got {wait!r}")
-    deadline = time.monotonic() + wait
-    pause = 0.01
-    while (left := deadline - time.monotonic()) > 0:
-        yield min(pause, left)
-        pause = min(pause * 2, 0.2)
-    yield None
 
 
 def answer(workflow_id: str, found: WorkflowStatus | None) -> Any:

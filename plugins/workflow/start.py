@@ -86,7 +86,9 @@ def _encode_item(
     arguments go first (``Client.encode``), given later as one text in place of the stand-in."""
     stand_in = _stand_in() if later else None
     options = dict(signature.options)
-    options.pop("config", None)
+    options.pop("config", None)  # the workflow's config pushes every step
+    if "shard" in options:
+        raise WorkflowError(f"{where} {signature!r:.200}: a workflow runs on one Redis; leave shard out")
     item = {**options, "class": signature.job_class, "args": [stand_in] * later + list(signature.args), **extra}
     if signature.kwargs:
         item["kwargs"] = signature.kwargs

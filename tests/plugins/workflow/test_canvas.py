@@ -78,3 +78,9 @@ def test_a_bad_argument_names_the_step_and_pushes_nothing(config: kiq.Config) ->
     assert config.redis.llen("queue:default") == 0
     with pytest.raises(workflow.WorkflowError, match="at least one"):
         group([])
+    with pytest.raises(workflow.WorkflowError, match="leave shard out"):
+        (Const.si(1) | Add.set(shard="eu").s(1)).perform_async()
+    with pytest.raises(workflow.WorkflowError, match="outermost canvas"):
+        chain(Const.si(1), (Const.si(2) | Const.s()).on_error(Const.s())).perform_async()
+    with pytest.raises(workflow.WorkflowError, match="not a step"):
+        chain(Const.si(1), "Add")
