@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 import kiq
+import kiq.testing
 from kiq.plugins import workflow
 from kiq.plugins.workflow import chain, chord, group
 from tests.jobs.workflow import Add, Collect, Const, Mul, Total
@@ -82,5 +83,7 @@ def test_a_bad_argument_names_the_step_and_pushes_nothing(config: kiq.Config) ->
         (Const.si(1) | Add.set(shard="eu").s(1)).perform_async()
     with pytest.raises(workflow.WorkflowError, match="outermost canvas"):
         chain(Const.si(1), (Const.si(2) | Const.s()).on_error(Const.s())).perform_async()
+    with kiq.testing.fake(), pytest.raises(workflow.WorkflowError, match=r"kiq\.testing\.disable"):
+        (Const.si(1) | Add.s(1)).perform_async()
     with pytest.raises(workflow.WorkflowError, match="not a step"):
         chain(Const.si(1), "Add")
