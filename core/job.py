@@ -28,6 +28,10 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+def _is_amount(value: Any) -> bool:
+    return (type(value) is int and value >= 0) or (type(value) is float and math.isfinite(value) and value >= 0)
+
+
 def _is_seconds(value: Any) -> bool:
     return (type(value) is int and 0 < value < 2**53) or (type(value) is float and math.isfinite(value) and value > 0)
 
@@ -179,6 +183,23 @@ class Job:
 
     def perform(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"{type(self).__qualname__} must define perform()")
+
+    def progress(self, done: float, total: float | None = None) -> None:
+        """Report how far this job is: ``done`` units of ``total`` (None when not known), e.g. rows written of
+        rows to write. The plugins hear it (``kiq_job_progress``): tracking keeps the latest on the job's event, so
+        a frontend polling the task sees its progress bar move. ``done`` may pass ``total`` when the total was an
+        estimate. Outside a worker (``perform`` called directly) nothing happens. Each call reaches the plugins: in
+        a loop of microsecond items, report every few hundred items."""
+        if not _is_amount(done) or not (total is None or _is_amount(total)):
+            raise ValueError(
+                f"{type(self).__qualname__}.progress(done={done!r:.40}, total={total!r:.40}): done must be a number "
+                ">= 0 and total a number >= 0 or None, e.g. self.progress(rows_written, rows_to_write)"
+            )
+        job = getattr(self, "job", None)
+        if job is None:
+            return
+        config = config_or_default(None)  # in a worker: the worker's own config
+        config.plugins.hook.kiq_job_progress(job=job, done=done, total=total, config=config)
 
     @classmethod
     def _perform_is_async(cls) -> bool:
