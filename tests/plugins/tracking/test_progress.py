@@ -52,7 +52,7 @@ def test_a_running_jobs_progress_reaches_its_event_and_the_endpoints(config: kiq
             return event if event["status"] == "working" and progress and progress["done"] == 5 else None
 
         seen = wait_until(running_at_half, timeout=20)
-        assert seen["progress"]["total"] == 10 and seen["progress"]["at"] > 0
+        assert seen is not None and seen["progress"]["total"] == 10 and seen["progress"]["at"] > 0
     finally:
         release.set()
         worker.join(30)
