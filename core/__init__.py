@@ -28,6 +28,7 @@ from .errors import (
 from .fetcher import Capsule, Fetcher, QueueOrder, UnitOfWork, pop_script
 from .handoff import BatchFetch, Fetched
 from .hookspecs import hookimpl, hookspec
+from .iteration import IterationState, cancel
 from .job import AsyncJobSetter, Call, Job, JobFunction, JobSetter, job
 from .job_registry import registry
 from .keys import queue_key, queue_name
@@ -54,6 +55,7 @@ __all__ = [
     "Fetcher",
     "InvalidJobError",
     "InvalidPayload",
+    "IterationState",
     "Job",
     "JobArgumentError",
     "JobFunction",
@@ -72,6 +74,7 @@ __all__ = [
     "UnknownJobError",
     "Wrapper",
     "__version__",
+    "cancel",
     "configure_client",
     "configure_server",
     "default_config",
