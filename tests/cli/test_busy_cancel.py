@@ -51,7 +51,7 @@ def test_busy_shows_iterable_jobs_cursor_executions_and_runtime(cli: Cli, r: red
 
 
 @pytest.mark.own_redis  # counts commands in the server-wide stats: no other test's on it
-def test_busy_reads_every_state_in_one_round_trip(cli: Cli, r: redis.Redis, config: kiq.Config) -> None:
+def test_busy_reads_each_state_once(cli: Cli, r: redis.Redis, config: kiq.Config) -> None:
     running(r)
     for n in range(30):
         jid = f"{n:024x}"
