@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from .cancel import cancel
+from .job import IterableJob
 from .state import IterationState
 
-__all__ = ["IterationState", "cancel"]
+__all__ = ["IterableJob", "IterationState", "cancel"]
