@@ -158,6 +158,8 @@ class Job:
     _kiq_arity: ClassVar[Arity | None] = None  # what a push must give perform (kiq.client checks it)
     _kiq_arguments: ClassVar[ArgumentPlan | None] = None  # its typed parameters (kiq.arguments); None: none
     _kiq_async: ClassVar[bool] = False  # perform is an async def: the worker awaits it on its event loop
+    # stops itself between items when the worker stops or its time limit passes (kiq.server.interruption)
+    _kiq_interruptible: ClassVar[bool] = False
     aio: ClassVar[_AsyncPushes] = _AsyncPushes()
     jobs: ClassVar[_CapturedJobs] = _CapturedJobs()
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .cancel import cancel
 from .enumerators import CursorError, csv_rows, items, redis_scan
+from .job import IterableJob
 from .state import IterationState
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CursorError",
+    "IterableJob",
     "IterationState",
     "cancel",
     "csv_rows",
