@@ -74,6 +74,7 @@ def _running_jobs(view: View) -> list[list[Node]]:
     for work in works:
         jid = str(work.payload.get("jid") or "")
         saved = states.get(jid)
+        cancellable = iteration.cancellable(saved, work.payload.get("class"))
         jobs.append([
             work.process_id,
             work.thread_id,
@@ -83,7 +84,7 @@ def _running_jobs(view: View) -> list[list[Node]]:
             jid,
             when(work.run_at),
             iteration.summary(saved, work.run_at) if saved else None,
-            iteration.cancel_button(view, jid, "busy") if saved and not saved.cancelled else None,
+            iteration.cancel_button(view, jid, "busy") if cancellable else None,
         ])  # fmt: skip
     return jobs
 

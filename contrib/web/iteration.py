@@ -18,11 +18,12 @@ RETURN_TO = re.compile(r"busy|(?:retries|scheduled)/[^/]+")
 
 
 def summary(state: kiq.IterationState, run_at: float | None) -> Markup:
-    """One cell: "run 3 · cursor 41000 · 2 min", and "cancelled" once it is."""
+    """One cell: "run 3 · cursor 41000 · ran 2 min", and "cancelled" once it is."""
+    ran = duration(runtime_so_far(state, run_at))
     parts = [
         el("span", f"run {state.executions}", class_="run"),
-        el("code", truncated(shown(state.cursor), 60), class_="cursor"),
-        el("span", duration(runtime_so_far(state, run_at)), class_="runtime", title="run time over all its runs"),
+        Markup("cursor " + el("code", truncated(shown(state.cursor), 60), class_="cursor")),
+        el("span", f"ran {ran}", class_="runtime", title="run time over all its runs"),
     ]
     if state.cancelled:
         parts.append(el("span", "cancelled", class_="badge cancelled"))
@@ -37,6 +38,15 @@ def facts(state: kiq.IterationState) -> list[tuple[str, Markup | str]]:
         ("Run time", duration(state.runtime)),
         ("Cancelled", when(state.cancelled_at) if state.cancelled_at is not None else "no"),
     ]
+
+
+def cancellable(saved: kiq.IterationState | None, job_class: object) -> bool:
+    """Whether a Cancel button makes sense: the job saved an iteration state and is not cancelled yet, or it has
+    saved none yet (its first seconds, or not started) but this process registers its class as an iterable job."""
+    if saved is not None:
+        return not saved.cancelled
+    registered = kiq.registry.find(job_class) if isinstance(job_class, str) else None
+    return isinstance(registered, type) and issubclass(registered, kiq.IterableJob)
 
 
 def cancel_button(view: View, jid: str, back: str) -> Markup:

@@ -187,10 +187,10 @@ def job_page(view: View, kind: SetPage, key: str) -> Page:
     buttons = [view.action(f"{kind.path}/{key}", label, {"op": label}, danger=label != "Retry now")
                for label in kind.actions]  # fmt: skip
     state = iteration_states([entry.jid], view.config).get(entry.jid or "")
-    if state is not None:  # an iterable job that ran: where it stopped; it can be cancelled before it runs again
+    if state is not None:  # an iterable job that ran: where it stopped
         items += iteration.facts(state)
-        if kind.path != "dead" and not state.cancelled:
-            buttons.append(iteration.cancel_button(view, entry.jid or "", f"{kind.path}/{key}"))
+    if kind.path != "dead" and entry.jid and iteration.cancellable(state, entry.item.get("class")):
+        buttons.append(iteration.cancel_button(view, entry.jid, f"{kind.path}/{key}"))  # before it runs again
     actions = el("p", buttons, class_="actions")
     sections = [
         actions,

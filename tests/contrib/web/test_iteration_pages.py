@@ -15,6 +15,7 @@ import redis
 
 import kiq
 from kiq.iteration import state
+from tests.jobs.web import SlowExport
 
 from .http_support import add_process, entry_key, failed, job, parse, post_form, private_config
 
@@ -44,7 +45,7 @@ def test_the_busy_page_shows_the_state_and_cancels(dashboard: Dashboard, r: redi
         page = parse(browser.get("/busy").text)
         jids, iteration = page.column("running", 5), page.column("running", 7)
         shown = dict(zip(jids, iteration, strict=True))
-        assert shown[RUNNING].startswith('run 4 · {"row": 12345, "name": "<b>x</b>"} · 1 h 1 min')
+        assert shown[RUNNING].startswith('run 4 · cursor {"row": 12345, "name": "<b>x</b>"} · ran 1 h 1 min')
         assert shown["plain-job"] == ""
         form = page.form("/cancel", jid=RUNNING, back="busy")
         assert [f for f in page.post_forms() if f.action == "/cancel"] == [form]  # none for the plain job
@@ -72,14 +73,26 @@ def test_job_pages_show_the_state_and_cancel_where_the_job_may_run_again(dashboa
     assert waiting is not None and waiting.cancelled
 
 
+def test_an_iterable_job_that_saved_no_state_yet_can_be_cancelled_by_its_class(
+    dashboard: Dashboard, r: redis.Redis
+) -> None:
+    """No state yet (scheduled; or its first seconds): the Cancel shows when this process registers an IterableJob
+    under its class (tests.jobs.web.SlowExport), not for another class."""
+    r.zadd("schedule", {json.dumps(job("4" * 24, SlowExport.kiq_name)): FUTURE, json.dumps(job("5" * 24)): FUTURE})
+    with httpx.Client(base_url=dashboard()) as browser:
+        iterable = parse(browser.get(f"/scheduled/{entry_key(FUTURE, '4' * 24)}").text)
+        plain = parse(browser.get(f"/scheduled/{entry_key(FUTURE, '5' * 24)}").text)
+    iterable.form("/cancel", jid="4" * 24)
+    assert "Iteration run" not in iterable.text
+    assert not [form for form in plain.post_forms() if form.action == "/cancel"]
+
+
 @pytest.mark.parametrize(
     ("jid", "back", "error"),
     [("", "busy", "not a job id"), ("a b", "busy", "not a job id"), (RUNNING, "https://evil.example", "cannot return"),
      (RUNNING, "queues/default", "cannot return")],
 )  # fmt: skip
-def test_bad_cancel_forms_change_nothing(
-    dashboard: Dashboard, r: redis.Redis, jid: str, back: str, error: str
-) -> None:
+def test_bad_cancel_forms_change_nothing(dashboard: Dashboard, r: redis.Redis, jid: str, back: str, error: str) -> None:
     with httpx.Client(base_url=dashboard()) as browser:
         token = parse(browser.get("/busy").text).csrf()
         answer = post_form(browser, "/cancel", [("csrf", token), ("jid", jid), ("back", back)])
