@@ -26,6 +26,7 @@ RUNNING, WAITING, DEAD = "1" * 24, "2" * 24, "3" * 24
 
 @pytest.fixture
 def e2e_config(one_redis_url: str) -> Iterator[kiq.Config]:
+    """The dashboard's config, on a database of these tests' own (see http_support)."""
     yield from private_config(one_redis_url)
 
 
