@@ -13,7 +13,7 @@ import redis
 
 import kiq
 from kiq.iteration import state
-from tests.jobs.iteration import HOOKS, QUEUE, SEEN, Walk, seen
+from tests.jobs.iteration import HOOKS, QUEUE, SEEN, SlowItems, Walk, seen
 from tests.support import FAST, FAST_RECOVERY, WorkerProcess, make_retries_due, wait_until
 
 pytestmark = pytest.mark.slow
@@ -138,4 +138,22 @@ def test_max_iteration_runtime_re_pushes_without_counting_a_retry(
     assert seen(e2e_config) == dict.fromkeys(range(2000), 1)
     resumes = [hook for hook in r.lrange(HOOKS, 0, -1) if hook.startswith("resume:")]
     assert len(resumes) >= 3  # 2 s of items in runs of 0.3 s
+    nothing_failed(r)
+
+
+def test_a_stop_does_not_wait_for_the_walk_and_logs_the_item_it_cut(
+    e2e_config: kiq.Config, start_worker: StartWorker
+) -> None:
+    r = e2e_config.redis
+    jid = SlowItems.perform_async(5, 30.0)  # each item outlasts the stop timeout many times over
+    assert jid is not None
+    worker = start_worker(*ARGS, "-t", "1", env=ENV)
+    wait_until(lambda: progress(r) >= 1, 60, message="the first item")
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(20) == 0  # well before the item (30 s), let alone the walk, could end
+    assert "in the middle of item 0 (cursor 0): it resumes from its last saved cursor" in worker.output()
+    saved = state.read(r, jid)
+    assert saved is not None and saved.cursor == 0
+    [requeued] = [kiq.loads(raw) for raw in r.lrange(f"queue:{QUEUE}", 0, -1)]
+    assert requeued["jid"] == jid and "retry_count" not in requeued
     nothing_failed(r)
