@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from .cancel import cancel
+from .cancellation import cancel
 from .job import IterableJob
 from .state import IterationState
 
