@@ -13,7 +13,7 @@ import redis
 
 import kiq
 from kiq.iteration import state
-from tests.jobs.iteration import HOOKS, QUEUE, SEEN, SlowItems, Walk, seen
+from tests.jobs.iteration import HOOKS, QUEUE, SEEN, AsyncWalk, SlowItems, Walk, seen
 from tests.support import FAST, FAST_RECOVERY, WorkerProcess, make_retries_due, wait_until
 
 pytestmark = pytest.mark.slow
@@ -156,4 +156,23 @@ def test_a_stop_does_not_wait_for_the_walk_and_logs_the_item_it_cut(
     assert saved is not None and saved.cursor == 0
     [requeued] = [kiq.loads(raw) for raw in r.lrange(f"queue:{QUEUE}", 0, -1)]
     assert requeued["jid"] == jid and "retry_count" not in requeued
+    nothing_failed(r)
+
+
+def test_an_async_walk_on_the_event_loop_is_interrupted_by_term_and_resumes(
+    e2e_config: kiq.Config, start_worker: StartWorker
+) -> None:
+    r = e2e_config.redis
+    jid = AsyncWalk.perform_async(3000, 0.001)
+    assert jid is not None
+    worker = start_worker(*ARGS, env=ENV)
+    wait_until(lambda: progress(r) >= 500, 60, message="progress before TERM")
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(60) == 0
+    saved = state.read(r, jid)
+    assert saved is not None and saved.cursor == progress(r) < 3000
+    worker = start_worker(*ARGS, env=ENV)
+    wait_until(lambda: finished(r, jid), 90, message="the walk's end")
+    worker.stop()
+    assert seen(e2e_config) == dict.fromkeys(range(3000), 1)
     nothing_failed(r)
