@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .cancel import cancel
+from .cancellation import cancel
 from .enumerators import CursorError, csv_rows, items, redis_scan
 from .job import IterableJob
 from .state import IterationState

@@ -72,6 +72,18 @@ class AsyncWalk(kiq.IterableJob):
         _redis().rpush(HOOKS, "complete")
 
 
+class SlowItems(Walk):
+    """``Walk`` whose items take ``pause`` seconds each, slept in short steps (a stop's Shutdown lands between)."""
+
+    kiq_name = "IterationSlowItems"
+
+    def each_iteration(self, item: int, count: int, pause: float = 0.0, fail_at: int = -1) -> None:
+        _redis().hincrby(SEEN, str(item), 1)
+        deadline = time.monotonic() + pause
+        while time.monotonic() < deadline:
+            time.sleep(0.02)
+
+
 def seen(config: kiq.Config) -> dict[int, int]:
     """Item -> times processed."""
     return {int(item): int(times) for item, times in config.redis.hgetall(SEEN).items()}

@@ -36,3 +36,4 @@ def _checked(jid: object) -> str:
 
 
 cancel = Cancel()
+"""Cancel an iterable job by its jid: ``kiq.cancel(jid)``, ``await kiq.cancel.aio(jid)`` (see ``Cancel``)."""
