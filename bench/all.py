@@ -11,7 +11,8 @@ Runs, one after the other, each in its own process (their own private redis-serv
 4. ``plugins``: bench/plugin_overhead.py, what unique, expiry, the limiters and a batch's block add per job;
 5. ``tracking``: bench/tracking_overhead.py on PostgreSQL (in its own schema), tracking's cost on the job thread.
 6. ``profile``: bench/profile.py, where the microseconds go: a single push step by step, and the basic and reliable
-   drains per job (worker CPU, context switches, Redis CPU, the fetch script's time);
+   drains per job (worker CPU, context switches, Redis CPU, the fetch script's time), and what an iterable job adds
+   per item (bench/iteration_cost.py).
 7. ``workflow``: bench/workflow_cost.py, what a workflow step adds to a plain push-and-run, a chord of 1,000 members
    against Celery's chord on the same redis-server, and a 10,000-member fan-out/fan-in timed.
 
@@ -37,7 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import machine, processes, profile, report, workflow_cost
+from bench import iteration_cost, machine, processes, profile, report, workflow_cost
 from bench.redis_server import RedisServer
 from bench.runner import LOAD_SHORT
 from bench.systems import BASELINE, Toolchain
@@ -56,6 +57,7 @@ TRACKING_RATE = 20_000.0
 SINGLE_PUSH_RATIO = 1.5
 OTEL_PUSH_COST = 0.10
 RELIABLE_DRAIN_RATIO = 5.0
+ITERATION_TARGET_US = iteration_cost.TARGET_US  # issue 32
 
 
 # -- running the parts -----------------------------------------------------------------------------------
@@ -391,6 +393,11 @@ def costs(parts: dict[str, Any]) -> list[list[str]]:
             row["what"], f"{row['added_us']:+.1f} µs/job",
             f"bench/activejob_cost.py: {row['us']:.1f} vs {row['plain_us']:.1f} µs a plain job (parse and look up)",
         ])  # fmt: skip
+    for row in parts.get("profile", {}).get("iteration", []):
+        rows.append([
+            row["what"], f"{row['added_us']:+.2f} µs/item",
+            f"bench/iteration_cost.py: {row['us']:.2f} vs {row['plain_us']:.2f} µs a plain loop in perform",
+        ])  # fmt: skip
     tracking_drain, tracking_settled = v(parts, "kiq_tracking", "drain_rate"), v(parts, "kiq_tracking", "settled_rate")
     rows.append([
         "tracking on PostgreSQL", f"{_rate(tracking_settled)} jobs/s settled",
@@ -498,6 +505,13 @@ def targets(parts: dict[str, Any]) -> list[list[str]]:
         f"reliable drain ≥ {RELIABLE_DRAIN_RATIO:g}x Sidekiq",
         f"{_rate(reliable)} / {_rate(sidekiq)} = **{reliable / sidekiq:.2f}x**" if reliable and sidekiq else "-",
         _met(None if not (reliable and sidekiq) else reliable / sidekiq >= RELIABLE_DRAIN_RATIO),
+    ])  # fmt: skip
+    walks = parts.get("profile", {}).get("iteration", [])
+    worst = max((row["added_us"] for row in walks), default=None)
+    rows.append([
+        f"(iterable jobs) per-item cost ≤ {ITERATION_TARGET_US:g} µs over a plain loop, 5 s flush",
+        f"**{worst:+.2f} µs** (the slower enumerator)" if worst is not None else "-",
+        _met(None if worst is None else worst <= ITERATION_TARGET_US),
     ])  # fmt: skip
     io = parts.get("io")
     kiq_io = _result(parts, "kiq_io", "io")

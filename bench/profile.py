@@ -9,7 +9,8 @@ Starts a private ``redis-server`` (as ``python -m bench`` does, on the last CPU,
    the job normalized, checked and encoded (``Client.encode``), the commands built, the write
    (``kiq.redis.run_pipeline``: one round trip), a bare ``PING`` through redis-py for scale — and the whole
    ``perform_async``, without and with the otel plugin (no SDK); then what keyword and typed arguments add per
-   push, per job and to the single push (bench/arguments_cost.py).
+   push, per job and to the single push (bench/arguments_cost.py); what an iterable job adds per item to a plain
+   loop (bench/iteration_cost.py, ten items per ``--pushes``).
 2. **The drain**, basic and reliable: ``--jobs`` no-op jobs pushed, one ``kiq worker -c 10`` started, the clock
    from the first job taken to the empty queue; per job: the worker's user and system CPU and its context switches
    (``/proc``), Redis's CPU (``INFO cpu``), and the reliable fetch script's time in Redis (``INFO commandstats``).
@@ -53,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
             "push": push,
             "arguments": cost_rows("bench.arguments_cost", [server.url, "--count", str(args.pushes)], push_cpus),
             "activejob": cost_rows("bench.activejob_cost", ["--count", str(args.pushes)], push_cpus),
+            "iteration": cost_rows(
+                "bench.iteration_cost", ["--redis-url", server.url, "--items", str(args.pushes * 10)], push_cpus
+            ),
             "drain": {fetch: drain(server.url, fetch, args.jobs) for fetch in ("basic", "reliable")},
         }
     finally:
@@ -117,7 +121,8 @@ print(json.dumps(out))
 
 def cost_rows(module: str, args: list[str], cpus: frozenset[int] | None = None) -> list[dict[str, Any]]:
     """The rows a cost script prints (bench/arguments_cost.py: keyword and typed arguments per push, per job and in
-    a single push; bench/activejob_cost.py: an ActiveJob envelope per job), run in a child process."""
+    a single push; bench/activejob_cost.py: an ActiveJob envelope per job; bench/iteration_cost.py: an iterable
+    job per item), run in a child process."""
     done = subprocess.run(
         [PYTHON, "-m", module, *args],
         env={**os.environ, "KIQ_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT)},
@@ -187,6 +192,10 @@ def markdown(figures: dict[str, Any]) -> str:
     lines += [
         f"| {r['what']} | {r['plain_us']:.1f} | {r['us']:.1f} | {r['added_us']:+.1f} |" for r in figures["arguments"]
     ]
+    iteration = figures.get("iteration", [])
+    if iteration:
+        lines += ["", "| iterable jobs, per item | µs, plain loop | µs | added µs |", "| --- | --- | --- | --- |"]
+        lines += [f"| {r['what']} | {r['plain_us']:.2f} | {r['us']:.2f} | {r['added_us']:+.2f} |" for r in iteration]
     drains = figures["drain"]
     lines += ["", "| a no-op job, per job | " + " | ".join(drains) + " |", "| --- |" + " --- |" * len(drains)]
     for key in next(iter(drains.values())):

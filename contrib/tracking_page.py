@@ -49,6 +49,13 @@ const rows = new Map();
 
 function cell(row, index, text) { row.cells[index].textContent = text == null ? "" : String(text); }
 
+// a running job's latest self.progress(done, total): " 40%" (capped: done may pass an estimated total), or " 400"
+function progressText(progress) {
+  if (!progress) return "";
+  if (!progress.total) return " " + progress.done;
+  return " " + Math.min(100, Math.floor(100 * progress.done / progress.total)) + "%";
+}
+
 function showEvent(event) {
   let row = rows.get(event.job_id);
   if (!row) {
@@ -58,7 +65,8 @@ function showEvent(event) {
     rows.set(event.job_id, row);
   }
   const last = event.messages.length ? event.messages[event.messages.length - 1].text : "";
-  cell(row, 0, event.job_id); cell(row, 1, JSON.stringify(event.params)); cell(row, 2, event.status);
+  cell(row, 0, event.job_id); cell(row, 1, JSON.stringify(event.params));
+  cell(row, 2, event.status + (event.status === "working" ? progressText(event.progress) : ""));
   cell(row, 3, event.attempts); cell(row, 4, last); cell(row, 5, event.last_error);
   row.cells[2].className = event.status;
   row.dataset.status = event.status;

@@ -12,6 +12,7 @@ from .config import Config, configure_client, configure_server, default_config
 from .errors import (
     ArgumentError,
     ConfigError,
+    Interrupted,
     InvalidJobError,
     InvalidPayload,
     JobArgumentError,
@@ -28,6 +29,7 @@ from .errors import (
 from .fetcher import Capsule, Fetcher, QueueOrder, UnitOfWork, pop_script
 from .handoff import BatchFetch, Fetched
 from .hookspecs import hookimpl, hookspec
+from .iteration import IterableJob, IterationState, cancel
 from .job import AsyncJobSetter, Call, Job, JobFunction, JobSetter, job
 from .job_registry import registry
 from .keys import queue_key, queue_name
@@ -53,8 +55,11 @@ __all__ = [
     "ConfigError",
     "Fetched",
     "Fetcher",
+    "Interrupted",
     "InvalidJobError",
     "InvalidPayload",
+    "IterableJob",
+    "IterationState",
     "Job",
     "JobArgumentError",
     "JobFunction",
@@ -74,6 +79,7 @@ __all__ = [
     "UnknownJobError",
     "Wrapper",
     "__version__",
+    "cancel",
     "configure_client",
     "configure_server",
     "default_config",

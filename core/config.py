@@ -60,6 +60,8 @@ class Config:
     queues: Queues
     timeout: float
     job_timeout: float
+    iteration_flush_interval: float
+    max_iteration_runtime: float
     fetch: str
     require: list[str]
     max_retries: int

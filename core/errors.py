@@ -47,6 +47,12 @@ class Shutdown(BaseException):
     """
 
 
+class Interrupted(Shutdown):
+    """An interruptible job (``kiq.IterableJob``) stopped at a safe point (the worker stopping, its runtime limit)
+    after saving its progress: the worker pushes its payload again, without counting a retry, and it resumes. A
+    ``Shutdown``, so every layer that knows a requeued job (batch, tracking) knows it runs again; not a failure."""
+
+
 class NotReplicated(KiqError):
     """A push was written to the Redis master, but fewer replicas than ``push_replicas`` confirmed it within
     ``push_replicas_timeout``: a failover now could lose it. The job is queued; pushing it again may run it twice."""

@@ -43,7 +43,7 @@ hookimpl = pluggy.HookimplMarker("kiq")
 # the hooks whose implementations are isolated from each other (see the module's doc)
 NOTIFICATIONS = frozenset(
     {"kiq_error", "kiq_death", "kiq_startup", "kiq_quiet", "kiq_shutdown", "kiq_heartbeat", "kiq_operation",
-     "kiq_push_bulk", "kiq_job_dropped", "kiq_web_tabs"}
+     "kiq_push_bulk", "kiq_job_dropped", "kiq_web_tabs", "kiq_job_progress"}
 )  # fmt: skip
 
 
@@ -185,3 +185,11 @@ def kiq_job_dropped(job: dict[str, Any], reason: str, config: Config) -> None:
     not run (e.g. the expiry plugin: its deadline passed before it started). Not a failure: no retry, no death hooks,
     and the job is acknowledged. ``reason`` says why, for logs and records (e.g. a tracking status); a plugin may also
     release what the job held (e.g. a unique lock). Called by the plugin that drops the job."""
+
+
+@hookspec
+def kiq_job_progress(job: dict[str, Any], done: float, total: float | None, config: Config) -> None:
+    """A running job reported how far it is (``self.progress(done, total)`` in ``perform`` or an iterable job's
+    ``each_iteration``): ``done`` units of ``total`` (None: not known), both numbers >= 0 as the job gave them
+    (``done`` may pass an estimated ``total``). Called on the job's thread for every report: keep it cheap (e.g.
+    keep the latest value and write it in the background, as the tracking plugin does)."""

@@ -29,6 +29,10 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+def _is_amount(value: Any) -> bool:
+    return (type(value) is int and value >= 0) or (type(value) is float and math.isfinite(value) and value >= 0)
+
+
 def _is_seconds(value: Any) -> bool:
     return (type(value) is int and 0 < value < 2**53) or (type(value) is float and math.isfinite(value) and value > 0)
 
@@ -155,6 +159,8 @@ class Job:
     _kiq_arity: ClassVar[Arity | None] = None  # what a push must give perform (kiq.client checks it)
     _kiq_arguments: ClassVar[ArgumentPlan | None] = None  # its typed parameters (kiq.arguments); None: none
     _kiq_async: ClassVar[bool] = False  # perform is an async def: the worker awaits it on its event loop
+    # stops itself between items when the worker stops or its time limit passes (kiq.server.interruption)
+    _kiq_interruptible: ClassVar[bool] = False
     aio: ClassVar[_AsyncPushes] = _AsyncPushes()
     jobs: ClassVar[_CapturedJobs] = _CapturedJobs()
 
@@ -180,6 +186,23 @@ class Job:
 
     def perform(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"{type(self).__qualname__} must define perform()")
+
+    def progress(self, done: float, total: float | None = None) -> None:
+        """Report how far this job is: ``done`` units of ``total`` (None when not known), e.g. rows written of
+        rows to write. The plugins hear it (``kiq_job_progress``): tracking keeps the latest on the job's event, so
+        a frontend polling the task sees its progress bar move. ``done`` may pass ``total`` when the total was an
+        estimate. Outside a worker (``perform`` called directly) nothing happens. Each call reaches the plugins: in
+        a loop of microsecond items, report every few hundred items."""
+        if not _is_amount(done) or not (total is None or _is_amount(total)):
+            raise ValueError(
+                f"{type(self).__qualname__}.progress(done={done!r:.40}, total={total!r:.40}): done must be a number "
+                ">= 0 and total a number >= 0 or None, e.g. self.progress(rows_written, rows_to_write)"
+            )
+        job = getattr(self, "job", None)
+        if job is None:
+            return
+        config = config_or_default(None)  # in a worker: the worker's own config
+        config.plugins.hook.kiq_job_progress(job=job, done=done, total=total, config=config)
 
     @classmethod
     def _perform_is_async(cls) -> bool:

@@ -75,3 +75,14 @@ def histogram_key(name: str, minute: time.struct_time) -> str:
     zero-padded, minute not): a string of 26 unsigned 16-bit big-endian counters (BITFIELD ``u16 #i``), one per
     bucket of ``HISTOGRAM_BOUNDS_MS``, saturating at 65,535."""
     return f"{name}-{minute.tm_mday:02d}-{minute.tm_hour:02d}:{minute.tm_min}"
+
+
+# -- iterable jobs (Sidekiq 7.3's lib/sidekiq/job/iterable.rb) --------------------------------------------------
+ITERATION_PREFIX = "it-"  # HASH per iterable job: ex, c, rt, cancelled
+ITERATION_TTL = 30 * 24 * 60 * 60  # seconds: the state outlives every retry the default schedule makes
+
+
+def iteration_key(jid: str) -> str:
+    """HASH of an iterable job's state, ``it-<jid>``: ``ex`` (executions), ``c`` (the cursor as JSON), ``rt``
+    (runtime seconds of the finished executions) and ``cancelled`` (epoch seconds, once cancelled)."""
+    return ITERATION_PREFIX + jid

@@ -214,6 +214,12 @@ CORE_SETTINGS = [
     Setting("queues", [("default", 0)], as_queues, "queues to fetch from, 'name' or 'name,weight'"),
     Setting.number("timeout", 25.0, 0, "seconds a stop waits for running jobs before requeueing them"),
     Setting.number("job_timeout", 0.0, 0, "seconds a job may run before kiq.JobTimeout interrupts it; 0: no limit"),
+    Setting.number(
+        "iteration_flush_interval", 5.0, 0, "seconds between the saves of an iterable job's cursor (Sidekiq: 5)"
+    ),
+    Setting.number(
+        "max_iteration_runtime", 0.0, 0, "seconds an iterable job runs before it is re-pushed to resume; 0: no limit"
+    ),
     Setting.text("fetch", "basic", "fetch strategy: basic, a plugin's fetcher (reliable), or module:Class"),
     Setting.names("plugins", [], "plugins to load: entry point names or module[:attr]"),
     Setting.names("require", [], "modules the worker imports to register its jobs"),

@@ -235,3 +235,19 @@ def test_the_cost_of_an_activejob_envelope_is_measured_and_reported() -> None:
     assert rows and all(row["us"] > 0 and row["plain_us"] > 0 for row in rows)
     costs = {row[0]: row[1] for row in everything.costs({"profile": {"activejob": rows}})}
     assert costs[rows[0]["what"]] == f"{rows[0]['added_us']:+.1f} µs/job"
+
+
+def test_the_per_item_cost_of_an_iterable_job_is_measured_and_reported(config: object) -> None:
+    from bench import all as everything
+    from bench import iteration_cost, profile
+
+    rows = iteration_cost.measure(200, repeat=1)  # on the test's Redis
+    assert len(rows) == 2 and all(row["us"] > 0 and row["plain_us"] > 0 for row in rows)
+    costs = {row[0]: row[1] for row in everything.costs({"profile": {"iteration": rows}})}
+    assert costs[rows[0]["what"]] == f"{rows[0]['added_us']:+.2f} µs/item"
+    targets = {row[0]: row[2] for row in everything.targets({"profile": {"iteration": rows}})}
+    worst = max(row["added_us"] for row in rows)
+    verdict = targets["(iterable jobs) per-item cost ≤ 2 µs over a plain loop, 5 s flush"]
+    assert verdict == everything._met(worst <= iteration_cost.TARGET_US)
+    shown = profile.markdown({"push": {}, "arguments": [], "iteration": rows, "drain": {"basic": {"jobs/s": 1.0}}})
+    assert f"| {rows[0]['what']} |" in shown

@@ -22,7 +22,7 @@ import redis
 import kiq
 
 from ..http import Answer, Request
-from . import busy, metrics, overview, queues, sets
+from . import busy, iteration, metrics, overview, queues, sets
 from .html import el
 from .tabs import plugin_tabs, tab_page
 from .view import CSRF_COOKIE, CSRF_FIELD, NotFound, Page, Refused, View, action_name, layout
@@ -130,6 +130,8 @@ class Dashboard:
         match parts:
             case ["busy"]:
                 target = busy.signal(view, single)
+            case ["cancel"]:
+                target = iteration.cancel(view, single)
             case ["queues", *name] if name:
                 target = queues.act_on_queue(view, "/".join(name), single)
             case [kind] if kind in sets.SETS:

@@ -1,10 +1,12 @@
-"""The Busy page: the live processes (quiet and stop buttons) and the jobs running now."""
+"""The Busy page: the live processes (quiet and stop buttons) and the jobs running now (iterable ones with their
+run, cursor and runtime, and a Cancel button)."""
 
 from __future__ import annotations
 
-from kiq.api import ProcessSet, Workers
+from kiq.api import ProcessSet, Workers, iteration_states
 
-from .html import Markup, duration, el, megabytes, number, table, when
+from . import iteration
+from .html import Markup, Node, duration, el, megabytes, number, table, when
 from .view import Page, Refused, View, arguments
 
 SIGNALS = {"quiet": "TSTP", "stop": "TERM"}
@@ -48,28 +50,43 @@ def busy(view: View) -> Page:
         class_="muted",
     )
     columns = ["Process", "Tag", "Labels", "Started", "Busy", "RSS", "Last beat", "Queues", "State", ""]
-    jobs = [
-        [
-            work.process_id,
-            work.thread_id,
-            work.payload.get("wrapped") or work.payload.get("class"),
-            work.queue,
-            arguments(work.args, work.kwargs),
-            work.payload.get("jid"),
-            when(work.run_at),
-        ]
-        for work in Workers(view.config)
-    ]
+    jobs = _running_jobs(view)
     body = Markup(
         summary
         + everyone
         + table(columns, rows, "No live processes.", id="processes")
         + el("h2", "Jobs running now")
         + table(
-            ["Process", "Thread", "Job", "Queue", "Arguments", "JID", "Started"], jobs, "Nothing running.", id="running"
+            ["Process", "Thread", "Job", "Queue", "Arguments", "JID", "Started", "Iteration", ""],
+            jobs,
+            "Nothing running.",
+            id="running",
         )
     )
     return Page("Busy", body, section="busy")
+
+
+def _running_jobs(view: View) -> list[list[Node]]:
+    """The rows of the jobs running now; an iterable job's with its state and a Cancel button."""
+    works = list(Workers(view.config))
+    states = iteration_states((work.payload.get("jid") for work in works), view.config)  # one pipeline
+    jobs: list[list[Node]] = []
+    for work in works:
+        jid = str(work.payload.get("jid") or "")
+        saved = states.get(jid)
+        cancellable = iteration.cancellable(saved, work.payload.get("class"))
+        jobs.append([
+            work.process_id,
+            work.thread_id,
+            work.payload.get("wrapped") or work.payload.get("class"),
+            work.queue,
+            arguments(work.args, work.kwargs),
+            jid,
+            when(work.run_at),
+            iteration.summary(saved, work.run_at) if saved else None,
+            iteration.cancel_button(view, jid, "busy") if cancellable else None,
+        ])  # fmt: skip
+    return jobs
 
 
 def signal(view: View, form: dict[str, str]) -> str:

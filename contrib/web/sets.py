@@ -13,8 +13,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kiq.api import DeadSet, JobSet, RetrySet, ScheduledSet, SortedEntry
+from kiq.api import DeadSet, JobSet, RetrySet, ScheduledSet, SortedEntry, iteration_states
 
+from . import iteration
 from .html import Markup, Node, el, link, number, pager, pretty, table, when
 from .view import NotFound, Page, Refused, View, action_name, arguments, shown, truncated
 
@@ -183,12 +184,14 @@ def job_page(view: View, kind: SetPage, key: str) -> Page:
             ("Retried", when(entry.retried_at)),
             ("Retry count", entry.retry_count),
         ]
-    actions = el(
-        "p",
-        [view.action(f"{kind.path}/{key}", label, {"op": label}, danger=label != "Retry now")
-         for label in kind.actions],
-        class_="actions",
-    )  # fmt: skip
+    buttons = [view.action(f"{kind.path}/{key}", label, {"op": label}, danger=label != "Retry now")
+               for label in kind.actions]  # fmt: skip
+    state = iteration_states([entry.jid], view.config).get(entry.jid or "")
+    if state is not None:  # an iterable job that ran: where it stopped
+        items += iteration.facts(state)
+    if kind.path != "dead" and entry.jid and iteration.cancellable(state, entry.item.get("class")):
+        buttons.append(iteration.cancel_button(view, entry.jid, f"{kind.path}/{key}"))  # before it runs again
+    actions = el("p", buttons, class_="actions")
     sections = [
         actions,
         _failure(kind, entry),

@@ -13,11 +13,13 @@ Every class takes an optional ``Config`` (default: the process-wide one)::
     DeadSet().retry_all()
     ProcessSet().quiet()                               # stop fetching in every live worker
     Metrics().top_jobs(minutes=60).jobs                # per job class: processed, failed, avg_ms, p95_ms
+    iteration_states(work.payload["jid"] for work in Workers())  # iterable jobs' cursor, executions, runtime
 """
 
 from __future__ import annotations
 
 from ..server.scheduled import cleanup_processes
+from .iterations import iteration_states, runtime_so_far
 from .job_sets import DeadSet, JobSet, RetrySet, ScheduledSet, SearchResult, SortedEntry
 from .metrics import (
     HISTOGRAM_BOUNDS_MS,
@@ -56,4 +58,6 @@ __all__ = [
     "Workers",
     "cleanup_processes",
     "display_arguments",
+    "iteration_states",
+    "runtime_so_far",
 ]

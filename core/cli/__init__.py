@@ -1,6 +1,6 @@
 """The ``kiq`` command line: ``kiq worker`` runs jobs (cli.worker); ``kiq embedded`` manages the embedded server; the
-inspection commands come from cli.inspection, ``kiq settings`` from cli.settings_command; installed plugins add
-theirs (the ``kiq_cli`` hook).
+inspection commands come from cli.inspection, ``kiq busy`` and ``kiq cancel`` from cli.iteration, ``kiq settings``
+from cli.settings_command; installed plugins add theirs (the ``kiq_cli`` hook).
 
 Hand-written on argparse (the standard library) on purpose: a CLI framework (click, typer) or a table library
 (rich) would add dependencies to every installation for a few tables and flags.
@@ -20,7 +20,7 @@ from ..errors import KiqError
 from ..plugin_manager import PluginManager, installed_plugins
 from ..redis import EmbeddedRedis
 from ..version import __version__
-from . import inspection, worker
+from . import inspection, iteration, worker
 from .settings_command import add_settings_command, without_password
 
 log = logging.getLogger("kiq")
@@ -46,6 +46,7 @@ def build_parser(plugins: PluginManager | None = None) -> argparse.ArgumentParse
     embedded.add_argument("--stop", action="store_true", help=argparse.SUPPRESS)  # `kiq redis --stop` up to 0.1
     embedded.set_defaults(run=run_embedded)
     inspection.add_commands(commands)
+    iteration.add_commands(commands)
     add_settings_command(commands)
     (plugins or installed_plugin_manager()).hook.kiq_cli(commands=commands)
     return parser

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..arguments import call_perform
 from ..errors import Shutdown
 from ..logging import thread_id
+from . import interruption
 from .loop_watchdog import LoopWatchdog
 from .processor import JobRunner, Slot, begin, resume
 from .time_limit import time_limit, timed_out
@@ -79,7 +80,7 @@ class EventLoop(JobRunner):
                 return False
         with self._lock:
             self._count += 1
-            slot = Slot(f"{self.tid}-{self._count:x}")
+            slot = Slot(f"{self.tid}-{self._count:x}", stopping)
             slot.unit = unit  # visible to a hard shutdown from now on, even before its task starts
             self._slots.add(slot)
         self._loop.call_soon_threadsafe(self._start, slot, job, job_class)
@@ -135,7 +136,7 @@ class EventLoop(JobRunner):
         if call is None:
             return
         instance, args = call
-        limit = time_limit(job, self.default_time_limit)
+        limit = interruption.prepare(instance, slot.stopping, time_limit(job, self.default_time_limit))
         try:
             result = call_perform(instance, args)
             if inspect.isawaitable(result):

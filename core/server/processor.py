@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from ..arguments import call_perform
-from ..errors import InvalidPayload, Shutdown
+from ..errors import Interrupted, InvalidPayload, Shutdown
 from ..job_registry import registry
 from ..logging import JobLogger, thread_id
 from ..payload import LARGE_TEXT, parse_payload, running_summary
-from . import acknowledgement, dead
+from . import acknowledgement, dead, interruption
 from .metrics import Recorder
 from .outcomes import Outcome, OutcomeKeeper, refused
 from .retry import Handled, Held, JobRetry
@@ -109,13 +109,14 @@ JobSteps = Generator[PerformCall, Any, None]
 
 class Slot:
     """One job in flight: its unit of work (requeued by a hard shutdown), its ``<identity>:work`` entry (queue, raw
-    job, run_at) under the key ``tid``, and its acknowledgement. A processor thread has one; the event loop one per
-    running coroutine."""
+    job, run_at) under the key ``tid``, its acknowledgement, and the worker's stopping flag (what an interruptible
+    job checks between items). A processor thread has one; the event loop one per running coroutine."""
 
-    __slots__ = ("acknowledgement", "tid", "unit", "work")
+    __slots__ = ("acknowledgement", "stopping", "tid", "unit", "work")
 
-    def __init__(self, tid: str = "") -> None:
+    def __init__(self, tid: str = "", stopping: threading.Event | None = None) -> None:
         self.tid = tid
+        self.stopping = stopping
         self.unit: UnitOfWork | None = None
         self.work: tuple[str, str, int] | None = None
         self.acknowledgement = acknowledgement.JobAcknowledgement()
@@ -193,6 +194,9 @@ class JobRunner:
             context = {"context": "Job raised exception", "job": job, "queue": queue}
             # a job that failed because Redis is down says so in one line: the outage is logged on its own
             self.config.handle_exception(error, context, traceback=not refused(error))
+        except Interrupted:
+            # an interruptible job stopped at a safe point, its progress saved: pushed again (no retry counted)
+            acknowledge = self._repushed(unit)
         except Shutdown:
             pass  # a hard shutdown requeued this job: not finished, not acknowledged
         except BaseException as exc:
@@ -213,6 +217,20 @@ class JobRunner:
                 self.keeper.hold(Outcome(None, None, unit, _acknowledge_unit), exc)
             else:
                 self.config.handle_exception(exc, {"context": "acknowledge", "jobstr": unit.job})
+
+    def _repushed(self, unit: UnitOfWork) -> Callable[[UnitOfWork], None] | None:
+        """Push an interrupted job again (kiq.server.interruption); its acknowledgement, held while Redis refuses
+        the push; None (not acknowledged: a reliable fetcher gives it back) when the push fails otherwise."""
+        write, command = interruption.repush_write(self.config, unit)
+        try:
+            write()
+        except Exception as exc:
+            if refused(exc):
+                refusal = exc
+                return lambda held: self.keeper.hold(Outcome(write, command, held, _acknowledge_unit), refusal)
+            self.config.handle_exception(exc, {"context": "re-pushing an interrupted job", "jobstr": unit.job})
+            return None
+        return self._acknowledge
 
     def _held(self, held: Held) -> Callable[[UnitOfWork], None]:
         """The acknowledgement of a job whose failure Redis refused to record: its outcome goes to the keeper."""
@@ -260,7 +278,7 @@ class Processor(JobRunner):
         self.stopping = stopping
         self.outage = outage
         self.run_async = run_async
-        self.slot = Slot()
+        self.slot = Slot(stopping=stopping)
         self.thread = threading.Thread(target=self.run, name=name, daemon=True)
 
     @property
@@ -332,6 +350,8 @@ class Processor(JobRunner):
             return  # ended before perform (e.g. a middleware halted the job)
         job = instance.job
         limit = time_limit(job, self.default_time_limit) if self.default_time_limit or "timeout" in job else 0
+        if getattr(type(instance), "_kiq_interruptible", False):  # it keeps its limit itself, between items
+            limit = interruption.prepare(instance, self.stopping, limit)
         try:
             try:
                 result = self._perform_limited(instance, args, limit) if limit else _perform(instance, args)

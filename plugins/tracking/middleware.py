@@ -182,6 +182,11 @@ class TrackingServerMiddleware(ServerMiddleware):
 dropping: ContextVar[tuple[dict[str, Any], list[str]] | None] = ContextVar("kiq_tracking_dropping", default=None)
 
 
+def progress_update(jid: str, done: float, total: float | None) -> Update:
+    """A job's ``self.progress(done, total)``, for its event (no status: it changes none)."""
+    return Update(jid, progress={"done": done, "total": total, "at": time.time()})
+
+
 def dropped_outcome(job: dict[str, Any], reason: str) -> Update:
     """A job dropped without running (e.g. expired): ``failed``, with the reason as its error."""
     return outcome(job, FAILED, run_number(job) * 4 + OUTCOME_PHASE, last_error=f"dropped: {reason}"[:MAX_ERROR])

@@ -54,6 +54,8 @@ class Event(Base):
     last_error: Mapped[str | None] = mapped_column(Text, default=None)
     # the results plugin's record of the value the job returned ({"value": ...} or {"error": ...}), as JSON text
     result: Mapped[str | None] = mapped_column(Text, default=None)
+    # the latest self.progress(done, total) of the job: {"done", "total", "at"}; None until it reports one
+    progress: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), default=None)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
     # orders status writes that may arrive out of order (run number * 4 + phase, see middleware.py)

@@ -18,6 +18,7 @@ from .middleware import (
     dropped_outcome,
     dropping,
     is_tracked,
+    progress_update,
     rows_written_after_bulk,
 )
 from .tracker import Tracker
@@ -86,6 +87,11 @@ class TrackingPlugin:
             running[1].append(reason)
         else:  # dropped by an outer layer, before tracking's own ran
             self.tracker(config).writer.submit(dropped_outcome(job, reason))
+
+    @kiq.hookimpl
+    def kiq_job_progress(self, job: dict[str, Any], done: float, total: float | None, config: kiq.Config) -> None:
+        if is_tracked(job) and isinstance(job.get("jid"), str):  # the writer keeps the latest until it flushes
+            self.tracker(config).writer.submit(progress_update(job["jid"], done, total))
 
     @kiq.hookimpl
     def kiq_startup(self, config: kiq.Config) -> None:

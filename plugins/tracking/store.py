@@ -59,6 +59,7 @@ EVENT_COLUMNS = (
     Event.attempts,
     Event.last_error,
     Event.result,
+    Event.progress,
     Event.created_at,
     Event.updated_at,
     Event.seq,
@@ -67,18 +68,20 @@ EVENT_COLUMNS = (
 
 # Store.apply on PostgreSQL: the whole batch in one statement (one JSON parameter, no per-row binding or
 # statements), with the merge rules of _read_modify_write: the status fields only from a version not older
-# than the stored one; messages appended (the newest MAX_MESSAGES kept); messages of unknown jobs dropped; an
-# update that changes nothing leaves the row (and its seq) alone. attempts 0 means "not given" (runs start at 1).
+# than the stored one; messages appended (the newest MAX_MESSAGES kept); a progress replaces the stored one;
+# messages and progress of unknown jobs dropped; an update that changes nothing leaves the row (and its seq)
+# alone. attempts 0 means "not given" (runs start at 1).
 # PostgreSQL checks NOT NULL before ON CONFLICT, hence the placeholders for messages-only rows. The writer
 # merges updates per job, so no row is proposed twice in one statement (which ON CONFLICT would refuse).
 PG_UPSERT = text(f"""
 INSERT INTO kiq_tracking_events AS e
-    (job_id, task_id, job_class, params, status, version, attempts, last_error, result, messages, created_at,
-    updated_at, seq)
+    (job_id, task_id, job_class, params, status, version, attempts, last_error, result, progress, messages,
+    created_at, updated_at, seq)
 SELECT v.job_id, v.task_id, v.job_class, coalesce(v.params, 'null'), coalesce(v.status, '{ENQUEUED}'), v.version,
-    coalesce(v.attempts, 0), v.last_error, v.result, v.messages, v.at, v.at, :first + v.n
+    coalesce(v.attempts, 0), v.last_error, v.result, v.progress, v.messages, v.at, v.at, :first + v.n
 FROM json_to_recordset(CAST(:batch AS json)) AS v(n bigint, job_id text, task_id text, job_class text, params json,
-    status text, version int, attempts int, last_error text, result text, messages json, at double precision)
+    status text, version int, attempts int, last_error text, result text, progress json, messages json,
+    at double precision)
 WHERE v.status IS NOT NULL OR EXISTS (SELECT FROM kiq_tracking_events x WHERE x.job_id = v.job_id)
 ON CONFLICT (job_id) DO UPDATE SET
     status = CASE WHEN excluded.version >= e.version THEN excluded.status ELSE e.status END,
@@ -88,12 +91,13 @@ ON CONFLICT (job_id) DO UPDATE SET
     last_error = CASE WHEN excluded.version >= e.version
         THEN coalesce(excluded.last_error, e.last_error) ELSE e.last_error END,
     result = CASE WHEN excluded.version >= e.version THEN coalesce(excluded.result, e.result) ELSE e.result END,
+    progress = coalesce(excluded.progress, e.progress),
     messages = CASE WHEN json_array_length(excluded.messages) = 0 THEN e.messages
         ELSE jsonb_path_query_array(coalesce(e.messages::jsonb, '[]') || excluded.messages::jsonb,
                                     '$[last - {MAX_MESSAGES - 1} to last]')::json END,
     updated_at = excluded.updated_at,
     seq = excluded.seq
-WHERE excluded.version >= e.version OR json_array_length(excluded.messages) > 0
+WHERE excluded.version >= e.version OR json_array_length(excluded.messages) > 0 OR excluded.progress IS NOT NULL
 """)
 
 
@@ -113,6 +117,7 @@ def _batch_json(updates: Sequence[Update]) -> str | None:
                     "attempts": u.attempts,
                     "last_error": u.last_error,
                     "result": u.result,
+                    "progress": u.progress,
                     "messages": u.messages[-MAX_MESSAGES:],
                     "at": u.at,
                 }
@@ -404,6 +409,7 @@ def _read_modify_write(conn: Connection, updates: Sequence[Update], first: int) 
                 Event.attempts,
                 Event.last_error,
                 Event.result,
+                Event.progress,
                 Event.messages,
             ).where(Event.job_id.in_(ids))
         )
@@ -415,7 +421,7 @@ def _read_modify_write(conn: Connection, updates: Sequence[Update], first: int) 
         row = stored.get(u.job_id)
         if row is None:
             if u.status is None:
-                continue  # a message for a job nobody tracks
+                continue  # a message or progress for a job nobody tracks
             inserts.append(
                 {
                     "job_id": u.job_id,
@@ -427,6 +433,7 @@ def _read_modify_write(conn: Connection, updates: Sequence[Update], first: int) 
                     "attempts": u.attempts or 0,
                     "last_error": u.last_error,
                     "result": u.result,
+                    "progress": u.progress,
                     "messages": messages,
                     "created_at": u.at,
                     "updated_at": u.at,
@@ -435,7 +442,7 @@ def _read_modify_write(conn: Connection, updates: Sequence[Update], first: int) 
             )
             continue
         fresh = u.status is not None and u.version >= row.version
-        if not fresh and not messages:
+        if not fresh and not messages and u.progress is None:
             continue  # an older status (e.g. arriving late after an outage): nothing changes
         changes.append(
             {
@@ -445,6 +452,7 @@ def _read_modify_write(conn: Connection, updates: Sequence[Update], first: int) 
                 "attempts": u.attempts if fresh and u.attempts is not None else row.attempts,
                 "last_error": u.last_error if fresh and u.last_error is not None else row.last_error,
                 "result": u.result if fresh and u.result is not None else row.result,
+                "progress": row.progress if u.progress is None else u.progress,
                 "messages": (list(row.messages or []) + messages)[-MAX_MESSAGES:],
                 "updated_at": u.at,
                 "seq": seq,
@@ -474,6 +482,7 @@ def _event_json(row: Any) -> dict[str, Any]:
         "attempts": row.attempts,
         "last_error": row.last_error,
         "result": _result(row.result),
+        "progress": row.progress,
         "created_at": row.created_at,
         "updated_at": row.updated_at,
         "seq": row.seq,

@@ -36,7 +36,7 @@ Callback = Callable[[], None]
 
 @dataclass(slots=True)
 class Update:
-    """What is known about one job since the last flush. ``status`` None: messages only."""
+    """What is known about one job since the last flush. ``status`` None: messages and progress only."""
 
     job_id: str
     task_id: str | None = None
@@ -51,6 +51,7 @@ class Update:
     # run once by the writer thread when this update is committed or given up for good (see the module doc)
     callbacks: list[Callback] = field(default_factory=list)
     result: str | None = None  # the results plugin's record of the value returned, with a finished status
+    progress: dict[str, Any] | None = None  # the job's latest self.progress(): {"done", "total", "at"}
 
     def absorb(self, newer: Update) -> None:
         """Become this update followed by ``newer`` (which arrived later); in place, as it runs on job threads."""
@@ -58,6 +59,8 @@ class Update:
             self.messages.extend(newer.messages)
         if newer.callbacks:
             self.callbacks.extend(newer.callbacks)
+        if newer.progress is not None:
+            self.progress = newer.progress
         self.at = newer.at
         if newer.task_id is not None:
             self.task_id, self.job_class, self.params = newer.task_id, newer.job_class, newer.params

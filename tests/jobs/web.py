@@ -48,3 +48,23 @@ class Brittle(kiq.Job):
 
     def perform(self, label: str) -> None:
         raise ValueError(f"{label}: the warehouse said no")
+
+
+CANCELLED_KEY = "web-test:cancelled"  # the jids of the SlowExport jobs whose on_cancel ran
+
+
+class SlowExport(kiq.IterableJob):
+    """An iterable job that walks ``count`` items slowly (it shows on the Busy page with its cursor), saving its state
+    every 0.2 s, so a Cancel is seen at once."""
+
+    kiq_name = "SlowExport"
+    iteration_flush_interval = 0.2
+
+    def build_enumerator(self, count: int, *, cursor: int | None) -> object:  # type: ignore[override]  # its own args
+        return kiq.iteration.items(range(count), cursor)
+
+    def each_iteration(self, item: int, count: int) -> None:
+        time.sleep(0.02)
+
+    def on_cancel(self) -> None:
+        kiq.default_config().redis.rpush(CANCELLED_KEY, self.jid)

@@ -25,6 +25,7 @@ import redis
 
 import kiq
 from kiq.contrib.web import Request
+from kiq.iteration import state as iteration_state
 
 from .http_support import (
     ESCAPED_SCRIPT,
@@ -56,6 +57,7 @@ SCHEDULED = [(FUTURE + 100.25, "sched-1"), (FUTURE + 200.25, "sched-2")]
 DEAD = [(PAST + 1.5, "dead-1"), (PAST + 2.5, "dead-2")]
 RETRY_KEY, SCHEDULED_KEY, DEAD_KEY = (entry_key(*entries[0]) for entries in (RETRIES, SCHEDULED, DEAD))
 EVIL_ORIGINS = ("http://evil.example", "null")
+RUNNING_ITERABLE = "iter-1"
 
 
 @pytest.fixture
@@ -73,9 +75,11 @@ def r(e2e_config: kiq.Config) -> redis.Redis:
     for name, entries in (("retry", RETRIES), ("schedule", SCHEDULED), ("dead", DEAD)):
         make = job if name == "schedule" else failed
         connection.zadd(name, {json.dumps(make(jid)): score for score, jid in entries})
-    add_process(connection, IDENTITY)
+    add_process(connection, IDENTITY, work={"1": job(RUNNING_ITERABLE)})
     add_process(connection, OTHER)
     add_metrics(connection, "Greet")
+    for jid in (RUNNING_ITERABLE, "retry-1"):  # an iterable job running, and one waiting for its retry
+        iteration_state.flush(connection, jid, 2, {"row": 400}, 12.5)
     return connection
 
 
@@ -119,6 +123,15 @@ def queue_cleared(r: redis.Redis) -> None:
 
 def queue_job_deleted(r: redis.Redis) -> None:
     assert queued_jids(r, "alpha") == ["alpha-3", "alpha-1"]
+
+
+def cancelled(jid: str) -> Callable[[redis.Redis], None]:
+    def check(r: redis.Redis) -> None:
+        state = iteration_state.read(r, jid)
+        assert state is not None and state.cancelled and state.executions == 2  # marked; the job's own state kept
+        assert set_jids(r, "retry") == ["retry-1", "retry-2"]  # nothing else moved
+
+    return check
 
 
 def signalled(name: str, *identities: str) -> Callable[[redis.Redis], None]:
@@ -181,6 +194,10 @@ ACTIONS = [
            signalled("TSTP", IDENTITY, OTHER)),
     Action("busy-stop-all", "busy", "busy", {"identity": "", "signal": "stop"}, (),
            signalled("TERM", IDENTITY, OTHER)),
+    Action("busy-cancel", "busy", "cancel", {"jid": RUNNING_ITERABLE, "back": "busy"}, (),
+           cancelled(RUNNING_ITERABLE)),
+    Action("retry-page-cancel", f"retries/{RETRY_KEY}", "cancel", {"jid": "retry-1", "back": f"retries/{RETRY_KEY}"},
+           (), cancelled("retry-1")),
 ]  # fmt: skip
 BY_ID = {action.id: action for action in ACTIONS}
 

@@ -1,0 +1,194 @@
+"""An iterable job's state in Redis: the hash ``it-<jid>``, field for field as Sidekiq writes it.
+
+Sidekiq 7.3+ (lib/sidekiq/job/iterable.rb: ``flush_state``, ``fetch_previous_iteration_state``, ``cancel!``,
+``cleanup``) keeps, per job id:
+
+- ``ex``: how many times the job started (executions), an integer;
+- ``c``: the cursor of the last item handed out, as compact JSON (``null`` before the first item);
+- ``rt``: seconds the finished executions ran (an integer ``0`` until one finished, then a float, as Ruby prints it);
+- ``cancelled``: epoch seconds (an integer) when someone cancelled the job; set once (``HSETNX``), never cleared.
+
+A flush is one ``MULTI``: ``HSET`` the three fields, ``EXPIRE it-<jid> 2592000 NX`` (the 30 days start at the first
+write and are not pushed back by later ones, as Sidekiq 8 does it) and ``HGET cancelled``, so every flush also tells
+whether the job was cancelled meanwhile. Redis 6.2 (the embedded server) has no ``EXPIRE ... NX``: there the TTL is
+set by a plain ``EXPIRE``, as Sidekiq 7.3 does it (its TODO awaits Redis 7); the server's version is asked once per
+client. Completion ``UNLINK``s the hash. Each write has a sync and an asyncio form:
+the commands are queued by one function, the round trip is the only difference.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+from weakref import WeakKeyDictionary
+
+from ..keys import ITERATION_TTL, iteration_key
+
+if TYPE_CHECKING:
+    import redis
+    import redis.asyncio as redis_async
+    from redis.asyncio.client import Pipeline as AsyncPipeline
+    from redis.client import Pipeline
+
+EXECUTIONS = "ex"
+CURSOR = "c"
+RUNTIME = "rt"
+CANCELLED = "cancelled"
+
+_Number = TypeVar("_Number", int, float)
+
+# per Redis client: does its server take EXPIRE's NX flag (Redis >= 7.0)?
+_expire_nx: WeakKeyDictionary[object, bool] = WeakKeyDictionary()
+
+
+def _takes_nx(info: dict[str, Any]) -> bool:
+    version = str(info.get("redis_version", "0"))
+    return int(version.split(".")[0] or 0) >= 7
+
+
+def expire_nx(redis: redis.Redis) -> bool:
+    known = _expire_nx.get(redis)
+    if known is None:
+        known = _expire_nx[redis] = _takes_nx(redis.info("server"))
+    return known
+
+
+async def aexpire_nx(redis: redis_async.Redis) -> bool:
+    known = _expire_nx.get(redis)
+    if known is None:
+        known = _expire_nx[redis] = _takes_nx(await redis.info("server"))
+    return known
+
+
+@dataclass(frozen=True, slots=True)
+class IterationState:
+    """What ``it-<jid>`` says about a running (or interrupted) iterable job."""
+
+    jid: str
+    executions: int  # times the job started; 1 during its first run
+    cursor: Any  # the JSON cursor of the last item handed out (None before the first)
+    runtime: float  # seconds its finished executions ran (the running one not included)
+    cancelled_at: int | None  # epoch seconds of the cancellation, None when not cancelled
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancelled_at is not None
+
+
+def encode_cursor(cursor: Any) -> str:
+    """The cursor as Sidekiq's ``dump_json`` writes it (compact, UTF-8 as is); a cursor that is not JSON-native
+    is refused with a clear error before anything is written."""
+    try:
+        return json.dumps(cursor, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"an iteration cursor must be JSON-native (None, bool, int, float, str, list, dict with str keys), "
+            f"got {cursor!r:.100}: {exc}; yield (item, cursor) with a cursor such as an id, an offset or a list of them"
+        ) from None
+
+
+def ruby_number(value: int | float) -> str:
+    """A number as Ruby's ``to_s`` prints it (how redis-client sends it): ``0``, ``12.5``, ``1.0e-05``."""
+    if isinstance(value, int) or not math.isfinite(value):
+        return str(value)
+    text = repr(value)
+    mantissa, e, exponent = text.partition("e")
+    if e and "." not in mantissa:
+        return f"{mantissa}.0e{exponent}"
+    return text
+
+
+def parse(jid: str, fields: dict[str, str]) -> IterationState | None:
+    """The state held in the hash's ``fields`` (None when the hash does not exist)."""
+    if not fields:
+        return None
+    raw_cursor = fields.get(CURSOR)
+    try:
+        cursor = None if raw_cursor is None else json.loads(raw_cursor)
+    except ValueError as exc:
+        raise ValueError(
+            f"{iteration_key(jid)} holds a cursor that is not JSON ({raw_cursor!r:.100}: {exc}); delete the hash "
+            "to restart the job from the beginning, or write a valid cursor"
+        ) from None
+    return IterationState(
+        jid=jid,
+        executions=_number(fields.get(EXECUTIONS), int),
+        cursor=cursor,
+        runtime=_number(fields.get(RUNTIME), float),
+        cancelled_at=None if fields.get(CANCELLED) is None else _number(fields[CANCELLED], int),
+    )
+
+
+def _number(text: str | None, kind: type[_Number]) -> _Number:
+    """Ruby's lenient ``to_i``/``to_f`` of a field: what is not a number reads as 0, as Sidekiq reads it."""
+    try:
+        return kind(float(text)) if text is not None else kind(0)
+    except (ValueError, OverflowError):
+        return kind(0)
+
+
+def read(redis: redis.Redis, jid: str) -> IterationState | None:
+    """The state of the iterable job ``jid``, or None when it has none (never ran, completed, or expired)."""
+    return parse(jid, cast("dict[str, str]", redis.hgetall(iteration_key(jid))))  # kiq's clients decode
+
+
+async def aread(redis: redis_async.Redis, jid: str) -> IterationState | None:
+    return parse(jid, cast("dict[str, str]", await redis.hgetall(iteration_key(jid))))
+
+
+def _queue_flush(pipe: Pipeline | AsyncPipeline, jid: str, progress: tuple[int, Any, float], nx: bool) -> None:
+    key = iteration_key(jid)
+    executions, cursor, runtime = progress
+    fields = {EXECUTIONS: str(executions), CURSOR: encode_cursor(cursor), RUNTIME: ruby_number(runtime)}
+    pipe.hset(key, mapping=fields)  # type: ignore[arg-type]  # redis-py types the mapping's values too narrowly
+    pipe.expire(key, ITERATION_TTL, nx=nx)
+    pipe.hget(key, CANCELLED)
+
+
+def flush(redis: redis.Redis, jid: str, executions: int, cursor: Any, runtime: float) -> bool:
+    """Write the job's progress; True when the job was cancelled meanwhile."""
+    nx = expire_nx(redis)
+    with redis.pipeline(transaction=True) as pipe:
+        _queue_flush(pipe, jid, (executions, cursor, runtime), nx)
+        return pipe.execute()[-1] is not None
+
+
+async def aflush(redis: redis_async.Redis, jid: str, executions: int, cursor: Any, runtime: float) -> bool:
+    nx = await aexpire_nx(redis)
+    async with redis.pipeline(transaction=True) as pipe:
+        _queue_flush(pipe, jid, (executions, cursor, runtime), nx)
+        return (await pipe.execute())[-1] is not None
+
+
+def _queue_cancel(pipe: Pipeline | AsyncPipeline, jid: str, nx: bool) -> None:
+    key = iteration_key(jid)
+    pipe.hsetnx(key, CANCELLED, str(int(time.time())))
+    pipe.hget(key, CANCELLED)
+    pipe.expire(key, ITERATION_TTL, nx=nx)  # a job not started yet keeps the mark as long as a started one
+
+
+def cancel(redis: redis.Redis, jid: str) -> int:
+    """Mark ``jid`` cancelled (a second call keeps the first time); returns the epoch seconds of the cancellation."""
+    nx = expire_nx(redis)
+    with redis.pipeline(transaction=True) as pipe:
+        _queue_cancel(pipe, jid, nx)
+        return _number(pipe.execute()[1], int)
+
+
+async def acancel(redis: redis_async.Redis, jid: str) -> int:
+    nx = await aexpire_nx(redis)
+    async with redis.pipeline(transaction=True) as pipe:
+        _queue_cancel(pipe, jid, nx)
+        return _number((await pipe.execute())[1], int)
+
+
+def clear(redis: redis.Redis, jid: str) -> None:
+    """The job completed (or was cancelled): its state goes."""
+    redis.unlink(iteration_key(jid))
+
+
+async def aclear(redis: redis_async.Redis, jid: str) -> None:
+    await redis.unlink(iteration_key(jid))
