@@ -55,7 +55,7 @@ def serve(config: Config, parent: int | None = None, index: int | None = None) -
                 log.error("the stop did not end within timeout + %.1f s (a shutdown hook or Redis hanging?): "
                           "exiting anyway; thread dump follows", EXIT_GRACE)  # fmt: skip
                 launcher.thread_dump()
-                return OVERRAN
+                return launcher.exit_code or OVERRAN  # 3 still says that held job outcomes were given up
             if parent is not None and os.getppid() != parent and not launcher.stopping:
                 log.warning("the swarm's parent %d is gone: stopping", parent)
                 launcher.handle_signal("TERM")
