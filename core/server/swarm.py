@@ -47,6 +47,7 @@ def serve(config: Config, parent: int | None = None, index: int | None = None) -
         launcher = Launcher(config, signal_sink=signals.send, swarm=None if parent is None else (parent, index))
         launcher.announce()
         launcher.run()
+        overran = False
         while not launcher.done.is_set():
             for name in signals.wait(timeout=0.2 if not launcher.stopping else STOP_POLL):
                 log.info("got %s", name)
@@ -55,11 +56,13 @@ def serve(config: Config, parent: int | None = None, index: int | None = None) -
                 log.error("the stop did not end within timeout + %.1f s (a shutdown hook or Redis hanging?): "
                           "exiting anyway; thread dump follows", EXIT_GRACE)  # fmt: skip
                 launcher.thread_dump()
-                return launcher.exit_code or OVERRAN  # 3 still says that held job outcomes were given up
+                overran = True
+                break
             if parent is not None and os.getppid() != parent and not launcher.stopping:
                 log.warning("the swarm's parent %d is gone: stopping", parent)
                 launcher.handle_signal("TERM")
-        return launcher.exit_code
+        # an overrun exits with 1, or 3 when held job outcomes were given up (that says more)
+        return (launcher.exit_code or OVERRAN) if overran else launcher.exit_code
 
 
 @dataclass
