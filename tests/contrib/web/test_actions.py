@@ -1,6 +1,7 @@
 """What a user clicks on the dashboard, in headless Chromium, against a real worker: retry a dead job (the worker
-runs it), delete one, act on a selection, clear a queue after the confirmation, pause a queue (the worker leaves it) and unpause it, quiet a worker from the Busy page;
-a job whose arguments hold markup renders inert; read-only mode shows no button."""
+runs it), delete one, act on a selection, clear a queue after the confirmation, pause a queue (the worker leaves
+it) and unpause it, quiet a worker from the Busy page; a job whose arguments hold markup renders inert; read-only
+mode shows no button."""
 
 from __future__ import annotations
 
