@@ -6,6 +6,7 @@ Everything an application or a plugin uses is here; the modules below are organi
 
 from __future__ import annotations
 
+from .api.queue import Queue  # Sidekiq::Queue's place: kiq.Queue(name).pause()
 from .async_client import AsyncClient
 from .client import Client
 from .config import Config, configure_client, configure_server, default_config
@@ -69,6 +70,7 @@ __all__ = [
     "NotReplicated",
     "PayloadTooLarge",
     "PushBufferFull",
+    "Queue",
     "QueueOrder",
     "RegistryError",
     "ServerMiddleware",

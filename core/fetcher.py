@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from .keys import queue_key
+from .paused_queues import PausedQueues, paused_queues
 from .settings import Queues
 
 if TYPE_CHECKING:
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
 # seconds a fetch blocks at most: bounds how long a processor takes to notice a quiet or stop (the default of
 # kiq.BatchFetch.block_seconds, which a fetcher class or a single fetcher may set lower)
 TIMEOUT = 2
+# seconds one blocking fetch waits at most: a thread blocked on a queue that was paused meanwhile (or not on one
+# unpaused) stops (starts) taking from it within this plus the paused set's refresh (kiq.paused_queues)
+MAX_BLOCK = 0.5
 MIN_BLOCK = 0.01  # Redis's blocking commands have millisecond resolution; shorter waits are not worth a call
 
 
@@ -50,6 +54,10 @@ class Capsule:
     def weights(self) -> dict[str, int]:
         """Queue name → weight, as Sidekiq reports a capsule's weights in the process info."""
         return dict(self.queues)
+
+    def queue_order(self) -> QueueOrder:
+        """The capsule's queue order, leaving out the paused queues: what a fetcher fetches from."""
+        return QueueOrder(self.queues, self.mode, paused_queues(self.config.redis))
 
 
 class UnitOfWork(Protocol):
@@ -86,19 +94,31 @@ class Fetcher(Protocol):
 
 class QueueOrder:
     """The queue keys to fetch from, in Sidekiq's modes: strict (in the given order), random, or weighted (a
-    queue of weight ``w`` comes first in ``w`` out of ``sum(weights)`` fetches, on average); one order per fetch."""
+    queue of weight ``w`` comes first in ``w`` out of ``sum(weights)`` fetches, on average); one order per fetch.
+    With a ``paused`` view, the paused queues are left out (the others keep their order and weights); every
+    queue may be paused, and then there are no keys."""
 
-    def __init__(self, queues: Queues, mode: str) -> None:
+    def __init__(self, queues: Queues, mode: str, paused: PausedQueues | None = None) -> None:
         self.strict = mode == "strict"
         # as Sidekiq: each queue listed max(weight, 1) times; a shuffle + dedupe per fetch gives the weighting
         self._keys = [queue_key(name) for name, weight in queues for _ in range(max(weight, 1))]
-        self.distinct = list(dict.fromkeys(self._keys))
+        self._distinct = list(dict.fromkeys(self._keys))
+        self.paused = paused
+
+    @property
+    def distinct(self) -> list[str]:
+        """Every queue's key once, in the given order, but the paused ones."""
+        return self._unpaused(self._distinct)
 
     def keys(self) -> list[str]:
         """The keys for the next fetch, in priority order."""
         if self.strict:
             return self.distinct
-        return list(dict.fromkeys(random.sample(self._keys, len(self._keys))))
+        return self._unpaused(list(dict.fromkeys(random.sample(self._keys, len(self._keys)))))
+
+    def _unpaused(self, keys: list[str]) -> list[str]:
+        paused = self.paused.keys() if self.paused is not None else None
+        return [key for key in keys if key not in paused] if paused else keys
 
 
 def pop_script(first_queue_key: int = 1, into: int | None = None, before: str = "") -> str:

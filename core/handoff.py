@@ -12,7 +12,7 @@ from collections import deque
 from queue import Empty, SimpleQueue
 from typing import Any
 
-from .fetcher import MIN_BLOCK, TIMEOUT
+from .fetcher import MAX_BLOCK, MIN_BLOCK, TIMEOUT
 from .redis import DedicatedConnection
 
 Fetched = tuple[str, str]  # (queue name without the prefix, raw job)
@@ -123,7 +123,9 @@ class BatchFetch:
             with self._lock:
                 wanted = len(self._sleepers) + self._woken + 1 - len(self._ready)
             try:
-                jobs = self._fetch(wanted, deadline - time.monotonic()) if wanted > 0 else []
+                # at most MAX_BLOCK per call: the next one builds its queue list again (a queue paused or unpaused)
+                block = min(deadline - time.monotonic(), MAX_BLOCK)
+                jobs = self._fetch(wanted, block) if wanted > 0 else []
             except BaseException:
                 with self._lock:
                     self._end_lead()  # the lead passes on; the error reaches this thread's processor

@@ -11,6 +11,8 @@ RETRY = "retry"  # ZSET, score = when the failed job runs again
 DEAD = "dead"  # ZSET, score = when the job died
 PROCESSES = "processes"  # SET of live worker identities (host:pid:hex)
 PROCESS_CLEANUP = "process_cleanup"  # NX lock: one process prunes dead identities per minute
+# SET of paused queue names (kiq's own key: Sidekiq Pro's pause is not documented, so no format is shared with it)
+PAUSED = "kiq:paused"
 
 PROCESS_TTL = 60  # seconds a process hash (and its work hash) outlives its last heartbeat
 SIGNALS_TTL = 60  # seconds a remote signal waits for the process's next heartbeat

@@ -212,7 +212,13 @@ CORE_SETTINGS = [
     Setting("processes", 1, as_processes, "worker processes kiq worker forks (a swarm); 0 or auto: one per core"),
     Setting.integer("max_memory_mb", 0, 0, "a swarm child using more memory is stopped and replaced; 0: no limit"),
     Setting("queues", [("default", 0)], as_queues, "queues to fetch from, 'name' or 'name,weight'"),
-    Setting.number("timeout", 25.0, 0, "seconds a stop waits for running jobs before requeueing them"),
+    Setting.number(
+        "timeout",
+        25.0,
+        0,
+        "seconds a stop waits for running jobs before requeueing them; the process exits within this + 2 s "
+        "(the default fits Kubernetes' 30 s terminationGracePeriodSeconds)",
+    ),
     Setting.number("job_timeout", 0.0, 0, "seconds a job may run before kiq.JobTimeout interrupts it; 0: no limit"),
     Setting.number(
         "iteration_flush_interval", 5.0, 0, "seconds between the saves of an iterable job's cursor (Sidekiq: 5)"

@@ -1,4 +1,5 @@
-"""The Queues page (size, latency, clear) and one queue's jobs, paged with ``LRANGE`` (delete one)."""
+"""The Queues page (size, latency, paused; pause, unpause, clear) and one queue's jobs, paged with ``LRANGE``
+(delete one)."""
 
 from __future__ import annotations
 
@@ -15,15 +16,31 @@ DELETE_WINDOW = 100
 def queues(view: View) -> Page:
     rows = []
     for queue in Queue.all(view.config):
+        paused = queue.paused
         rows.append([
             link(queue.name, view.url(f"queues/{queue.name}")),
             number(queue.size),
             duration(queue.latency),
-            view.action(f"queues/{queue.name}", "Clear", {"op": "clear"},
-                        confirm=f"Delete every job in {queue.name}?", danger=True),
+            _pause_state(paused),
+            Markup(
+                _pause_button(view, queue.name, paused)
+                + view.action(f"queues/{queue.name}", "Clear", {"op": "clear"},
+                              confirm=f"Delete every job in {queue.name}?", danger=True)
+            ),
         ])  # fmt: skip
-    body = table(["Queue", "Size", "Latency", ""], rows, "No queues.", id="queues")
+    body = table(["Queue", "Size", "Latency", "State", ""], rows, "No queues.", id="queues")
     return Page("Queues", body, section="queues")
+
+
+def _pause_state(paused: bool) -> Markup:
+    return el("span", "paused", class_="badge") if paused else Markup("running")
+
+
+def _pause_button(view: View, name: str, paused: bool) -> Markup:
+    """Unpause a paused queue, or pause one (the workers leave it alone within a second; pushes go on)."""
+    if paused:
+        return view.action(f"queues/{name}", "Unpause", {"op": "unpause"})
+    return view.action(f"queues/{name}", "Pause", {"op": "pause"}, confirm=f"Stop the workers taking jobs from {name}?")
 
 
 def queue_page(view: View, name: str) -> Page:
@@ -43,9 +60,13 @@ def queue_page(view: View, name: str) -> Page:
         ])  # fmt: skip
     if not rows and size == 0 and page == 1 and name not in {q.name for q in Queue.all(view.config)}:
         raise NotFound(f"no queue {name!r}")
+    paused = queue.paused
     head = el(
         "p",
         f"{number(size)} jobs, newest first; latency {duration(queue.latency)}. ",
+        _pause_state(paused),
+        " ",
+        _pause_button(view, name, paused),
         view.action(f"queues/{name}", "Clear", {"op": "clear"}, confirm=f"Delete every job in {name}?", danger=True),
         class_="muted",
     )
@@ -63,13 +84,19 @@ def act_on_queue(view: View, name: str, form: dict[str, str]) -> str:
     if op == "clear":
         queue.clear()
         return "queues"
+    if op == "pause":
+        queue.pause()
+        return "queues"
+    if op == "unpause":
+        queue.unpause()
+        return "queues"
     if op == "delete":
         record = _find(queue, form.get("jid", ""), form.get("index", ""))
         if record is None:
             raise NotFound("that job is no longer in the queue")
         record.delete()
         return f"queues/{name}"
-    raise Refused("op must be clear or delete")
+    raise Refused("op must be clear, delete, pause or unpause")
 
 
 def _find(queue: Queue, jid: str, index: str) -> JobRecord | None:

@@ -1,4 +1,4 @@
-"""A queue (``queue:<name>`` list) as Sidekiq's API sees it: size, latency, its jobs, clear."""
+"""A queue (``queue:<name>`` list) as Sidekiq's API sees it: size, latency, its jobs, clear; and pause."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ..client import forget_listed
 from ..config import config_or_default
 from ..keys import QUEUES, queue_key
+from ..paused_queues import is_paused, pause, unpause
 from .records import PAGE_SIZE, JobRecord, latency
 
 if TYPE_CHECKING:
@@ -65,6 +66,20 @@ class Queue:
             return []
         entries = self.config.redis.lrange(self.key, start, start + count - 1)
         return [JobRecord(str(entry), self.name, self.config) for entry in entries]
+
+    @property
+    def paused(self) -> bool:
+        """Whether the workers leave this queue alone for now (``pause()``)."""
+        return is_paused(self.config.redis, self.name)
+
+    def pause(self) -> bool:
+        """Stop every worker taking jobs from this queue, within a second; pushes go on and the jobs wait.
+        True if it was not paused yet. The jobs already taken run to their end."""
+        return pause(self.config.redis, self.name)
+
+    def unpause(self) -> bool:
+        """Let the workers take jobs from this queue again, within a second; True if it was paused."""
+        return unpause(self.config.redis, self.name)
 
     def find_job(self, jid: str) -> JobRecord | None:
         """The job with this jid (a linear scan, as in Sidekiq), or None."""

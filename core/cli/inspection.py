@@ -17,6 +17,7 @@ import redis
 from ..api import DeadSet, JobRecord, JobSet, Process, ProcessSet, Queue, RetrySet, ScheduledSet, SortedEntry, Stats
 from ..config import Config
 from ..errors import KiqError
+from ..paused_queues import paused_names
 from ..payload import printable
 from ..settings import did_you_mean
 from .output import ago, duration, inspected_config, inspection_options, print_json, print_table, report, short, when
@@ -40,11 +41,13 @@ def add_commands(commands: argparse._SubParsersAction[Any]) -> None:
     queues = commands.add_parser(
         "queues",
         parents=[common, limit],
-        help="queues with their size and latency; a queue's jobs; clear a queue",
-        description="Without NAME: every queue with its size and latency. With NAME: the queue's jobs, newest first "
-        "(the oldest runs next).",
+        help="queues with their size, latency and pause; a queue's jobs; clear, pause or unpause a queue",
+        description="Without NAME: every queue with its size, latency and whether it is paused. With NAME: the "
+        "queue's jobs, newest first (the oldest runs next). 'pause NAME' / 'unpause NAME': every worker stops / "
+        "starts again taking jobs from the queue within a second (pushes go on).",
     )
-    queues.add_argument("name", nargs="?", metavar="NAME", help="list the jobs of this queue")
+    queues.add_argument("name", nargs="?", metavar="NAME", help="list the jobs of this queue; or pause, unpause")
+    queues.add_argument("target", nargs="?", metavar="QUEUE", help="after pause or unpause: the queue")
     queues.add_argument("--clear", metavar="NAME", help="delete every job in the queue NAME (asks on a terminal)")
     queues.add_argument("-y", "--yes", action="store_true", help="clear without asking")
     queues.set_defaults(run=_guarded(run_queues))
@@ -107,13 +110,45 @@ def run_queues(args: argparse.Namespace, config: Config) -> int:
         raise KiqError("give either NAME (to list its jobs) or --clear NAME, not both")
     if args.clear:
         return _clear_queue(args, known_queue(args.clear, config))
+    if args.target is not None:
+        if args.name not in PAUSE_ACTIONS:
+            raise KiqError(f"kiq queues {args.name} {args.target}: only pause or unpause take a queue after them")
+        return _pause(args, args.name, args.target, config)
+    if args.name in PAUSE_ACTIONS and Queue(args.name, config).size == 0:
+        raise KiqError(f"kiq queues {args.name}: name the queue, as in kiq queues {args.name} QUEUE")
     if args.name:
         return _list_queue(args, known_queue(args.name, config))
-    queues = [(queue.name, queue.size, queue.latency) for queue in Queue.all(config)]
+    paused = paused_names(config.redis)
+    queues = [(queue.name, queue.size, queue.latency, queue.name in paused) for queue in Queue.all(config)]
     if args.json:
-        return print_json([{"name": name, "size": size, "latency": latency} for name, size, latency in queues])
-    print_table(["QUEUE", "SIZE", "LATENCY"], [[name, size, f"{latency:.2f}s"] for name, size, latency in queues])
+        return print_json([
+            {"name": name, "size": size, "latency": latency, "paused": is_paused}
+            for name, size, latency, is_paused in queues
+        ])  # fmt: skip
+    print_table(
+        ["QUEUE", "SIZE", "LATENCY", "PAUSED"],
+        [[name, size, f"{latency:.2f}s", "paused" if is_paused else "-"] for name, size, latency, is_paused in queues],
+    )
     return 0
+
+
+PAUSE_ACTIONS = ("pause", "unpause")
+
+
+def _pause(args: argparse.Namespace, action: str, name: str, config: Config) -> int:
+    """Pause a known queue (a typo is an error, not a pause of nothing), or unpause a paused one."""
+    if action == "pause":
+        queue = known_queue(name, config)
+        changed = queue.pause()
+        text = f"paused queue {name!r}" if changed else f"queue {name!r} was already paused"
+    else:
+        paused = sorted(paused_names(config.redis))
+        if name not in paused:
+            listed = ", ".join(paused) or "none"
+            raise KiqError(f"queue {name!r} is not paused{did_you_mean(name, paused)}; the paused queues are: {listed}")
+        changed = Queue(name, config).unpause()
+        text = f"unpaused queue {name!r}"
+    return report(args, {"action": action, "queue": name, "changed": changed}, text)
 
 
 def known_queue(name: str, config: Config) -> Queue:

@@ -48,7 +48,12 @@ def add_worker_command(commands: argparse._SubParsersAction[Any]) -> None:
     worker.add_argument(
         "-a", "--async-concurrency", type=int, help="async jobs each capsule's event loop awaits at once (default 200)"
     )
-    worker.add_argument("-t", "--timeout", type=float, help="seconds a stop waits for running jobs (default 25)")
+    worker.add_argument(
+        "-t",
+        "--timeout",
+        type=float,
+        help="seconds a stop waits for running jobs before requeueing them; exit within this + 2 s (default 25)",
+    )
     worker.add_argument("--fetch", help="fetch strategy: basic, reliable, a plugin's name or module:Class")
     worker.add_argument(
         "--plugins",

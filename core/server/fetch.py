@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import importlib
 import logging
+import time
 from collections.abc import Sequence
 
 from ..errors import ConfigError
-from ..fetcher import MIN_BLOCK, TIMEOUT, Capsule, Fetcher, QueueOrder, UnitOfWork, pop_script
+from ..fetcher import MIN_BLOCK, TIMEOUT, Capsule, Fetcher, UnitOfWork, pop_script
 from ..handoff import BatchFetch, Fetched
 from ..keys import queue_key, queue_name
 from ..settings import did_you_mean
@@ -51,7 +52,7 @@ class BasicFetch(BatchFetch):
             raise ConfigError(f"capsule {capsule.name!r} has no queues to fetch from")
         super().__init__(capsule.config.redis)
         self.capsule = capsule
-        self.order = QueueOrder(capsule.queues, capsule.mode)
+        self.order = capsule.queue_order()
 
     def retrieve_work(self) -> BasicUnitOfWork | None:
         fetched = self._next_job()
@@ -59,6 +60,9 @@ class BasicFetch(BatchFetch):
 
     def _fetch(self, wanted: int, block: float) -> list[Fetched]:
         keys = self.order.keys()
+        if not keys:  # every queue is paused: wait as a fetch would (the pause is read again meanwhile)
+            time.sleep(max(0.0, block))
+            return []
         if len(keys) == 1:
             jobs: list[str] | None = self.connection.command("RPOP", keys[0], wanted)
             if jobs:

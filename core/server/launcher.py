@@ -55,6 +55,10 @@ def make_identity() -> str:
 # (Sidekiq's set, plus HUP: a closed terminal stops the worker gracefully instead of killing it mid-job).
 STOP_SIGNALS = ("INT", "TERM", "HUP")
 SECOND_STOP_AFTER = 1.0  # seconds: a stop signal this long after the first cuts the stop short
+# seconds past ``timeout`` by which a stopping worker has exited, whatever still hangs (a shutdown hook, a call to
+# an unresponsive Redis): the running jobs were requeued at ``timeout``, and the managers' unwinding
+# (kiq.server.manager.KILL_GRACE) fits in it. So TERM -> exit within ``timeout`` + 2 s (docs/guide/operations.md).
+EXIT_GRACE = 1.5
 WORKER_SIGNALS = (*STOP_SIGNALS, "TSTP", "TTIN")
 
 
@@ -92,6 +96,7 @@ class Launcher:
         self._poller: Poller | None = None
         self._stopped = False
         self._stop_began = 0.0
+        self.exit_by = float("inf")  # monotonic: when a stop must have ended (EXIT_GRACE)
         self._master: tuple[str, int] | None = None  # with Sentinel: the master's address at the last heartbeat
         self._cut_short = threading.Event()  # a second TERM: requeue the running jobs now
         self.done = threading.Event()  # set when a stop has finished
@@ -157,6 +162,7 @@ class Launcher:
         self._stopped = True
         self._stop_began = time.monotonic()
         deadline = time.monotonic() + self.config.timeout
+        self.exit_by = deadline + EXIT_GRACE
         self.quiet()
         log.info("shutting down: waiting up to %.1f s for running jobs", self.config.timeout)
         stoppers = [
@@ -172,11 +178,16 @@ class Launcher:
             manager.close()
         self._beats_ended = True
         self._beat_now.set()
-        if self._heartbeat is not None:
-            self._heartbeat.join(5)
+        if self._heartbeat is not None:  # it ends after the beat under way
+            self._heartbeat.join(max(0.0, self.exit_by - time.monotonic()))
         self._clear_heartbeat()
         log.info("bye")
         self.done.set()
+
+    @property
+    def overran(self) -> bool:
+        """A stop began and did not end by ``exit_by``: the process should exit anyway."""
+        return time.monotonic() > self.exit_by and not self.done.is_set()
 
     @property
     def exit_code(self) -> int:

@@ -34,7 +34,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kiq")
 
-KILL_GRACE = 2.0  # seconds interrupted threads get to unwind before the process exits anyway
+# seconds interrupted threads and cancelled coroutines get, all together, to unwind before the process exits
+# anyway: with the requeue done at the deadline, a stop ends within ``timeout`` + this + the closing round trips
+KILL_GRACE = 1.0
 STOP_POLL = 0.1  # seconds between checks for a second TERM while waiting for running jobs
 
 
@@ -58,6 +60,7 @@ class Manager:
         self.stopping = threading.Event()
         self._hard_shutdown = threading.Lock()
         self._hard_shutdown_done = False
+        self._unwind_until: float | None = None  # the monotonic end of the hard shutdown's grace, once begun
         self._loop_lock = threading.Lock()
         self.event_loop: EventLoop | None = None
         outage = outage or RedisOutage(capsule.config)
@@ -121,7 +124,9 @@ class Manager:
     def close(self) -> None:
         """The event loop ends, and the fetcher stops for good (e.g. the reliable one's working list is emptied)."""
         if self.event_loop is not None:
-            self.event_loop.close(KILL_GRACE)
+            # what is left of the hard shutdown's grace (its coroutines had it already), not a grace of its own
+            until = self._unwind_until
+            self.event_loop.close(KILL_GRACE if until is None else max(0.0, until - time.monotonic()))
         self.fetcher.close()
 
     def hard_shutdown(self) -> None:
@@ -131,6 +136,7 @@ class Manager:
             if self._hard_shutdown_done:
                 return
             self._hard_shutdown_done = True
+            self._unwind_until = time.monotonic() + KILL_GRACE
         busy = [processor for processor in self.processors if processor.unit is not None]
         loop = self.event_loop
         running = loop.slots if loop is not None else []
@@ -146,7 +152,7 @@ class Manager:
             processor.kill()
         if loop is not None:
             loop.cancel()
-        self.wait(time.monotonic() + KILL_GRACE)  # give the threads a moment to unwind their finally blocks
+        self.wait(self._unwind_until)  # give the threads a moment to unwind their finally blocks
 
     def _run_async(self, unit: UnitOfWork, job: dict[str, Any], job_class: type[Any]) -> bool:
         """A processor's async job, handed to the capsule's event loop (started by the first one)."""

@@ -24,13 +24,19 @@ import time
 from dataclasses import dataclass, field
 
 from ..config import Config
-from .launcher import STOP_SIGNALS, Launcher
+from .launcher import EXIT_GRACE, STOP_SIGNALS, Launcher
 from .signals import SignalPipe
 
 log = logging.getLogger("kiq")
 
 YOUNG = 10.0  # seconds: a child that dies younger counts toward a growing restart delay
 MAX_RESTART_DELAY = 30.0
+# seconds past ``timeout`` after which the parent kills the children still there: each child exits by itself
+# within EXIT_GRACE (its jobs requeued at ``timeout``); this only ends a child stuck beyond that
+KILL_AFTER = EXIT_GRACE + 0.3
+POLL = 0.5  # seconds between two looks at the children
+STOP_POLL = 0.1  # the same while they stop: the parent exits within STOP_POLL of its last child
+OVERRAN = 1  # the exit status of a worker whose stop did not end within EXIT_GRACE (a hook or Redis hanging)
 UNWRITTEN = 3  # the exit status of a worker whose stop gave up held job outcomes (Launcher.exit_code)
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
@@ -41,14 +47,22 @@ def serve(config: Config, parent: int | None = None, index: int | None = None) -
         launcher = Launcher(config, signal_sink=signals.send, swarm=None if parent is None else (parent, index))
         launcher.announce()
         launcher.run()
+        overran = False
         while not launcher.done.is_set():
-            for name in signals.wait(timeout=0.2):
+            for name in signals.wait(timeout=0.2 if not launcher.stopping else STOP_POLL):
                 log.info("got %s", name)
                 launcher.handle_signal(name)
+            if launcher.overran:  # the jobs were requeued at the timeout; what still hangs must not hold the exit
+                log.error("the stop did not end within timeout + %.1f s (a shutdown hook or Redis hanging?): "
+                          "exiting anyway; thread dump follows", EXIT_GRACE)  # fmt: skip
+                launcher.thread_dump()
+                overran = True
+                break
             if parent is not None and os.getppid() != parent and not launcher.stopping:
                 log.warning("the swarm's parent %d is gone: stopping", parent)
                 launcher.handle_signal("TERM")
-        return launcher.exit_code
+        # an overrun exits with 1, or 3 when held job outcomes were given up (that says more)
+        return (launcher.exit_code or OVERRAN) if overran else launcher.exit_code
 
 
 @dataclass
@@ -83,7 +97,7 @@ class Swarm:
                 self._start(child)
             log.info("swarm of %d worker processes started (parent pid %d)", len(self.children), os.getpid())
             while True:
-                for name in signals.wait(timeout=0.5):
+                for name in signals.wait(timeout=POLL if stopping_since is None else STOP_POLL):
                     log.info("got %s: passing it to the children", name)
                     if name in STOP_SIGNALS and stopping_since is None:
                         stopping_since = time.monotonic()
@@ -97,7 +111,7 @@ class Swarm:
                 if stopping_since is None:
                     self._restart_due()
                     self._check_memory()
-                elif time.monotonic() - stopping_since > self.config.timeout + 10:
+                elif time.monotonic() - stopping_since > self.config.timeout + KILL_AFTER:
                     self._signal_all("KILL")  # children that ignore a stop this long are stuck
 
     def _start(self, child: Child) -> None:

@@ -93,7 +93,7 @@ class ReliableFetch(kiq.BatchFetch):
         self.redis = config.redis
         self.identity = capsule.identity
         self.working_key = working_key(capsule.identity, capsule.name)
-        self.order = kiq.QueueOrder(capsule.queues, capsule.mode)
+        self.order = capsule.queue_order()  # the paused queues left out
         self._batch_size: int = config.get("reliable_batch_size")  # a ConfigError without the plugin
         self.liveness = liveness or Liveness(config, capsule.identity)
         self._requeue_script = self.redis.register_script(scripts.REQUEUE)

@@ -36,8 +36,8 @@ def test_queues(cli: Cli, r: redis.Redis) -> None:
     r.lpush("queue:low", job_json("a", enqueued_at=time.time() - 5))
     r.sadd("queues", "low", "default")
     lines = cli("queues").splitlines()
-    assert lines[0].split() == ["QUEUE", "SIZE", "LATENCY"]
-    assert lines[1].split() == ["default", "0", "0.00s"]
+    assert lines[0].split() == ["QUEUE", "SIZE", "LATENCY", "PAUSED"]
+    assert lines[1].split() == ["default", "0", "0.00s", "-"]
     assert lines[2].split()[:2] == ["low", "1"]
     data = cli.json("queues")
     assert [(q["name"], q["size"]) for q in data] == [("default", 0), ("low", 1)] and data[1]["latency"] >= 5

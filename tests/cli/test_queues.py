@@ -87,3 +87,29 @@ def test_clear_asks_on_a_terminal(config: kiq.Config, r: redis.Redis) -> None:
     fill(r, "low", "c")
     unasked = clear(None, "--yes")
     assert unasked.returncode == 0 and b"[y/N]" not in unasked.stderr and r.llen("queue:low") == 0
+
+
+def test_pause_and_unpause_a_queue_and_the_listing_shows_it(cli: Cli, r: redis.Redis) -> None:
+    fill(r, "low", "a")
+    fill(r, "default", "b")
+    assert cli("queues", "pause", "low").strip() == "paused queue 'low'"
+    assert r.smembers("kiq:paused") == {"low"} and kiq.Queue("low").paused
+    assert cli("queues", "pause", "low").strip() == "queue 'low' was already paused"
+    rows = [line.split() for line in cli("queues").splitlines()]
+    assert rows[0] == ["QUEUE", "SIZE", "LATENCY", "PAUSED"]
+    assert [(row[0], row[3]) for row in rows[1:]] == [("default", "-"), ("low", "paused")]
+    listed = {queue["name"]: queue["paused"] for queue in cli.json("queues")}
+    assert listed == {"default": False, "low": True}
+
+    assert cli.json("queues", "unpause", "low") == {"ok": True, "action": "unpause", "queue": "low", "changed": True}
+    assert not r.exists("kiq:paused")
+    assert r.llen("queue:low") == 1  # a pause touches no job
+
+
+def test_pause_and_unpause_refuse_what_they_cannot_mean(cli: Cli, r: redis.Redis) -> None:
+    fill(r, "low", "a")
+    assert "no queue 'lo' (did you mean 'low'?)" in cli("queues", "pause", "lo", code=2)
+    assert "queue 'low' is not paused; the paused queues are: none" in cli("queues", "unpause", "low", code=2)
+    assert "name the queue, as in kiq queues pause QUEUE" in cli("queues", "pause", code=2)
+    assert "only pause or unpause take a queue" in cli("queues", "low", "default", code=2)
+    assert not r.exists("kiq:paused")

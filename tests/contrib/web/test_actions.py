@@ -1,9 +1,11 @@
 """What a user clicks on the dashboard, in headless Chromium, against a real worker: retry a dead job (the worker
-runs it), delete one, act on a selection, clear a queue after the confirmation, quiet a worker from the Busy page;
-a job whose arguments hold markup renders inert; read-only mode shows no button."""
+runs it), delete one, act on a selection, clear a queue after the confirmation, pause a queue (the worker leaves
+it) and unpause it, quiet a worker from the Busy page; a job whose arguments hold markup renders inert; read-only
+mode shows no button."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -106,6 +108,33 @@ def test_clearing_a_queue_asks_first(e2e_config: kiq.Config, dashboard: Callable
     click(browser, browser.find_element(By.XPATH, "//button[normalize-space()='Clear']"), accept)
     assert Queue("mail", e2e_config).size == 0
     assert "No queues." in browser.find_element(By.TAG_NAME, "main").text
+
+
+def test_pause_on_the_queues_page_holds_the_worker_off_the_queue_until_unpause(
+    e2e_config: kiq.Config, web_worker: WorkerProcess, dashboard: Callable[..., str], browser: Any
+) -> None:
+    redis = e2e_config.redis
+    Greet.perform_async("before")
+    wait_until(lambda: redis.lrange(RUNS_KEY, 0, -1) == ["before"], 30, message="the worker to run a job")
+    browser.get(f"{dashboard()}/queues")
+
+    def accept(browser: Any) -> None:
+        alert = browser.switch_to.alert
+        assert alert.text == "Stop the workers taking jobs from default?"
+        alert.accept()
+
+    click(browser, browser.find_element(By.XPATH, "//button[normalize-space()='Pause']"), accept)
+    assert Queue("default", e2e_config).paused
+    row = browser.find_element(By.CSS_SELECTOR, "#queues tbody tr").text
+    assert "paused" in row and "Unpause" in row
+    Greet.perform_async("while paused")
+    time.sleep(1.5)  # past the second a pause takes: the worker must not have taken the job meanwhile
+    assert redis.lrange(RUNS_KEY, 0, -1) == ["before"] and Queue("default", e2e_config).size == 1
+
+    click(browser, browser.find_element(By.XPATH, "//button[normalize-space()='Unpause']"))
+    assert not Queue("default", e2e_config).paused
+    wait_until(lambda: redis.lrange(RUNS_KEY, 0, -1) == ["before", "while paused"], 30, message="the job to run")
+    assert console_errors(browser) == []
 
 
 def test_quiet_on_the_busy_page_quiets_the_worker(

@@ -72,6 +72,8 @@ def r(e2e_config: kiq.Config) -> redis.Redis:
     metrics."""
     connection = e2e_config.redis
     enqueue(connection, "alpha", *(job(f"alpha-{n}", queue="alpha") for n in (1, 2, 3)))
+    enqueue(connection, "beta", job("beta-1", queue="beta"))
+    kiq.Queue("beta", e2e_config).pause()
     for name, entries in (("retry", RETRIES), ("schedule", SCHEDULED), ("dead", DEAD)):
         make = job if name == "schedule" else failed
         connection.zadd(name, {json.dumps(make(jid)): score for score, jid in entries})
@@ -121,6 +123,13 @@ def queue_cleared(r: redis.Redis) -> None:
     assert r.llen("queue:alpha") == 0 and not r.sismember("queues", "alpha")
 
 
+def paused_queues(*names: str) -> Callable[[redis.Redis], None]:
+    def check(r: redis.Redis) -> None:
+        assert r.smembers("kiq:paused") == set(names)
+
+    return check
+
+
 def queue_job_deleted(r: redis.Redis) -> None:
     assert queued_jids(r, "alpha") == ["alpha-3", "alpha-1"]
 
@@ -145,6 +154,9 @@ def signalled(name: str, *identities: str) -> Callable[[redis.Redis], None]:
 ALL_DEAD = ["dead-1", "dead-2"]
 ACTIONS = [
     Action("queue-clear", "queues", "queues/alpha", {"op": "clear"}, (), queue_cleared),
+    Action("queue-pause", "queues", "queues/alpha", {"op": "pause"}, (), paused_queues("alpha", "beta")),
+    Action("queue-unpause", "queues", "queues/beta", {"op": "unpause"}, (), paused_queues()),
+    Action("queue-page-pause", "queues/alpha", "queues/alpha", {"op": "pause"}, (), paused_queues("alpha", "beta")),
     Action("queue-delete-job", "queues/alpha", "queues/alpha", {"op": "delete", "jid": "alpha-2"}, (),
            queue_job_deleted),
     Action("retries-retry-selected", "retries", "retries", {}, selection("retries", "retry_now", RETRY_KEY),

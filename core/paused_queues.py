@@ -1,0 +1,90 @@
+"""Paused queues: which queues the workers leave alone for now (``kiq.Queue(name).pause()``), and the cheap
+per-process view of them the fetchers consult.
+
+The paused queue names are the members of the SET ``kiq:paused`` (kiq.keys.PAUSED). Pushes go on as usual; a
+worker only stops taking jobs from those queues. The fetchers read the set at most once per ``REFRESH_INTERVAL``
+per process (one ``SMEMBERS`` shared by every fetcher and thread of the process, never one per fetch), and no
+blocking fetch waits longer than ``kiq.fetcher.MAX_BLOCK``: together a pause or an unpause takes effect in every
+worker within ``REFRESH_INTERVAL + MAX_BLOCK`` (under a second) plus a round trip.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from redis import RedisError
+
+from .keys import PAUSED, queue_key
+
+log = logging.getLogger("kiq")
+
+REFRESH_INTERVAL = 0.4  # seconds a process goes on with the paused set it read last
+
+
+class PausedQueues:
+    """The paused set as this process last read it, read again when older than ``interval`` seconds by whichever
+    thread asks first (the others go on with the previous answer meanwhile, rather than wait)."""
+
+    def __init__(self, redis: Any, interval: float = REFRESH_INTERVAL) -> None:
+        self.redis = redis
+        self.interval = interval
+        self._keys: frozenset[str] = frozenset()
+        self._next_read = 0.0
+        self._reading = threading.Lock()
+
+    def keys(self) -> frozenset[str]:
+        """The ``queue:<name>`` keys of the paused queues."""
+        if time.monotonic() >= self._next_read and self._reading.acquire(blocking=False):
+            try:
+                self._read()
+            finally:
+                self._reading.release()
+        return self._keys
+
+    def _read(self) -> None:
+        try:
+            names = self.redis.smembers(PAUSED)
+        except RedisError as exc:  # the fetch that follows reports the outage; until then, the last answer holds
+            log.debug("could not read the paused queues: %s", exc)
+        else:
+            self._keys = frozenset(queue_key(_text(name)) for name in names)
+        self._next_read = time.monotonic() + self.interval
+
+
+_views: dict[int, PausedQueues] = {}
+_views_lock = threading.Lock()
+
+
+def paused_queues(redis: Any) -> PausedQueues:
+    """The process's one view of the paused set on this Redis client (shared by all its capsules' fetchers)."""
+    with _views_lock:
+        view = _views.get(id(redis))
+        if view is None or view.redis is not redis:  # an id can be reused once a client is gone
+            view = _views[id(redis)] = PausedQueues(redis)
+        return view
+
+
+def pause(redis: Any, name: str) -> bool:
+    """Pause the queue ``name``; True if it was not paused yet."""
+    return bool(redis.sadd(PAUSED, name))
+
+
+def unpause(redis: Any, name: str) -> bool:
+    """Unpause the queue ``name``; True if it was paused."""
+    return bool(redis.srem(PAUSED, name))
+
+
+def is_paused(redis: Any, name: str) -> bool:
+    return bool(redis.sismember(PAUSED, name))
+
+
+def paused_names(redis: Any) -> set[str]:
+    """The names of the paused queues, read now."""
+    return {_text(name) for name in redis.smembers(PAUSED)}
+
+
+def _text(name: str | bytes) -> str:
+    return name.decode() if isinstance(name, bytes) else name

@@ -1,0 +1,82 @@
+"""The paused set and the per-process view the fetchers consult: read at most once per refresh interval, shared
+by a process's fetchers, and a queue order without the paused queues that keeps Sidekiq's strict and weighted
+semantics for the rest."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import redis
+
+import kiq
+from kiq.fetcher import MAX_BLOCK, Capsule, QueueOrder
+from kiq.paused_queues import REFRESH_INTERVAL, PausedQueues, paused_queues
+from kiq.server.fetch import BasicFetch
+from tests.support import wait_until
+
+
+def test_the_paused_set_is_read_once_per_interval_then_again(config: kiq.Config, r: redis.Redis) -> None:
+    view = PausedQueues(r, interval=0.3)
+    assert view.keys() == frozenset()
+    kiq.Queue("mail", config).pause()
+    assert view.keys() == frozenset()  # read less than an interval ago: the answer stands
+    assert wait_until(view.keys, 5) == frozenset({"queue:mail"})
+    kiq.Queue("mail", config).unpause()
+    wait_until(lambda: not view.keys(), 5)
+
+
+def test_the_promise_of_a_second_holds_by_construction() -> None:
+    # a fetch may start with a view REFRESH_INTERVAL old and block MAX_BLOCK: both within the second promised
+    assert REFRESH_INTERVAL + MAX_BLOCK < 1.0
+
+
+def test_one_view_per_redis_client_is_shared(config: kiq.Config) -> None:
+    assert paused_queues(config.redis) is paused_queues(config.redis)
+    first = Capsule("default", [("a", 0)], 1, config).queue_order()
+    second = Capsule("other", [("b", 0)], 1, config).queue_order()
+    assert first.paused is second.paused is paused_queues(config.redis)
+
+
+def test_strict_order_skips_the_paused_queue_and_keeps_the_rest_in_order(config: kiq.Config) -> None:
+    view = PausedQueues(config.redis, interval=0.0)
+    order = QueueOrder([("high", 0), ("mid", 0), ("low", 0)], "strict", view)
+    kiq.Queue("mid", config).pause()
+    assert order.keys() == ["queue:high", "queue:low"] and order.distinct == ["queue:high", "queue:low"]
+    kiq.Queue("high", config).pause()
+    kiq.Queue("low", config).pause()
+    assert order.keys() == [] and order.distinct == []
+    for name in ("high", "mid", "low"):
+        kiq.Queue(name, config).unpause()
+    assert order.keys() == ["queue:high", "queue:mid", "queue:low"]
+
+
+def test_weighted_order_keeps_the_weights_of_the_queues_left(config: kiq.Config) -> None:
+    view = PausedQueues(config.redis, interval=0.0)
+    order = QueueOrder([("high", 3), ("low", 1), ("bulk", 4)], "weighted", view)
+    kiq.Queue("bulk", config).pause()
+    counts = Counter(order.keys()[0] for _ in range(4000))
+    assert set(counts) == {"queue:high", "queue:low"}
+    assert 0.70 < counts["queue:high"] / 4000 < 0.80  # 3 of 4, as without the paused queue
+
+
+def test_basic_fetch_with_every_queue_paused_waits_and_takes_nothing(config: kiq.Config, r: redis.Redis) -> None:
+    r.lpush("queue:only", "job-1")
+    kiq.Queue("only", config).pause()
+    fetch = BasicFetch(Capsule("default", [("only", 0)], 1, config))
+    fetch.order.paused = PausedQueues(r, interval=0.0)
+    fetch.block_seconds = 0.3
+    assert fetch.retrieve_work() is None
+    assert r.llen("queue:only") == 1
+    kiq.Queue("only", config).unpause()
+    unit = fetch.retrieve_work()
+    assert unit is not None and unit.job == "job-1"
+    fetch.close()
+
+
+def test_queue_api_reports_and_toggles_the_pause(config: kiq.Config, r: redis.Redis) -> None:
+    queue = kiq.Queue("reports", config)
+    assert not queue.paused
+    assert queue.pause() is True and queue.pause() is False
+    assert queue.paused and r.smembers("kiq:paused") == {"reports"}
+    assert queue.unpause() is True and queue.unpause() is False
+    assert not queue.paused and not r.exists("kiq:paused")
