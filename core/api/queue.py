@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..client import forget_listed
 from ..config import config_or_default
-from ..keys import QUEUES, queue_key
+from ..keys import PAUSED, QUEUES, queue_key
 from ..paused_queues import is_paused, pause, unpause
 from .records import PAGE_SIZE, JobRecord, latency
 
@@ -25,9 +25,10 @@ class Queue:
 
     @classmethod
     def all(cls, config: Config | None = None) -> list[Queue]:
-        """Every known queue (the ``queues`` set), by name."""
+        """Every known queue (the ``queues`` set) and every paused one (a paused queue stays listed while empty, so it
+        can be seen and unpaused), by name."""
         config = config_or_default(config)
-        return [cls(str(name), config) for name in sorted(config.redis.smembers(QUEUES))]
+        return [cls(str(name), config) for name in sorted(config.redis.sunion(QUEUES, PAUSED))]
 
     def __repr__(self) -> str:
         return f"<Queue {self.name}>"

@@ -113,3 +113,12 @@ def test_pause_and_unpause_refuse_what_they_cannot_mean(cli: Cli, r: redis.Redis
     assert "name the queue, as in kiq queues pause QUEUE" in cli("queues", "pause", code=2)
     assert "only pause or unpause take a queue" in cli("queues", "low", "default", code=2)
     assert not r.exists("kiq:paused")
+
+
+def test_a_paused_queue_stays_listed_while_empty(cli: Cli, r: redis.Redis) -> None:
+    fill(r, "low", "a")
+    assert cli("queues", "pause", "low").strip() == "paused queue 'low'"
+    kiq.Queue("low").clear()  # clearing removes it from the queues set; the pause must still be visible
+    assert {queue["name"]: queue["paused"] for queue in cli.json("queues")} == {"low": True}
+    assert cli("queues", "unpause", "low").strip() == "unpaused queue 'low'"
+    assert cli.json("queues") == []
