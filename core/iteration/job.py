@@ -81,6 +81,26 @@ class IterableJob(Job, abstract=True):
             raise ConfigError(f"{cls.__qualname__}.around_iteration is async, so each_iteration must be too")
 
     @classmethod
+    def _perform_function(cls) -> tuple[Callable[..., Any], bool] | None:
+        """What a push must give: ``build_enumerator``'s positional parameters (less ``cursor``), so a push with a
+        wrong number of arguments is refused at once. Positional only: Sidekiq's jobs take no keyword arguments."""
+        build = inspect.getattr_static(cls, "build_enumerator")
+        if not inspect.isfunction(build) or build.__qualname__ == "IterableJob.build_enumerator":
+            return None
+        takes = [
+            parameter.replace(kind=inspect.Parameter.POSITIONAL_ONLY, annotation=inspect.Parameter.empty)
+            if parameter.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+            else parameter.replace(annotation=inspect.Parameter.empty)
+            for parameter in inspect.signature(build).parameters.values()
+            if parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)
+        ]
+
+        def build_enumerator(*args: Any) -> None: ...
+
+        build_enumerator.__signature__ = inspect.Signature(takes)  # type: ignore[attr-defined]
+        return build_enumerator, True
+
+    @classmethod
     def _perform_is_async(cls) -> bool:
         return inspect.iscoroutinefunction(cls.each_iteration) or inspect.isasyncgenfunction(cls.build_enumerator)
 
