@@ -25,6 +25,7 @@ worker's event loop; its hooks may then be ``async def`` too.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import logging
@@ -195,7 +196,8 @@ class IterableJob(Job, abstract=True):
         return Interrupted(f"{type(self).__qualname__} interrupted at cursor {self._cursor!r:.200}")
 
     def _failed_item(self, item: Any, exc: BaseException) -> None:
-        if isinstance(exc, Shutdown):  # the hard shutdown of a stop that outlasted the item
+        # the hard shutdown of a stop that outlasted the item: Shutdown in a thread, a cancelled task on the loop
+        if isinstance(exc, Shutdown | asyncio.CancelledError):
             log.warning(
                 "%s jid=%s was stopped by the worker's shutdown in the middle of item %.200r (cursor %.200r): "
                 "it resumes from its last saved cursor",

@@ -147,11 +147,12 @@ def test_a_runtime_limit_re_pushes_without_counting_a_retry(
     nothing_failed(r)
 
 
+@pytest.mark.parametrize("job_class", [SlowItems, AsyncWalk], ids=["thread", "event loop"])
 def test_a_stop_does_not_wait_for_the_walk_and_logs_the_item_it_cut(
-    e2e_config: kiq.Config, start_worker: StartWorker
+    e2e_config: kiq.Config, start_worker: StartWorker, job_class: type[kiq.IterableJob]
 ) -> None:
     r = e2e_config.redis
-    jid = SlowItems.perform_async(5, 30.0)  # each item outlasts the stop timeout many times over
+    jid = job_class.perform_async(5, 30.0)  # each item outlasts the stop timeout many times over
     assert jid is not None
     worker = start_worker(*ARGS, "-t", "1", env=ENV)
     wait_until(lambda: progress(r) >= 1, 60, message="the first item")
