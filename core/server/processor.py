@@ -109,8 +109,9 @@ JobSteps = Generator[PerformCall, Any, None]
 
 class Slot:
     """One job in flight: its unit of work (requeued by a hard shutdown), its ``<identity>:work`` entry (queue, raw
-    job, run_at) under the key ``tid``, its acknowledgement, and the worker's stopping flag (what an interruptible
-    job checks between items). A processor thread has one; the event loop one per running coroutine."""
+    job, run_at) under the key ``tid``, and its acknowledgement. A processor thread has one; the event loop one per
+    running coroutine, with the worker's stopping flag (what an interruptible job checks between items; a thread
+    hands over its own)."""
 
     __slots__ = ("acknowledgement", "stopping", "tid", "unit", "work")
 
@@ -278,7 +279,7 @@ class Processor(JobRunner):
         self.stopping = stopping
         self.outage = outage
         self.run_async = run_async
-        self.slot = Slot(stopping=stopping)
+        self.slot = Slot()
         self.thread = threading.Thread(target=self.run, name=name, daemon=True)
 
     @property

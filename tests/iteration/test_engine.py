@@ -168,3 +168,11 @@ def test_a_cursor_that_is_not_json_fails_the_job_with_a_clear_error(config: kiq.
         def each_iteration(self, item: Any) -> None: ...
 
     assert "an iteration cursor must be JSON-native" in run(BadCursor, [])
+
+
+def test_a_push_is_checked_against_build_enumerators_parameters(config: kiq.Config) -> None:
+    with pytest.raises(kiq.InvalidJobError, match=r"build_enumerator\(count, pause=0.0, fail_at=-1\)"):
+        Walk.perform_async()
+    with pytest.raises(kiq.InvalidJobError, match="count"):
+        Walk.perform_async(count=3)  # Sidekiq's jobs take positional arguments only
+    assert Walk.perform_async(3, 0.5) is not None

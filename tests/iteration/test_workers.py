@@ -126,13 +126,19 @@ def test_kiq_cancel_from_another_process_stops_it_within_one_flush(
     nothing_failed(r)
 
 
-def test_max_iteration_runtime_re_pushes_without_counting_a_retry(
-    e2e_config: kiq.Config, start_worker: StartWorker
+@pytest.mark.parametrize("limit", ["max_iteration_runtime", "timeout option"])
+def test_a_runtime_limit_re_pushes_without_counting_a_retry(
+    e2e_config: kiq.Config, start_worker: StartWorker, limit: str
 ) -> None:
     r = e2e_config.redis
-    jid = Walk.perform_async(2000, 0.001)
+    if limit == "timeout option":  # not kiq.JobTimeout mid-item, as for other jobs: the run's length
+        jid = Walk.set(timeout=0.3).perform_async(2000, 0.001)
+        env = ENV
+    else:
+        jid = Walk.perform_async(2000, 0.001)
+        env = {**ENV, "KIQ_MAX_ITERATION_RUNTIME": "0.3"}
     assert jid is not None
-    worker = start_worker(*ARGS, env={**ENV, "KIQ_MAX_ITERATION_RUNTIME": "0.3"})
+    worker = start_worker(*ARGS, env=env)
     wait_until(lambda: finished(r, jid), 90, message="the walk's end")
     worker.stop()
     assert seen(e2e_config) == dict.fromkeys(range(2000), 1)
@@ -141,11 +147,12 @@ def test_max_iteration_runtime_re_pushes_without_counting_a_retry(
     nothing_failed(r)
 
 
+@pytest.mark.parametrize("job_class", [SlowItems, AsyncWalk], ids=["thread", "event loop"])
 def test_a_stop_does_not_wait_for_the_walk_and_logs_the_item_it_cut(
-    e2e_config: kiq.Config, start_worker: StartWorker
+    e2e_config: kiq.Config, start_worker: StartWorker, job_class: type[kiq.IterableJob]
 ) -> None:
     r = e2e_config.redis
-    jid = SlowItems.perform_async(5, 30.0)  # each item outlasts the stop timeout many times over
+    jid = job_class.perform_async(5, 30.0)  # each item outlasts the stop timeout many times over
     assert jid is not None
     worker = start_worker(*ARGS, "-t", "1", env=ENV)
     wait_until(lambda: progress(r) >= 1, 60, message="the first item")
