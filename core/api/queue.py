@@ -28,7 +28,7 @@ class Queue:
         """Every known queue (the ``queues`` set) and every paused one (a paused queue stays listed while empty, so it
         can be seen and unpaused), by name."""
         config = config_or_default(config)
-        return [cls(str(name), config) for name in sorted(config.redis.sunion(QUEUES, PAUSED))]
+        return [cls(str(name), config) for name in sorted(config.redis.sunion([QUEUES, PAUSED]))]
 
     def __repr__(self) -> str:
         return f"<Queue {self.name}>"

@@ -115,11 +115,14 @@ class IterableJob(Job, abstract=True):
         self.current_object: Any = None
 
     # -- what a subclass defines ------------------------------------------------------------------------
-    def build_enumerator(self, *args: Any, cursor: Any) -> Any:
-        """The ``(item, cursor)`` pairs to walk, from ``cursor`` on (None: from the start); None skips the job."""
+    # typed (*args, **kwargs), which mypy takes as "any signature", so a subclass declares its own arguments
+    def build_enumerator(self, *args: Any, **kwargs: Any) -> Any:
+        """``build_enumerator(self, *args, cursor)``: the ``(item, cursor)`` pairs to walk, from ``cursor`` on (None:
+        from the start); None skips the job."""
         raise NotImplementedError(f"{type(self).__qualname__} must define build_enumerator(self, *args, cursor)")
 
-    def each_iteration(self, item: Any, *args: Any) -> Any:
+    def each_iteration(self, *args: Any, **kwargs: Any) -> Any:
+        """``each_iteration(self, item, *args)``: one item's work."""
         raise NotImplementedError(f"{type(self).__qualname__} must define each_iteration(self, item, *args)")
 
     def on_start(self) -> Any:

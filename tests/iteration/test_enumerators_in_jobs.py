@@ -63,7 +63,7 @@ def test_sql_rows_interrupted_resumes_at_its_row_while_rows_come_and_go(config: 
         done: list[Any] = []
         stop_after = 1000
 
-        def build_enumerator(self, *, cursor: Any) -> Any:  # type: ignore[override]  # takes no arguments
+        def build_enumerator(self, *, cursor: Any) -> Any:
             rows = kiq.iteration.sql_rows(engine, select(ROWS.c.id), key=ROWS.c.id, batch=300, cursor=cursor)
             return ((row, key) for row, key in rows)
 
@@ -88,7 +88,7 @@ def test_csv_rows_resume_at_the_row_after_a_stop_and_at_a_failed_row(config: kiq
         stop_after = 123
         fail_on = "321"
 
-        def build_enumerator(self, *, cursor: Any) -> Any:  # type: ignore[override]  # takes no arguments
+        def build_enumerator(self, *, cursor: Any) -> Any:
             return ((row["id"], offset) for row, offset in kiq.iteration.csv_rows(path, cursor, header=True))
 
     assert run(Import, threading.Event()) == "interrupted"
