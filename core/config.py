@@ -68,6 +68,9 @@ class Config:
     dead_timeout: float
     poll_interval: float
     heartbeat_interval: float
+    metrics_port: int
+    metrics_host: str
+    liveness_timeout: float
     tag: str | None
     log_level: str
     log_format: str

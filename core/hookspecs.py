@@ -11,9 +11,9 @@ Two kinds of hooks, two failure rules:
   ``kiq_fetcher``, ``kiq_cli``, ``kiq_settings_source``, ``kiq_check``) shape the process when a plugin is
   registered or the worker starts; a failure stops the start with an error naming the plugin. The first four are
   pluggy *historic* hooks: a plugin registered at any time gets them called once. ``kiq_web_tabs`` (tabs for the
-  dashboard) is isolated instead, like a notification: a dashboard must not fail to serve because one plugin's
-  tabs could not be made. ``kiq_unwrap_job`` (the job a wrapper payload stands for) is asked per job: its failure
-  is that job's failure.
+  dashboard) and ``kiq_metrics`` (readings for the metrics exporters) are isolated instead, like notifications:
+  a dashboard or a ``/metrics`` scrape must not fail because one plugin's part could not be made.
+  ``kiq_unwrap_job`` (the job a wrapper payload stands for) is asked per job: its failure is that job's failure.
 - **Notifications** (everything else) report what happens while kiq runs. Each implementation runs on its own:
   one that raises is logged and reported to the ``kiq_error`` hooks, and the others still run (a raising
   ``kiq_error`` implementation is only logged). A context manager it returns is entered the same way.
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .config import Config
     from .fetcher import Capsule, Fetcher
     from .middleware import Chain, ClientMiddleware, ServerMiddleware
+    from .readings import Reading
     from .settings import Setting
     from .tabs import Tab
 
@@ -42,7 +43,7 @@ hookimpl = pluggy.HookimplMarker("kiq")
 # the hooks whose implementations are isolated from each other (see the module's doc)
 NOTIFICATIONS = frozenset(
     {"kiq_error", "kiq_death", "kiq_startup", "kiq_quiet", "kiq_shutdown", "kiq_heartbeat", "kiq_operation",
-     "kiq_push_bulk", "kiq_job_dropped", "kiq_web_tabs"}
+     "kiq_push_bulk", "kiq_job_dropped", "kiq_web_tabs", "kiq_metrics"}
 )  # fmt: skip
 
 
@@ -105,6 +106,16 @@ def kiq_web_tabs(config: Config) -> list[Tab] | None:
     """Return the tabs this plugin adds to the web dashboard (``kiq.tabs``), or None; asked once when a dashboard
     is made for ``config``. Isolated like a notification: an implementation that raises is logged and its tabs are
     left out, the dashboard still serves the others."""
+
+
+@hookspec
+def kiq_metrics(config: Config, scope: str) -> list[Reading] | None:
+    """Return this plugin's metric readings (``kiq.Reading``) for ``scope``, or None: ``"process"`` for what this
+    worker process counted or holds (asked in each worker at every scrape of its metrics port; summed over a
+    swarm's children), ``"fleet"`` for what Redis holds for all (asked once per scrape of any port, ``kiq web``'s
+    included, and cached for about a second). Keep it cheap: a fleet reading is at most one pipelined round trip.
+    Isolated like a notification: an implementation that raises (or returns something else than a list of
+    readings) is logged and its readings are left out of that scrape; the others are served (kiq.readings)."""
 
 
 @hookspec(firstresult=True)

@@ -21,6 +21,7 @@ from ..plugin_manager import PluginManager, installed_plugins
 from ..redis import EmbeddedRedis
 from ..version import __version__
 from . import inspection, worker
+from .metrics_port import add_health_command
 from .settings_command import add_settings_command, without_password
 
 log = logging.getLogger("kiq")
@@ -46,6 +47,7 @@ def build_parser(plugins: PluginManager | None = None) -> argparse.ArgumentParse
     embedded.add_argument("--stop", action="store_true", help=argparse.SUPPRESS)  # `kiq redis --stop` up to 0.1
     embedded.set_defaults(run=run_embedded)
     inspection.add_commands(commands)
+    add_health_command(commands)
     add_settings_command(commands)
     (plugins or installed_plugin_manager()).hook.kiq_cli(commands=commands)
     return parser

@@ -8,6 +8,7 @@ import importlib
 import logging
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,9 @@ from ..config import Config, enter_server_mode
 from ..errors import ConfigError
 from ..job_registry import registry
 from ..logging import setup_logging
+from ..server.process_metrics import SwarmMetrics, snapshot_of
 from ..server.swarm import Swarm, serve
+from .metrics_port import MetricsPort
 
 log = logging.getLogger("kiq")
 
@@ -64,6 +67,12 @@ def add_worker_command(commands: argparse._SubParsersAction[Any]) -> None:
         metavar="NAME",
         help="serve this shard (a name in the shards setting) instead of redis_url; repeatable: -p workers each",
     )
+    worker.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve /metrics (Prometheus), /livez and /readyz on this port (one for a whole swarm); default: none",
+    )
     worker.add_argument("--tag", help="a tag shown with this process in the process list")
     worker.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     worker.add_argument("--log-format", choices=("plain", "json"), help="log lines as text (default) or JSON")
@@ -83,6 +92,7 @@ def worker_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "plugins": [name for names in args.plugins for name in names.split(",") if name] if args.plugins else None,
         "redis_url": args.redis_url,
         "tag": args.tag,
+        "metrics_port": args.metrics_port,
         "log_level": "DEBUG" if args.verbose else None,
         "log_format": args.log_format,
     }
@@ -106,11 +116,20 @@ def run_worker(args: argparse.Namespace) -> int:
     shards = list(dict.fromkeys(args.shard or []))
     for name in shards:
         config.shard_url(name)  # an unknown name stops the start here, with the known ones
+    port = MetricsPort(config) if config.metrics_port else None  # bound now: a taken port stops the start
     if processes > 1 or len(shards) > 1 or config.max_memory_mb:  # a memory limit needs a parent to replace workers
-        return Swarm(config, processes, shards or [None]).run()
+        swarm = Swarm(config, processes, shards or [None])
+        if port is None:
+            return swarm.run()
+        with tempfile.TemporaryDirectory(prefix="kiq-swarm-metrics-") as directory:
+            swarm.metrics = SwarmMetrics(directory, config.liveness_timeout)
+            port.start(swarm.metrics.snapshot)
+            return swarm.run()
     if shards:
         config.redis_url = config.shard_url(shards[0])
-    return serve(config)
+    if port is None:
+        return serve(config)
+    return serve(config, started=lambda launcher: port.start(lambda: snapshot_of(launcher)))
 
 
 def import_required(names: list[str]) -> None:

@@ -32,6 +32,7 @@ from ..job_registry import registry
 from ..logging import JobLogger, thread_id
 from ..payload import LARGE_TEXT, parse_payload, running_summary
 from . import acknowledgement, dead
+from .job_tally import JobTally
 from .metrics import Recorder
 from .outcomes import Outcome, OutcomeKeeper, refused
 from .retry import Handled, Held, JobRetry
@@ -135,6 +136,7 @@ class JobRunner:
         self.failed = 0
         self.default_time_limit = config.job_timeout  # read once: a Config attribute costs a lookup per job
         self.metrics = Recorder() if config.metrics else None  # per-class counts, flushed by the heartbeat
+        self.tally = JobTally() if config.metrics_port else None  # per queue and class, for /metrics
 
     def steps(self, slot: Slot, unit: UnitOfWork, job: dict[str, Any], job_class: type[Any] | None) -> JobSteps:
         """Everything around ``perform`` for one parsed job (``job_class`` from the registry, None if unknown), as a
@@ -145,6 +147,7 @@ class JobRunner:
         slot.work = (queue, jobstr if len(jobstr) <= LARGE_TEXT else running_summary(job, jobstr), int(time.time()))
         job_logger = self.job_logger
         metrics = self.metrics
+        tally = self.tally
         context = job_logger.prepare(job)
         acknowledge: Callable[[UnitOfWork], None] | None = None
         if acknowledgement.current.get() is not slot.acknowledgement:  # once per thread, or per async job's task
@@ -173,6 +176,8 @@ class JobRunner:
                     self.processed += 1
                     if metrics is not None:
                         metrics.failed(job)
+                    if tally is not None:
+                        tally.finished(queue, job, started, True)
                     job_logger.finish(context, started, failed=True)
                     raise
                 self.processed += 1
@@ -183,6 +188,8 @@ class JobRunner:
                         metrics.failed(job)
                 elif metrics is not None:
                     metrics.succeeded(job, started)
+                if tally is not None:
+                    tally.finished(queue, job, started, failure is not None)
                 job_logger.finish(context, started, failed=failure is not None, reason=failure)
             acknowledge = self._acknowledge
         except Handled as handled:

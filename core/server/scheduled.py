@@ -27,6 +27,7 @@ from ..errors import InvalidJobError
 from ..keys import PROCESS_CLEANUP, PROCESSES, RETRY, SCHEDULE
 from ..payload import parse_payload
 from . import dead
+from .liveness import LoopWatch
 from .outcomes import refused
 
 if TYPE_CHECKING:
@@ -59,9 +60,10 @@ return redis.call("ZADD", KEYS[1], ARGV[1], ARGV[2])
 class Poller:
     """The thread that enqueues due scheduled jobs and retries; the launcher starts and stops it."""
 
-    def __init__(self, config: Config, outage: RedisOutage | None = None) -> None:
+    def __init__(self, config: Config, outage: RedisOutage | None = None, watch: LoopWatch | None = None) -> None:
         self.config = config
         self.outage = outage  # the worker's: an unreachable Redis is logged once for the whole worker
+        self.watch = watch or LoopWatch("poller")  # its ticks, for the worker's liveness (kiq.server.liveness)
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
         self._client = Client(config)
@@ -132,8 +134,11 @@ class Poller:
             raise
 
     def _run(self) -> None:
-        self._done.wait(self.initial_wait())
+        wait = self.initial_wait()
+        self.watch.tick(wait)
+        self._done.wait(wait)
         while not self._done.is_set():
+            self.watch.tick()  # due now: the pass itself must end within liveness_timeout
             for step in (self.enqueue_jobs, self._cleanup):
                 try:
                     step()
@@ -142,7 +147,10 @@ class Poller:
                 else:
                     if self.outage is not None and self.outage.down_since is not None:
                         self.outage.recovered("poller")
-            self._done.wait(self._next_wait())
+            wait = self._next_wait()
+            self.watch.tick(wait)
+            self._done.wait(wait)
+        self.watch.done()
 
     def _failed(self, exc: Exception, context: str) -> None:
         if self.outage is not None and refused(exc):
