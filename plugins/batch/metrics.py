@@ -17,7 +17,7 @@ MAX_EXAMINED = 10_000
 
 def fleet_readings(config: kiq.Config) -> list[kiq.Reading]:
     redis = config.redis
-    bids = redis.zrevrange(INDEX, 0, MAX_EXAMINED - 1)
+    bids: list[str] = redis.zrevrange(INDEX, 0, MAX_EXAMINED - 1)  # type: ignore[assignment]
     pipe = redis.pipeline(transaction=False)
     pipe.zcard(INDEX)
     for bid in bids:

@@ -86,7 +86,7 @@ class LimiterPlugin:
     @kiq.hookimpl
     def kiq_metrics(self, config: kiq.Config, scope: str) -> list[kiq.Reading]:
         """Waits for room in this process; the fleet's reschedules (kiq.plugins.limiter.metrics)."""
-        return metrics.waits.readings() if scope == "process" else metrics.reschedules(config)
+        return metrics.process_readings() if scope == "process" else metrics.fleet_readings(config)
 
     @kiq.hookimpl
     def kiq_cli(self, commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -21,7 +21,8 @@ import redis as redis_py
 
 import kiq
 
-from . import metrics, scripts
+from . import scripts
+from .waits import waits
 
 if TYPE_CHECKING:
     import redis
@@ -109,7 +110,7 @@ class Limiter:
         granted = self._granted(script(keys=[self.key, REGISTRY], args=self.script_args(token)), token, deadline)
         if isinstance(granted, Lease):  # room at once: no wait to count
             return granted
-        with metrics.waits.waiting(self.field):
+        with waits.waiting(self.field):
             while True:
                 time.sleep(granted)
                 token = kiq.new_jid()
@@ -127,7 +128,7 @@ class Limiter:
         granted = self._granted(await script(keys=[self.key, REGISTRY], args=self.script_args(token)), token, deadline)
         if isinstance(granted, Lease):
             return granted
-        with metrics.waits.waiting(self.field):
+        with waits.waiting(self.field):
             while True:
                 await asyncio.sleep(granted)
                 token = kiq.new_jid()

@@ -19,7 +19,7 @@ from kiq.contrib.web import Dashboard
 from kiq.plugins import limiter
 from kiq.plugins.batch import Batch, BatchPlugin
 from kiq.plugins.limiter import LimiterPlugin
-from kiq.plugins.limiter.metrics import waits
+from kiq.plugins.limiter.waits import waits
 from kiq.plugins.periodic import PeriodicPlugin
 from kiq.plugins.periodic.entries import PeriodicJob
 from kiq.plugins.periodic.scheduler import Scheduler
@@ -204,3 +204,14 @@ def test_a_swarm_sums_counters_over_every_child_and_gauges_over_the_live_ones(tm
     }
     assert sorted(path.name for path in tmp_path.iterdir()) == ["child-0-2.json", "child-1-1.json"]
     assert swarm.snapshot().jobs[("default", "OpsFine")][0] == 16  # retired once, not at every scrape
+
+
+def test_a_swarm_child_whose_snapshot_is_older_than_the_liveness_timeout_fails_liveness(tmp_path: Path) -> None:
+    swarm = SwarmMetrics(str(tmp_path), liveness_timeout=5)
+    fresh = Snapshot(readings=[kiq.Reading("kiq_processes", 1)], written=time.time())
+    Path(snapshot_path(str(tmp_path), 0, 1)).write_text(fresh.to_json())
+    assert swarm.snapshot().stale == []
+    stopped = Snapshot(readings=[kiq.Reading("kiq_processes", 1)], written=time.time() - 30)  # SIGSTOPped 30 s ago
+    Path(snapshot_path(str(tmp_path), 1, 1)).write_text(stopped.to_json())
+    (reason,) = swarm.snapshot().stale
+    assert "a swarm child's metrics are 30 s old" in reason
