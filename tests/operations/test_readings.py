@@ -188,20 +188,12 @@ def test_a_swarm_sums_counters_over_every_child_and_gauges_over_the_live_ones(tm
     write(1, 1, processed=5, busy=2)
     total = swarm.snapshot()
     assert total.jobs[("default", "OpsFine")][0] == 15
-    assert {r.name: r.value for r in total.readings} == {
-        "kiq_busy_threads": 5,
-        "kiq_processes": 2,
-        "kiq_test_total": 15,
-    }
+    assert gauges(total) == {"kiq_busy_threads": 5, "kiq_processes": 2, "kiq_test_total": 15}
     swarm.child_exited(0, 1)  # reaped: its counters stay in the sum, its gauges leave it, its file is removed
     write(0, 2, processed=1, busy=1)  # its replacement, from zero
     total = swarm.snapshot()
     assert total.jobs[("default", "OpsFine")][0] == 16
-    assert {r.name: r.value for r in total.readings} == {
-        "kiq_busy_threads": 3,
-        "kiq_processes": 2,
-        "kiq_test_total": 16,
-    }
+    assert gauges(total) == {"kiq_busy_threads": 3, "kiq_processes": 2, "kiq_test_total": 16}
     assert sorted(path.name for path in tmp_path.iterdir()) == ["child-0-2.json", "child-1-1.json"]
     assert swarm.snapshot().jobs[("default", "OpsFine")][0] == 16  # retired once, not at every scrape
 
