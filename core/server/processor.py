@@ -9,8 +9,9 @@ record, its acknowledgement) is held by the worker's ``OutcomeKeeper`` and writt
 (kiq.server.outcomes); meanwhile the processors fetch nothing.
 
 The hot path allocates little and makes no Redis calls besides the fetch: counters are plain ints owned by
-this thread (the heartbeat sums them), so are the per-class metrics (kiq.server.metrics, flushed by the heartbeat),
-and the ``<identity>:work`` entry is a tuple the heartbeat writes out.
+this thread (the heartbeat sums them), so are the per-class metrics (kiq.server.metrics, flushed by the heartbeat)
+and, with a metrics port, the per-queue-and-class tally behind ``/metrics`` (kiq.server.job_tally), and the
+``<identity>:work`` entry is a tuple the heartbeat writes out.
 """
 
 from __future__ import annotations
