@@ -391,7 +391,8 @@ def costs(parts: dict[str, Any]) -> list[list[str]]:
         rows.append([
             row["what"], f"{_of_drain(row['share'])} ({row['added_us']:+.1f} µs/job)",
             f"bench/metrics_cost.py: {_rate(row['on_rate'])} vs {_rate(row['off_rate'])} jobs/s off (median of "
-            f"alternating pairs); a scrape meanwhile: p50 {row['scrape_p50_ms']} ms, max {row['scrape_max_ms']} ms",
+            f"alternating pairs), worker CPU {row['on_cpu_us']} vs {row['off_cpu_us']} µs/job; a scrape meanwhile: "
+            f"p50 {row['scrape_p50_ms']} ms, max {row['scrape_max_ms']} ms",
         ])  # fmt: skip
     tracking_drain, tracking_settled = v(parts, "kiq_tracking", "drain_rate"), v(parts, "kiq_tracking", "settled_rate")
     rows.append([
