@@ -226,13 +226,6 @@ CORE_SETTINGS = [
     Setting.number("poll_interval", 5.0, 0.1, "average seconds between scheduled/retry polls"),
     Setting.number("heartbeat_interval", 10.0, 0.1, "seconds between heartbeats"),
     Setting.boolean("metrics", True, "per-job-class execution metrics in Sidekiq 7's format, written each heartbeat"),
-    Setting.integer(
-        "metrics_port", 0, 0, "port serving /metrics (Prometheus), /livez and /readyz from kiq worker; 0: none"
-    ),
-    Setting.text("metrics_host", "0.0.0.0", "address the metrics port binds (0.0.0.0: every interface)"),
-    Setting.number(
-        "liveness_timeout", 60.0, 1.0, "seconds the heartbeat or poller loop may go without a tick before /livez fails"
-    ),
     Setting.text("tag", None, "a tag shown with this process in the process list"),
     Setting.choice("log_level", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"), "log level of the worker"),
     Setting.choice("log_format", "plain", ("plain", "json"), "log line format of the worker"),

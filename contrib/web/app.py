@@ -122,8 +122,8 @@ class Dashboard:
         return self._page(view, page)
 
     def _scrape(self, request: Request) -> Answer:
-        """``/metrics`` for a Prometheus scraper: the fleet's gauges (kiq.api.exposition); a browser gets the
-        Metrics page at the same address."""
+        """``/metrics`` for a Prometheus scraper: the fleet's gauges (kiq.plugins.metrics.exposition); a browser
+        gets the Metrics page at the same address."""
         if self._scrapes is None:
             try:
                 self._scrapes = metrics.fleet_exposition(self.config)

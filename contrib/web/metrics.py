@@ -3,7 +3,8 @@ execution time, from the worker's per-minute buckets, ``kiq.api.Metrics``), and 
 
 The same address answers a Prometheus scraper (its ``Accept`` header asks for text/plain or OpenMetrics, not HTML)
 with the fleet's gauges in Prometheus' format (``fleet_exposition``): queue sizes and latencies, the set sizes,
-the processes with their busy threads and concurrency, and the plugins' fleet readings (kiq.api.exposition).
+the processes with their busy threads and concurrency, and the plugins' fleet readings
+(kiq.plugins.metrics.exposition: contrib may use a plugin; it needs ``prometheus_client``).
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ def wants_metrics(accept: str | None) -> bool:
 def fleet_exposition(config: kiq.Config) -> Callable[[str | None], tuple[bytes, str]]:
     """A function of a scraper's ``Accept`` header to the fleet's metrics and their content type; raises
     ImportError without prometheus_client."""
-    from kiq.api.exposition import MetricsCollector, exposition, registry_of
     from kiq.api.fleet import FleetGauges
+    from kiq.plugins.metrics.exposition import MetricsCollector, exposition, registry_of
 
     registry = registry_of(MetricsCollector(FleetGauges(config)))
     return lambda accept: exposition(registry, accept)

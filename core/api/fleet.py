@@ -1,6 +1,8 @@
 """The fleet's gauges, read from Redis for a metrics scrape: queue sizes and latencies, the retry, dead and
 scheduled set sizes, and (for ``kiq web``'s view of all workers) the processes, their busy threads and their
-concurrency from the process registry; plus the plugins' ``"fleet"`` readings (kiq.readings).
+concurrency from the process registry; plus the plugins' ``"fleet"`` readings (kiq.readings, ``plugin_readings``).
+Public API: the metrics plugin's ports, ``kiq web``'s ``/metrics`` and the OTel plugin's observable gauges read
+them here, so each shows the same values.
 
 Cheap on purpose, as Prometheus (or KEDA, or the OTel plugin's observable gauges) may ask every few seconds from
 every worker: two pipelined round trips per read (the names; then one ``LLEN`` and ``LINDEX -1`` per queue and one
@@ -9,6 +11,7 @@ every worker: two pipelined round trips per read (the names; then one ``LLEN`` a
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -16,11 +19,12 @@ from typing import TYPE_CHECKING
 from ..keys import DEAD, PROCESSES, QUEUES, RETRY, SCHEDULE, queue_key
 from ..payload import parse_job
 from ..readings import Reading
-from ..server.process_metrics import plugin_readings
 from .records import latency
 
 if TYPE_CHECKING:
     from ..config import Config
+
+log = logging.getLogger("kiq")
 
 CACHE_SECONDS = 1.0
 
@@ -93,3 +97,18 @@ class FleetGauges:
             Reading("kiq_busy_threads", busy, help="job threads (and async jobs) running a job now"),
             Reading("kiq_concurrency", concurrency, help="job threads of the workers"),
         ]
+
+
+def plugin_readings(config: Config, scope: str) -> list[Reading]:
+    """The plugins' ``kiq_metrics`` readings for ``scope`` (``"process"`` or ``"fleet"``); an implementation that
+    returns something else than a list of readings is logged and left out (one that raises is, by the hook's
+    isolation)."""
+    readings: list[Reading] = []
+    for result in config.plugins.hook.kiq_metrics(config=config, scope=scope):
+        if result is None:
+            continue
+        if isinstance(result, list | tuple) and all(isinstance(item, Reading) for item in result):
+            readings.extend(result)
+        else:
+            log.error("a plugin's kiq_metrics returned %.100r, not a list of kiq.Reading: left out", result)
+    return readings

@@ -21,7 +21,6 @@ from ..plugin_manager import PluginManager, installed_plugins
 from ..redis import EmbeddedRedis
 from ..version import __version__
 from . import inspection, worker
-from .metrics_port import add_health_command
 from .settings_command import add_settings_command, without_password
 
 log = logging.getLogger("kiq")
@@ -33,7 +32,8 @@ def build_parser(plugins: PluginManager | None = None) -> argparse.ArgumentParse
     parser = argparse.ArgumentParser(prog="kiq", description="Redis-backed background jobs, Sidekiq-compatible.")
     parser.add_argument("--version", action="version", version=f"kiq {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    worker.add_worker_command(commands)
+    plugins = plugins or installed_plugin_manager()
+    worker.add_worker_command(commands, plugins)
 
     embedded = commands.add_parser(
         "embedded",
@@ -47,9 +47,8 @@ def build_parser(plugins: PluginManager | None = None) -> argparse.ArgumentParse
     embedded.add_argument("--stop", action="store_true", help=argparse.SUPPRESS)  # `kiq redis --stop` up to 0.1
     embedded.set_defaults(run=run_embedded)
     inspection.add_commands(commands)
-    add_health_command(commands)
     add_settings_command(commands)
-    (plugins or installed_plugin_manager()).hook.kiq_cli(commands=commands)
+    plugins.hook.kiq_cli(commands=commands)
     return parser
 
 

@@ -8,7 +8,6 @@ import importlib
 import logging
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +15,16 @@ from ..config import Config, enter_server_mode
 from ..errors import ConfigError
 from ..job_registry import registry
 from ..logging import setup_logging
-from ..server.process_metrics import SwarmMetrics, snapshot_of
+from ..plugin_manager import PluginManager
 from ..server.swarm import Swarm, serve
-from .metrics_port import MetricsPort
 
 log = logging.getLogger("kiq")
 
 
-def add_worker_command(commands: argparse._SubParsersAction[Any]) -> None:
+PLUGIN_OPTIONS = "plugins' options"  # the group of the options plugins add (kiq_worker_options)
+
+
+def add_worker_command(commands: argparse._SubParsersAction[Any], plugins: PluginManager) -> None:
     worker = commands.add_parser(
         "worker",
         help="run jobs from the queues",
@@ -67,16 +68,13 @@ def add_worker_command(commands: argparse._SubParsersAction[Any]) -> None:
         metavar="NAME",
         help="serve this shard (a name in the shards setting) instead of redis_url; repeatable: -p workers each",
     )
-    worker.add_argument(
-        "--metrics-port",
-        type=int,
-        metavar="PORT",
-        help="serve /metrics (Prometheus), /livez and /readyz on this port (one for a whole swarm); default: none",
-    )
     worker.add_argument("--tag", help="a tag shown with this process in the process list")
     worker.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     worker.add_argument("--log-format", choices=("plain", "json"), help="log lines as text (default) or JSON")
-    worker.set_defaults(run=run_worker)  # fmt: skip
+    options = worker.add_argument_group(PLUGIN_OPTIONS)
+    plugins.hook.kiq_worker_options(options=options)
+    # their values override the settings their dests name, when given (worker_overrides)
+    worker.set_defaults(run=run_worker, plugin_options=[action.dest for action in options._group_actions])
 
 
 def worker_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -92,10 +90,10 @@ def worker_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "plugins": [name for names in args.plugins for name in names.split(",") if name] if args.plugins else None,
         "redis_url": args.redis_url,
         "tag": args.tag,
-        "metrics_port": args.metrics_port,
         "log_level": "DEBUG" if args.verbose else None,
         "log_format": args.log_format,
     }
+    flags.update({dest: getattr(args, dest, None) for dest in getattr(args, "plugin_options", ())})
     return {name: value for name, value in flags.items() if value is not None}
 
 
@@ -116,20 +114,11 @@ def run_worker(args: argparse.Namespace) -> int:
     shards = list(dict.fromkeys(args.shard or []))
     for name in shards:
         config.shard_url(name)  # an unknown name stops the start here, with the known ones
-    port = MetricsPort(config) if config.metrics_port else None  # bound now: a taken port stops the start
     if processes > 1 or len(shards) > 1 or config.max_memory_mb:  # a memory limit needs a parent to replace workers
-        swarm = Swarm(config, processes, shards or [None])
-        if port is None:
-            return swarm.run()
-        with tempfile.TemporaryDirectory(prefix="kiq-swarm-metrics-") as directory:
-            swarm.metrics = SwarmMetrics(directory, config.liveness_timeout)
-            port.start(swarm.metrics.snapshot)
-            return swarm.run()
+        return Swarm(config, processes, shards or [None]).run()
     if shards:
         config.redis_url = config.shard_url(shards[0])
-    if port is None:
-        return serve(config)
-    return serve(config, started=lambda launcher: port.start(lambda: snapshot_of(launcher)))
+    return serve(config)
 
 
 def import_required(names: list[str]) -> None:

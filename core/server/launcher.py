@@ -29,7 +29,6 @@ from ..keys import PROCESS_TTL, PROCESSES, STATS_TTL, signals_key, stat_key, wor
 from ..payload import dumps, new_jid
 from ..redis import follow_new_master
 from ..version import __version__
-from .liveness import LoopWatch, stale_loops
 from .manager import Manager, capsules_for
 from .metrics import MetricsFlusher, Recorder
 from .outcomes import OutcomeKeeper, refused
@@ -91,9 +90,6 @@ class Launcher:
         self._beats_ended = False
         self._heartbeat: threading.Thread | None = None
         self._poller: Poller | None = None
-        # the loops /livez watches (kiq.server.liveness); the poller's first tick is due after its initial wait
-        self.heartbeat_watch = LoopWatch("heartbeat")
-        self.poller_watch = LoopWatch("poller", first_within=3 * config.poll_interval)
         self._stopped = False
         self._stop_began = 0.0
         self._master: tuple[str, int] | None = None  # with Sentinel: the master's address at the last heartbeat
@@ -134,7 +130,7 @@ class Launcher:
         gc.freeze()
         self._heartbeat = threading.Thread(target=self._beat_loop, name="kiq-heartbeat", daemon=True)
         self._heartbeat.start()
-        self._poller = Poller(self.config, self.outage, self.poller_watch)
+        self._poller = Poller(self.config, self.outage)
         self._poller.start()
         for manager in self.managers:
             manager.start()
@@ -182,11 +178,6 @@ class Launcher:
         log.info("bye")
         self.done.set()
 
-    def stale_loops(self) -> list[str]:
-        """Why this worker is not live (its heartbeat or poller loop is late by over ``liveness_timeout``), or
-        nothing."""
-        return stale_loops([self.heartbeat_watch, self.poller_watch], self.config.liveness_timeout)
-
     @property
     def exit_code(self) -> int:
         """0, or 3 when a stop gave up held job outcomes (each logged at ERROR with its payload)."""
@@ -213,14 +204,14 @@ class Launcher:
 
     # -- heartbeat ------------------------------------------------------------------------------------
     def _beat_loop(self) -> None:
-        watch = self.heartbeat_watch
+        tick = self.config.plugins.hook.kiq_loop_tick  # for liveness probes: when this loop comes round again
         while not self._beats_ended:
             self._beat_now.clear()  # before the beat: a wake-up during it (a quiet) brings another one at once
-            watch.tick()  # due now: the beat itself must end within liveness_timeout
+            tick(name="heartbeat", due_within=0.0, config=self.config)  # due now: the beat must end in time
             self.heartbeat()
-            watch.tick(self.config.heartbeat_interval)
+            tick(name="heartbeat", due_within=self.config.heartbeat_interval, config=self.config)
             self._wait_for_next_beat()
-        watch.done()
+        tick(name="heartbeat", due_within=None, config=self.config)
 
     def _wait_for_next_beat(self) -> None:
         """Until the next beat is due or woken; with Sentinel, asking every ``MASTER_CHECK_INTERVAL`` whether the

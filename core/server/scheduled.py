@@ -27,7 +27,6 @@ from ..errors import InvalidJobError
 from ..keys import PROCESS_CLEANUP, PROCESSES, RETRY, SCHEDULE
 from ..payload import parse_payload
 from . import dead
-from .liveness import LoopWatch
 from .outcomes import refused
 
 if TYPE_CHECKING:
@@ -60,10 +59,9 @@ return redis.call("ZADD", KEYS[1], ARGV[1], ARGV[2])
 class Poller:
     """The thread that enqueues due scheduled jobs and retries; the launcher starts and stops it."""
 
-    def __init__(self, config: Config, outage: RedisOutage | None = None, watch: LoopWatch | None = None) -> None:
+    def __init__(self, config: Config, outage: RedisOutage | None = None) -> None:
         self.config = config
         self.outage = outage  # the worker's: an unreachable Redis is logged once for the whole worker
-        self.watch = watch or LoopWatch("poller")  # its ticks, for the worker's liveness (kiq.server.liveness)
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
         self._client = Client(config)
@@ -134,11 +132,12 @@ class Poller:
             raise
 
     def _run(self) -> None:
+        tick = self.config.plugins.hook.kiq_loop_tick  # for liveness probes: when this loop comes round again
         wait = self.initial_wait()
-        self.watch.tick(wait)
+        tick(name="poller", due_within=wait, config=self.config)
         self._done.wait(wait)
         while not self._done.is_set():
-            self.watch.tick()  # due now: the pass itself must end within liveness_timeout
+            tick(name="poller", due_within=0.0, config=self.config)  # due now: the pass itself must end in time
             for step in (self.enqueue_jobs, self._cleanup):
                 try:
                     step()
@@ -148,9 +147,9 @@ class Poller:
                     if self.outage is not None and self.outage.down_since is not None:
                         self.outage.recovered("poller")
             wait = self._next_wait()
-            self.watch.tick(wait)
+            tick(name="poller", due_within=wait, config=self.config)
             self._done.wait(wait)
-        self.watch.done()
+        tick(name="poller", due_within=None, config=self.config)
 
     def _failed(self, exc: Exception, context: str) -> None:
         if self.outage is not None and refused(exc):

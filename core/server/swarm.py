@@ -21,12 +21,10 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..config import Config
 from .launcher import STOP_SIGNALS, Launcher
-from .process_metrics import SnapshotWriter, SwarmMetrics, snapshot_path
 from .signals import SignalPipe
 
 log = logging.getLogger("kiq")
@@ -37,25 +35,12 @@ UNWRITTEN = 3  # the exit status of a worker whose stop gave up held job outcome
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-def serve(
-    config: Config,
-    parent: int | None = None,
-    index: int | None = None,
-    snapshot_file: str | None = None,
-    started: Callable[[Launcher], None] | None = None,
-) -> int:
-    """Run a worker in this process until a stop signal (or, in a swarm's child, the parent's end) ends it.
-    ``snapshot_file``: a swarm child writes its metrics there (kiq.server.process_metrics); ``started`` is called
-    with the launcher once it runs (the metrics port of a single worker)."""
+def serve(config: Config, parent: int | None = None, index: int | None = None) -> int:
+    """Run a worker in this process until a stop signal (or, in a swarm's child, the parent's end) ends it."""
     with SignalPipe() as signals:
         launcher = Launcher(config, signal_sink=signals.send, swarm=None if parent is None else (parent, index))
         launcher.announce()
         launcher.run()
-        writer = None if snapshot_file is None else SnapshotWriter(launcher, snapshot_file)
-        if writer is not None:
-            writer.start()
-        if started is not None:
-            started(launcher)
         while not launcher.done.is_set():
             for name in signals.wait(timeout=0.2):
                 log.info("got %s", name)
@@ -63,8 +48,6 @@ def serve(
             if parent is not None and os.getppid() != parent and not launcher.stopping:
                 log.warning("the swarm's parent %d is gone: stopping", parent)
                 launcher.handle_signal("TERM")
-        if writer is not None:
-            writer.stop()
         return launcher.exit_code
 
 
@@ -73,7 +56,6 @@ class Child:
     index: int
     shard: str | None = None  # the shard it serves (its Redis), None: redis_url
     pid: int = 0
-    generation: int = 0  # starts so far: names its metrics snapshot file
     started: float = 0.0
     young_deaths: int = 0  # consecutive deaths within YOUNG seconds of a start
     restart_at: float | None = None  # when a dead child is started again
@@ -89,10 +71,10 @@ class Swarm:
     shards: list[str | None] = field(default_factory=lambda: [None])
     children: list[Child] = field(default_factory=list)
     unwritten: int = 0  # children that exited with UNWRITTEN
-    metrics: SwarmMetrics | None = None  # with a metrics port: the children write their snapshots there
 
     def run(self) -> int:
         stopping_since: float | None = None
+        self.config.plugins.hook.kiq_swarm_startup(config=self.config)  # a ConfigError stops the start here
         with SignalPipe() as signals:
             self._signals = signals
             self.children = [
@@ -106,14 +88,14 @@ class Swarm:
                     log.info("got %s: passing it to the children", name)
                     if name in STOP_SIGNALS and stopping_since is None:
                         stopping_since = time.monotonic()
-                        if self.metrics is not None:
-                            self.metrics.unready = "stopping"
+                        self.config.plugins.hook.kiq_swarm_stopping(config=self.config)
                     self._signal_all(name)
                 self._reap(stopping=stopping_since is not None)
                 if not any(child.pid for child in self.children) and (
                     stopping_since is not None or all(child.restart_at is None for child in self.children)
                 ):
                     log.info("swarm stopped")
+                    self.config.plugins.hook.kiq_swarm_shutdown(config=self.config)
                     return UNWRITTEN if self.unwritten else 0
                 if stopping_since is None:
                     self._restart_due()
@@ -123,9 +105,6 @@ class Swarm:
 
     def _start(self, child: Child) -> None:
         parent = os.getpid()
-        child.generation += 1
-        metrics = self.metrics
-        snapshot_file = None if metrics is None else snapshot_path(metrics.directory, child.index, child.generation)
         pid = os.fork()
         if pid == 0:  # the child: a worker of its own, never back into the parent's loop
             code = 1
@@ -134,7 +113,7 @@ class Swarm:
                 _die_with(parent)
                 if child.shard is not None:
                     self.config.redis_url = self.config.shard_url(child.shard)
-                code = serve(self.config, parent=parent, index=child.index, snapshot_file=snapshot_file)
+                code = serve(self.config, parent=parent, index=child.index)
             except BaseException:
                 log.exception("swarm child %d failed", child.index)
             finally:
@@ -158,8 +137,7 @@ class Swarm:
                 continue
             code = os.waitstatus_to_exitcode(status)
             child.pid = 0
-            if self.metrics is not None:
-                self.metrics.child_exited(child.index, child.generation)
+            self.config.plugins.hook.kiq_swarm_child_exited(config=self.config, index=child.index, pid=pid, code=code)
             if code == UNWRITTEN:
                 self.unwritten += 1
                 log.warning("swarm child %d (pid %d) stopped with held job outcomes unwritten (logged at ERROR)",

@@ -2,7 +2,7 @@
 
 ``MetricsCollector`` is a prometheus_client collector made of two parts, read at each scrape:
 
-- a worker's (or a swarm's summed) ``Snapshot`` (kiq.server.process_metrics): ``kiq_jobs_processed_total`` and
+- a worker's (or a swarm's summed) ``Snapshot`` (kiq.plugins.metrics.snapshot): ``kiq_jobs_processed_total`` and
   ``kiq_jobs_failed_total`` (labels ``queue``, ``class``), the ``kiq_job_duration_seconds`` histogram (same
   labels; every finished attempt, failures included), ``kiq_busy_threads``, ``kiq_concurrency``,
   ``kiq_processes`` and the plugins' ``"process"`` readings;
@@ -23,10 +23,11 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 
-from ..readings import Reading
-from ..server.job_tally import BUCKETS, DURATION_BUCKETS, FAILED, PROCESSED, SECONDS
-from ..server.process_metrics import Snapshot
-from .fleet import FleetGauges
+import kiq
+from kiq.api.fleet import FleetGauges
+
+from .snapshot import Snapshot
+from .tally import BUCKETS, DURATION_BUCKETS, FAILED, PROCESSED, SECONDS
 
 log = logging.getLogger("kiq")
 
@@ -42,7 +43,7 @@ class MetricsCollector:
         self.snapshot = snapshot
 
     def collect(self) -> Iterator[Metric]:
-        readings: list[Reading] = []
+        readings: list[kiq.Reading] = []
         if self.snapshot is not None:
             snapshot = self.snapshot()
             yield from job_families(snapshot)
@@ -80,7 +81,7 @@ def job_families(snapshot: Snapshot) -> Iterator[Metric]:
     yield from (processed, failed, duration)
 
 
-def reading_families(readings: list[Reading]) -> Iterator[Metric]:
+def reading_families(readings: list[kiq.Reading]) -> Iterator[Metric]:
     """One family per metric name (its first reading gives kind, help and label names)."""
     families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {}
     for reading in readings:

@@ -17,7 +17,7 @@ import pytest
 
 import kiq
 from tests.jobs.operations import FREEZE_FILE, Broken, Fine
-from tests.operations.support import NO_ANSWER, free_port, get, scrape, value
+from tests.plugins.metrics.support import NO_ANSWER, free_port, get, scrape, value
 from tests.support import FAST, ROOT, OwnRedis, WorkerProcess, child_env, redis_server_binary, wait_until
 
 pytestmark = pytest.mark.slow

@@ -1,18 +1,16 @@
 """The metric readings of plugins (the ``kiq_metrics`` hook: isolated per implementation), the shipped plugins'
-(batch, limiter, periodic), the fleet's gauges in kiq web's ``/metrics`` for a scraper, and a swarm's sum of its
-children's snapshot files, on a real Redis."""
+(batch, limiter, periodic), and the fleet's gauges (kiq.api.fleet) in the plugin's exposition and in kiq web's
+``/metrics`` for a scraper, on a real Redis."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 import kiq
-from kiq.api.exposition import MetricsCollector, exposition, registry_of
 from kiq.api.fleet import FleetGauges
 from kiq.contrib.http import Request
 from kiq.contrib.web import Dashboard
@@ -20,13 +18,12 @@ from kiq.plugins import limiter
 from kiq.plugins.batch import Batch, BatchPlugin
 from kiq.plugins.limiter import LimiterPlugin
 from kiq.plugins.limiter.waits import waits
+from kiq.plugins.metrics.exposition import MetricsCollector, exposition, registry_of
 from kiq.plugins.periodic import PeriodicPlugin
 from kiq.plugins.periodic.entries import PeriodicJob
 from kiq.plugins.periodic.scheduler import Scheduler
-from kiq.server.job_tally import SIZE
-from kiq.server.process_metrics import Snapshot, SwarmMetrics, snapshot_path
 from tests.jobs.operations import Fine
-from tests.operations.support import Samples, parse, value
+from tests.plugins.metrics.support import Samples, parse, value
 
 
 def fleet_scrape(config: kiq.Config) -> Samples:
@@ -164,46 +161,3 @@ def test_periodic_ticks_skipped_by_a_scheduler_that_fell_behind_are_counted(conf
     readings = plugin.kiq_metrics("process")
     assert readings is not None
     assert _process_samples(readings) == {("kiq_periodic_ticks_missed_total", frozenset({("job", "each-second")})): 5}
-
-
-def gauges(snapshot: Snapshot) -> dict[str, float]:
-    return {reading.name: reading.value for reading in snapshot.readings}
-
-
-def test_a_swarm_sums_counters_over_every_child_and_gauges_over_the_live_ones(tmp_path: Path) -> None:
-    swarm = SwarmMetrics(str(tmp_path), liveness_timeout=60)
-
-    def write(index: int, generation: int, processed: int, busy: int) -> None:
-        counts = [0.0] * SIZE
-        counts[0] = processed
-        readings = [
-            kiq.Reading("kiq_busy_threads", busy),
-            kiq.Reading("kiq_processes", 1),
-            kiq.Reading("kiq_test_total", processed, kind="counter"),
-        ]
-        snapshot = Snapshot({("default", "OpsFine"): counts}, readings, written=time.time())
-        Path(snapshot_path(str(tmp_path), index, generation)).write_text(snapshot.to_json())
-
-    write(0, 1, processed=10, busy=3)
-    write(1, 1, processed=5, busy=2)
-    total = swarm.snapshot()
-    assert total.jobs[("default", "OpsFine")][0] == 15
-    assert gauges(total) == {"kiq_busy_threads": 5, "kiq_processes": 2, "kiq_test_total": 15}
-    swarm.child_exited(0, 1)  # reaped: its counters stay in the sum, its gauges leave it, its file is removed
-    write(0, 2, processed=1, busy=1)  # its replacement, from zero
-    total = swarm.snapshot()
-    assert total.jobs[("default", "OpsFine")][0] == 16
-    assert gauges(total) == {"kiq_busy_threads": 3, "kiq_processes": 2, "kiq_test_total": 16}
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["child-0-2.json", "child-1-1.json"]
-    assert swarm.snapshot().jobs[("default", "OpsFine")][0] == 16  # retired once, not at every scrape
-
-
-def test_a_swarm_child_whose_snapshot_is_older_than_the_liveness_timeout_fails_liveness(tmp_path: Path) -> None:
-    swarm = SwarmMetrics(str(tmp_path), liveness_timeout=5)
-    fresh = Snapshot(readings=[kiq.Reading("kiq_processes", 1)], written=time.time())
-    Path(snapshot_path(str(tmp_path), 0, 1)).write_text(fresh.to_json())
-    assert swarm.snapshot().stale == []
-    stopped = Snapshot(readings=[kiq.Reading("kiq_processes", 1)], written=time.time() - 30)  # SIGSTOPped 30 s ago
-    Path(snapshot_path(str(tmp_path), 1, 1)).write_text(stopped.to_json())
-    (reason,) = swarm.snapshot().stale
-    assert "a swarm child's metrics are 30 s old" in reason
