@@ -164,8 +164,8 @@ class Config:
 
     def _parse(self, name: str, raw: Any, origin: str) -> Any:
         setting = self._settings.get(name)
-        if setting is None:
-            hint = did_you_mean(name, self._settings)
+        if setting is None:  # a near miss of a setting an installed plugin declares is a typo too
+            hint = did_you_mean(name, [*self._settings, *_setting_plugins()])
             raise ConfigError(f"unknown setting {name!r} (from {origin}){hint}; see `kiq settings` for the list")
         try:
             return setting.parse(raw)

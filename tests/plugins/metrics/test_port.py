@@ -107,6 +107,9 @@ def test_a_swarm_serves_one_port_summed_over_its_children_and_across_a_kill_9(
     Fine.perform_bulk([[] for _ in range(50)])
     wait_until(lambda: processed(port) == 110, 30, message="110 jobs counted")
     assert value(scrape(port), "kiq_job_duration_seconds_count", queue="default", **{"class": "OpsFine"}) == 110
+    assert get(port, "/readyz") == (200, "ok\n") and get(port, "/livez")[0] == 200
+    worker.signal(signal.SIGTSTP)  # the parent passes it on: every child quiet, so the swarm is not ready
+    assert wait_until(lambda: (a := get(port, "/readyz")) and a[0] == 503 and a, 10)[1] == "quiet\n"
     assert worker.stop() == 0
 
 
@@ -192,12 +195,16 @@ def test_redis_stopped_fails_readiness_not_liveness_and_both_come_back(tmp_path:
             server.stop()
 
 
-def test_a_taken_port_stops_the_start_with_an_error_naming_it(e2e_config: kiq.Config, tmp_path: Path) -> None:
+@pytest.mark.parametrize("swarm", [(), ("-p", "2")], ids=["worker", "swarm"])
+def test_a_taken_port_stops_the_start_with_an_error_naming_it(
+    e2e_config: kiq.Config, tmp_path: Path, swarm: tuple[str, ...]
+) -> None:
     port = free_port()
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", port))
         taken.listen()
         assert e2e_config.redis_url is not None
-        worker = WorkerProcess([*JOBS, "--metrics-port", str(port)], e2e_config.redis_url, tmp_path / "w.log")
+        args = [*JOBS, *swarm, "--metrics-port", str(port)]
+        worker = WorkerProcess(args, e2e_config.redis_url, tmp_path / "w.log")
         assert worker.wait(60) == 2
     assert f"metrics_port {port}: cannot listen on 0.0.0.0:{port}" in worker.output()
