@@ -1,5 +1,5 @@
-"""What ``kiq worker --metrics-port`` costs the drain: the per-job counts behind ``/metrics`` (kiq.server.job_tally)
-and the port's thread answering a scrape every second while the worker drains.
+"""What ``kiq worker --metrics-port`` costs the drain: the per-job counts behind ``/metrics``
+(kiq.plugins.metrics.tally) and the port's thread answering a scrape every second while the worker drains.
 
     .venv/bin/python -m bench.metrics_cost [--quick] [--jobs 50000] [--pairs 4] [--port 6393] [--json FILE]
 

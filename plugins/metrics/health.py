@@ -27,7 +27,8 @@ def add_health_command(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def run_health(args: argparse.Namespace) -> int:
-    port = args.port if args.port is not None else kiq.Config.load(args.config).get("metrics_port")
+    # a config without the setting has not loaded the plugin: no port then, not an unknown setting
+    port = args.port if args.port is not None else kiq.Config.load(args.config).settings.get("metrics_port")
     if not port:
         raise kiq.ConfigError("kiq health: no metrics port; give --port PORT or set metrics_port (KIQ_METRICS_PORT)")
     url = f"http://{args.host}:{port}{'/readyz' if args.ready else '/livez'}"

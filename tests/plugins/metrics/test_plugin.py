@@ -11,6 +11,7 @@ import kiq
 from kiq.cli import build_parser
 from kiq.cli.worker import worker_overrides
 from kiq.plugins.metrics import MetricsPlugin
+from tests.plugins.metrics.support import free_port
 
 
 def test_the_metrics_port_flag_alone_enables_the_plugin(tmp_path: Path) -> None:
@@ -51,3 +52,13 @@ def test_without_a_port_the_plugin_counts_nothing() -> None:
     tally.started("default", {"class": "X"})
     tally.finished("default", {"class": "X"}, 0.02, "failed")
     assert tally.counts[("default", "X")][:2] == [1, 1] and tally.busy == 0
+
+
+def test_kiq_health_without_a_port_says_how_to_give_one_and_with_one_in_the_file_asks_it(tmp_path: Path) -> None:
+    (tmp_path / "kiq.toml").write_text("")
+    args = build_parser().parse_args(["health", "-C", str(tmp_path / "kiq.toml")])
+    with pytest.raises(kiq.ConfigError, match="no metrics port; give --port PORT or set metrics_port"):
+        args.run(args)
+    (tmp_path / "kiq.toml").write_text(f"metrics_port = {free_port()}\n")  # nothing listens there: unhealthy
+    args = build_parser().parse_args(["health", "-C", str(tmp_path / "kiq.toml"), "--timeout", "2"])
+    assert args.run(args) == 1
