@@ -2,8 +2,8 @@
 
 Plugins come in by one route, ``config.add_plugin(plugin or name)``: the ``plugins`` setting, a ``fetch`` setting
 that names a plugin's fetcher (found through the ``kiq.fetchers`` entry points), a setting that an installed plugin
-declares (found through the ``kiq.settings`` entry points: ``metrics_port = 9100`` alone enables the plugin that
-serves it, as a feature's one switch should), and helpers such as ``tracker_for`` all go through it, and it
+declares (found through the ``kiq.settings`` entry points: giving a feature's one setting, e.g. its port, enables
+the plugin that serves it), and helpers such as ``tracker_for`` all go through it, and it
 registers each plugin once per config.
 """
 

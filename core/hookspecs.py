@@ -115,7 +115,7 @@ def kiq_cli(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 @hookspec
 def kiq_worker_options(options: argparse._ArgumentGroup) -> None:
-    """Add options to ``kiq worker`` (``options.add_argument("--metrics-port", type=int, dest="metrics_port")``).
+    """Add options to ``kiq worker`` (``options.add_argument("--audit-level", dest="audit_level")``).
     An option whose ``dest`` names a setting overrides it when given (flag > ``KIQ_*`` env > file), like the
     core flags; give no default (None: not given). Asked of every installed plugin (the ``kiq.plugins`` entry
     points) when the command line is built, whether or not the plugin is enabled: name the setting in the

@@ -1,4 +1,4 @@
-"""Jobs and a plugin for tests/operations (``-r tests.jobs.operations``): jobs that succeed or fail, and a
+"""Jobs and a plugin for tests/plugins/metrics (``-r tests.jobs.operations``): jobs that succeed or fail, and a
 heartbeat that a test can freeze (``--plugins tests.jobs.operations:FreezableHeartbeat``)."""
 
 from __future__ import annotations
