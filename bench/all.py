@@ -11,8 +11,9 @@ Runs, one after the other, each in its own process (their own private redis-serv
 4. ``plugins``: bench/plugin_overhead.py, what unique, expiry, the limiters and a batch's block add per job;
 5. ``tracking``: bench/tracking_overhead.py on PostgreSQL (in its own schema), tracking's cost on the job thread.
 6. ``profile``: bench/profile.py, where the microseconds go: a single push step by step, and the basic and reliable
-   drains per job (worker CPU, context switches, Redis CPU, the fetch script's time), and what an iterable job adds
-   per item (bench/iteration_cost.py).
+   drains per job (worker CPU, context switches, Redis CPU, the fetch script's time), what an iterable job adds
+   per item (bench/iteration_cost.py) and what ``--metrics-port`` costs the drain (bench/metrics_cost.py,
+   alternating pairs).
 7. ``workflow``: bench/workflow_cost.py, what a workflow step adds to a plain push-and-run, a chord of 1,000 members
    against Celery's chord on the same redis-server, and a 10,000-member fan-out/fan-in timed.
 
@@ -53,6 +54,7 @@ PARTS = ("noop", "io", "processes", "plugins", "tracking", "profile", "workflow"
 LATENCY_IDLE_P99_MS = 2.0
 LATENCY_LOAD_P99_MS = 10.0
 METRICS_COST = 0.05  # of the drain
+METRICS_PORT_COST = 0.02  # of the drain (operations round: issue 33)
 TRACKING_RATE = 20_000.0
 SINGLE_PUSH_RATIO = 1.5
 OTEL_PUSH_COST = 0.10
@@ -118,6 +120,7 @@ def commands(args: argparse.Namespace, work: Path, plugins_port: int) -> dict[st
                      "--database-url", tracking_url, "--json", str(work / "tracking.json")],
         "profile": [args.kiq_python, "-m", "bench.profile", "--jobs", "20000" if quick else "100000",
                     "--pushes", "5000" if quick else "20000", "--port", str(args.port + 2),
+                    "--metrics-pairs", "2" if quick else "4",
                     *(["--no-pin"] if args.no_pin else []), "--json", str(work / "profile.json")],
         "workflow": [*me[:2], "bench.workflow_cost", *(["--quick"] if quick else []), "--port", str(args.port + 3),
                      "--kiq-python", args.kiq_python, "--peer-python", args.peer_python,
@@ -398,6 +401,13 @@ def costs(parts: dict[str, Any]) -> list[list[str]]:
             row["what"], f"{row['added_us']:+.2f} µs/item",
             f"bench/iteration_cost.py: {row['us']:.2f} vs {row['plain_us']:.2f} µs a plain loop in perform",
         ])  # fmt: skip
+    for row in parts.get("profile", {}).get("metrics_port", {}).get("rows", []):
+        rows.append([
+            row["what"], f"{_of_drain(row['share'])} ({row['added_us']:+.1f} µs/job)",
+            f"bench/metrics_cost.py: {_rate(row['on_rate'])} vs {_rate(row['off_rate'])} jobs/s off (median of "
+            f"alternating pairs), worker CPU {row['on_cpu_us']} vs {row['off_cpu_us']} µs/job; a scrape meanwhile: "
+            f"p50 {row['scrape_p50_ms']} ms, max {row['scrape_max_ms']} ms",
+        ])  # fmt: skip
     tracking_drain, tracking_settled = v(parts, "kiq_tracking", "drain_rate"), v(parts, "kiq_tracking", "settled_rate")
     rows.append([
         "tracking on PostgreSQL", f"{_rate(tracking_settled)} jobs/s settled",
@@ -472,6 +482,12 @@ def targets(parts: dict[str, Any]) -> list[list[str]]:
         f"dashboard metrics ≤ {METRICS_COST:.0%} of the drain",
         f"**{_of_drain(share)}** ({_rate(basic)} vs {_rate(no_metrics)} jobs/s off)" if share is not None else "-",
         _met(None if share is None else share <= METRICS_COST),
+    ])  # fmt: skip
+    port = parts.get("profile", {}).get("metrics_port")
+    rows.append([
+        f"kiq worker --metrics-port ≤ {METRICS_PORT_COST:.0%} of the drain",
+        f"**{_of_drain(port['share'])}** (median of {len(port['pairs'])} alternating pairs)" if port else "-",
+        _met(None if port is None else port["share"] <= METRICS_PORT_COST),
     ])  # fmt: skip
     settled, drained = v(parts, "kiq_tracking", "settled_rate"), v(parts, "kiq_tracking", "drain_rate")
     rows.append([

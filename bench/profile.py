@@ -14,6 +14,8 @@ Starts a private ``redis-server`` (as ``python -m bench`` does, on the last CPU,
 2. **The drain**, basic and reliable: ``--jobs`` no-op jobs pushed, one ``kiq worker -c 10`` started, the clock
    from the first job taken to the empty queue; per job: the worker's user and system CPU and its context switches
    (``/proc``), Redis's CPU (``INFO cpu``), and the reliable fetch script's time in Redis (``INFO commandstats``).
+3. **The metrics port**: drains without and with ``--metrics-port`` in alternating pairs, scraped every second
+   (bench/metrics_cost.py).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 
 import redis
 
-from bench import machine
+from bench import machine, metrics_cost
 from bench.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=100_000, help="no-op jobs per drain")
     parser.add_argument("--pushes", type=int, default=20_000, help="calls per timed push step")
     parser.add_argument("--port", type=int, default=6392, help="the private redis-server's port")
+    parser.add_argument("--metrics-pairs", type=int, default=4, help="pairs of drains without and with a metrics port")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--no-pin", action="store_true", help="redis-server and the pushes on any CPU (see -m bench)")
     args = parser.parse_args(argv)
@@ -58,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                 "bench.iteration_cost", ["--redis-url", server.url, "--items", str(args.pushes * 10)], push_cpus
             ),
             "drain": {fetch: drain(server.url, fetch, args.jobs) for fetch in ("basic", "reliable")},
+            "metrics_port": metrics_cost.measure(server.url, args.jobs, args.metrics_pairs),
         }
     finally:
         server.stop()

@@ -36,6 +36,7 @@ from .job_registry import registry
 from .keys import queue_key, queue_name
 from .middleware import Chain, ClientMiddleware, ServerMiddleware, Wrapper
 from .payload import dumps, loads, new_jid, parse_payload
+from .readings import Reading
 from .redis import run_pipeline
 from .server.acknowledgement import hold_acknowledgement, report_failure
 from .settings import Setting
@@ -72,6 +73,7 @@ __all__ = [
     "PushBufferFull",
     "Queue",
     "QueueOrder",
+    "Reading",
     "RegistryError",
     "ServerMiddleware",
     "Setting",

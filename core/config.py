@@ -1,13 +1,16 @@
 """The Config: a process's settings (see kiq.settings), its middleware chains, plugins, capsules and Redis.
 
 Plugins come in by one route, ``config.add_plugin(plugin or name)``: the ``plugins`` setting, a ``fetch`` setting
-that names a plugin's fetcher (found through the ``kiq.fetchers`` entry points), and helpers such as
-``tracker_for`` all go through it, and it registers each plugin once per config.
+that names a plugin's fetcher (found through the ``kiq.fetchers`` entry points), a setting that an installed plugin
+declares (found through the ``kiq.settings`` entry points: giving a feature's one setting, e.g. its port, enables
+the plugin that serves it), and helpers such as ``tracker_for`` all go through it, and it
+registers each plugin once per config.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.metadata
 import logging
 import os
@@ -39,6 +42,7 @@ log = logging.getLogger("kiq")
 
 P = TypeVar("P")
 FETCHERS_GROUP = "kiq.fetchers"  # entry points: fetcher name -> the plugin that provides it
+SETTINGS_GROUP = "kiq.settings"  # entry points: setting name -> the plugin that declares it
 DEFAULT_CAPSULE = "default"
 JOB_FAILED = "Job raised exception"  # Sidekiq's error-handler context for a job's failure (kiq_error hooks see it)
 
@@ -103,6 +107,10 @@ class Config:
         for source in sources:  # the fetcher's plugin too: its settings may be among the values
             if isinstance(source.values.get("fetch"), str):
                 self._load_fetcher_plugin(source.values["fetch"])
+        for source in sources:  # a setting no loaded plugin declares: the installed plugin that does, if any
+            for key in source.values:
+                if key not in self._settings:
+                    self._load_setting_plugin(key)
         for source in sources:
             for key, raw in source.values.items():
                 if key == "plugins":
@@ -140,6 +148,8 @@ class Config:
                 self._redis = None
         elif name in _ATTRIBUTES:
             object.__setattr__(self, name, value)
+        elif self._load_setting_plugin(name):
+            self._values[name] = self._parse(name, value, "assignment")
         else:  # config.concurency = 5 must not pass silently
             self._parse(name, value, "assignment")
 
@@ -156,8 +166,8 @@ class Config:
 
     def _parse(self, name: str, raw: Any, origin: str) -> Any:
         setting = self._settings.get(name)
-        if setting is None:
-            hint = did_you_mean(name, self._settings)
+        if setting is None:  # a near miss of a setting an installed plugin declares is a typo too
+            hint = did_you_mean(name, [*self._settings, *_setting_plugins()])
             raise ConfigError(f"unknown setting {name!r} (from {origin}){hint}; see `kiq settings` for the list")
         try:
             return setting.parse(raw)
@@ -204,6 +214,14 @@ class Config:
             return
         for entry_point in importlib.metadata.entry_points(group=FETCHERS_GROUP, name=fetch):
             self.add_plugin(entry_point.load(), entry_point.name)
+
+    def _load_setting_plugin(self, name: str) -> bool:
+        """Load the installed plugin that declares the setting ``name`` (the ``kiq.settings`` entry points), if
+        there is one; whether the setting is known now."""
+        entry_point = _setting_plugins().get(name)
+        if entry_point is not None:
+            self.add_plugin(entry_point.load())
+        return name in self._settings
 
     # -- capsules ---------------------------------------------------------------------------------------
     def add_capsule(self, name: str, queues: Any, concurrency: int = 1) -> None:
@@ -272,6 +290,13 @@ _ATTRIBUTES = frozenset(
         "_shard_configs",
     }
 )
+
+
+@functools.cache
+def _setting_plugins() -> dict[str, importlib.metadata.EntryPoint]:
+    """The ``kiq.settings`` entry points by setting name (read once: a Config is made often, entry points are
+    fixed while a process runs)."""
+    return {entry_point.name: entry_point for entry_point in importlib.metadata.entry_points(group=SETTINGS_GROUP)}
 
 
 # -- settings that installed plugins give (the kiq_settings_source hook), while a kiq command runs --------------

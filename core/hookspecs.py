@@ -8,12 +8,15 @@ plugin keeps its state on ``self``.
 Two kinds of hooks, two failure rules:
 
 - **Contributions** (``kiq_settings``, ``kiq_job_options``, ``kiq_client_middleware``, ``kiq_server_middleware``,
-  ``kiq_fetcher``, ``kiq_cli``, ``kiq_settings_source``, ``kiq_check``) shape the process when a plugin is
-  registered or the worker starts; a failure stops the start with an error naming the plugin. The first four are
+  ``kiq_fetcher``, ``kiq_cli``, ``kiq_worker_options``, ``kiq_settings_source``, ``kiq_check``,
+  ``kiq_swarm_startup``) shape the process when a plugin is registered or the worker starts; a failure stops the
+  start with an error naming the plugin. The first four are
   pluggy *historic* hooks: a plugin registered at any time gets them called once. ``kiq_web_tabs`` (tabs for the
-  dashboard) is isolated instead, like a notification: a dashboard must not fail to serve because one plugin's
-  tabs could not be made. ``kiq_unwrap_job`` (the job a wrapper payload stands for) is asked per job: its failure
-  is that job's failure.
+  dashboard) and ``kiq_metrics`` (readings for the metrics exporters) are isolated instead, like notifications:
+  a dashboard or a ``/metrics`` scrape must not fail because one plugin's part could not be made.
+  ``kiq_unwrap_job`` (the job a wrapper payload stands for) is asked per job: its failure is that job's failure.
+  ``kiq_job_observer`` is isolated too (a plugin whose observer cannot be made counts nothing; the jobs run), and
+  so is each call of an observer it returns (``JobObserver``).
 - **Notifications** (everything else) report what happens while kiq runs. Each implementation runs on its own:
   one that raises is logged and reported to the ``kiq_error`` hooks, and the others still run (a raising
   ``kiq_error`` implementation is only logged). A context manager it returns is entered the same way.
@@ -22,7 +25,7 @@ Two kinds of hooks, two failure rules:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import pluggy
 
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
     from .config import Config
     from .fetcher import Capsule, Fetcher
     from .middleware import Chain, ClientMiddleware, ServerMiddleware
+    from .readings import Reading
     from .settings import Setting
     from .signature import Signature
     from .tabs import Tab
@@ -43,8 +47,26 @@ hookimpl = pluggy.HookimplMarker("kiq")
 # the hooks whose implementations are isolated from each other (see the module's doc)
 NOTIFICATIONS = frozenset(
     {"kiq_error", "kiq_death", "kiq_startup", "kiq_quiet", "kiq_shutdown", "kiq_heartbeat", "kiq_operation",
-     "kiq_push_bulk", "kiq_job_dropped", "kiq_web_tabs", "kiq_job_progress"}
+     "kiq_push_bulk", "kiq_job_dropped", "kiq_web_tabs", "kiq_job_progress", "kiq_metrics", "kiq_job_observer",
+     "kiq_loop_tick", "kiq_swarm_stopping", "kiq_swarm_child_exited", "kiq_swarm_shutdown"}
 )  # fmt: skip
+
+# how a job attempt ended, for a JobObserver: it returned, it raised (or a plugin reported its failure with
+# kiq.report_failure), or a hard shutdown requeued it (no attempt: neither processed nor failed)
+AttemptOutcome = Literal["done", "failed", "requeued"]
+
+
+class JobObserver(Protocol):
+    """What ``kiq_job_observer`` returns: told of every job attempt of one job runner (a processor thread, or a
+    capsule's event loop), from that runner's thread only, so it may count without a lock. It sees every attempt,
+    also those that fail before the server middleware runs (a class no worker registered). It is on the hot path:
+    keep each call to a few additions. A call that raises is reported (``kiq_error``) and the job goes on."""
+
+    def started(self, queue: str, job: dict[str, Any]) -> None:
+        """An attempt of ``job`` (the parsed payload) from ``queue`` begins."""
+
+    def finished(self, queue: str, job: dict[str, Any], seconds: float, outcome: AttemptOutcome) -> None:
+        """The attempt ended after ``seconds`` (wall clock, ``time.perf_counter``), with ``outcome``."""
 
 
 # -- contributions ---------------------------------------------------------------------------------------------
@@ -93,6 +115,23 @@ def kiq_cli(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 @hookspec
+def kiq_worker_options(options: argparse._ArgumentGroup) -> None:
+    """Add options to ``kiq worker`` (``options.add_argument("--audit-level", dest="audit_level")``).
+    An option whose ``dest`` names a setting overrides it when given (flag > ``KIQ_*`` env > file), like the
+    core flags; give no default (None: not given). Asked of every installed plugin (the ``kiq.plugins`` entry
+    points) when the command line is built, whether or not the plugin is enabled: name the setting in the
+    ``kiq.settings`` entry point group too, so that giving it loads the plugin (``Config``)."""
+
+
+@hookspec
+def kiq_swarm_startup(config: Config) -> None:
+    """A swarm's parent (``kiq worker -p N``, shards, ``max_memory_mb``) is about to fork its first worker; runs in
+    the parent only, which runs no jobs (its children are workers and get ``kiq_startup``). What a plugin sets up
+    here, the children inherit (e.g. a directory they report to; one port the parent serves for all). Raise
+    ``kiq.ConfigError`` to stop the swarm before any child starts (``kiq worker`` exits with status 2)."""
+
+
+@hookspec
 def kiq_settings_source() -> tuple[str, Mapping[str, Any]] | None:
     """Settings from a place this plugin knows, as ``(origin, values)`` (``origin`` names the place in error
     messages), or None where the place does not apply. Asked of every installed plugin (the ``kiq.plugins`` entry
@@ -106,6 +145,16 @@ def kiq_web_tabs(config: Config) -> list[Tab] | None:
     """Return the tabs this plugin adds to the web dashboard (``kiq.tabs``), or None; asked once when a dashboard
     is made for ``config``. Isolated like a notification: an implementation that raises is logged and its tabs are
     left out, the dashboard still serves the others."""
+
+
+@hookspec
+def kiq_metrics(config: Config, scope: str) -> list[Reading] | None:
+    """Return this plugin's metric readings (``kiq.Reading``) for ``scope``, or None: ``"process"`` for what this
+    worker process counted or holds (asked in each worker at every scrape of its metrics port; summed over a
+    swarm's children), ``"fleet"`` for what Redis holds for all (asked once per scrape of any port, ``kiq web``'s
+    included, and cached for about a second). Keep it cheap: a fleet reading is at most one pipelined round trip.
+    Isolated like a notification: an implementation that raises (or returns something else than a list of
+    readings) is logged and its readings are left out of that scrape; the others are served (kiq.readings)."""
 
 
 @hookspec(firstresult=True)
@@ -131,6 +180,14 @@ def kiq_compose(left: Signature, right: Signature) -> Any:
     default config's plugins each time ``|`` is used; with none answering, the ``|`` raises a TypeError saying which
     plugin to enable, and a failure is raised to the caller of ``|``."""
     raise NotImplementedError
+
+
+@hookspec
+def kiq_job_observer(config: Config) -> JobObserver | None:
+    """Return a ``JobObserver`` to be told of every job attempt of one job runner, or None. Asked once per runner
+    when a worker makes its runners (before ``kiq_startup``): an observer of its own per runner (a processor
+    thread, a capsule's event loop) can count without locks; sum them when read. E.g. the metrics plugin's
+    per-queue-and-class counts and duration histogram. Isolated like a notification."""
 
 
 # -- notifications ---------------------------------------------------------------------------------------------
@@ -177,6 +234,31 @@ def kiq_shutdown(config: Config) -> None:
 @hookspec
 def kiq_heartbeat(config: Config) -> None:
     """Called on every heartbeat (every ``heartbeat_interval`` seconds) from the heartbeat thread."""
+
+
+@hookspec
+def kiq_loop_tick(name: str, due_within: float | None, config: Config) -> None:
+    """One of a worker's own loops came round: ``"heartbeat"`` or ``"poller"`` (the scheduled/retry poller). It
+    will come round again within ``due_within`` seconds plus the time of its work (``0``: its work begins now;
+    the wait after it, which for the poller is random and grows with the number of processes); ``None``: the loop
+    ended on purpose (the poller of a quiet worker, every loop of a stopping one). A liveness probe can tell a
+    loop stuck in a hung call from one that waits. Called from the loop's own thread: keep it cheap."""
+
+
+@hookspec
+def kiq_swarm_stopping(config: Config) -> None:
+    """A swarm's parent passes the first stop signal (TERM, INT) on to its children; in the parent only."""
+
+
+@hookspec
+def kiq_swarm_child_exited(config: Config, index: int, pid: int, code: int) -> None:
+    """A swarm's parent reaped its child ``index`` (process ``pid``, exit status ``code``; negative: killed by that
+    signal); unless the swarm is stopping, a new child takes the index later. In the parent only."""
+
+
+@hookspec
+def kiq_swarm_shutdown(config: Config) -> None:
+    """A swarm's children are all gone and its parent is about to exit; in the parent only."""
 
 
 @hookspec

@@ -53,6 +53,7 @@ class Dashboard:
         self.authorize = authorize
         self.tabs: dict[str, Tab] = plugin_tabs(self.config)
         self._static: dict[str, bytes] = {}
+        self._scrapes: Callable[[str | None], tuple[bytes, str]] | None = None  # made at the first scrape
 
     def __call__(self, request: Request) -> Answer:
         if request.method not in ("GET", "HEAD", "POST"):
@@ -108,6 +109,8 @@ class Dashboard:
                 page = sets.set_page(view, sets.SETS[kind])
             case [kind, *key] if kind in sets.SETS and key:
                 page = sets.job_page(view, sets.SETS[kind], "/".join(key))
+            case ["metrics"] if metrics.wants_metrics(view.request.headers.get("accept")):
+                return self._scrape(view.request)
             case ["metrics"]:
                 page = metrics.metrics_page(view)
             case ["metrics", *name] if name:
@@ -117,6 +120,17 @@ class Dashboard:
             case _:
                 raise NotFound("no such page")
         return self._page(view, page)
+
+    def _scrape(self, request: Request) -> Answer:
+        """``/metrics`` for a Prometheus scraper: the fleet's gauges (kiq.plugins.metrics.exposition); a browser
+        gets the Metrics page at the same address."""
+        if self._scrapes is None:
+            try:
+                self._scrapes = metrics.fleet_exposition(self.config)
+            except ImportError:
+                return Answer.text(501, "/metrics needs prometheus_client: pip install 'kiq[metrics]'")
+        body, content_type = self._scrapes(request.headers.get("accept"))
+        return Answer(200, content_type, body)
 
     def _post(self, view: View, parts: list[str]) -> Answer:
         if self.read_only:

@@ -1,16 +1,44 @@
 """The Metrics page: per job class over the last minutes or hours (runs, failures, total, average, p50 and p95
-execution time, from the worker's per-minute buckets, ``kiq.api.Metrics``), and one class's histogram and series."""
+execution time, from the worker's per-minute buckets, ``kiq.api.Metrics``), and one class's histogram and series.
+
+The same address answers a Prometheus scraper (its ``Accept`` header asks for text/plain or OpenMetrics, not HTML)
+with the fleet's gauges in Prometheus' format (``fleet_exposition``): queue sizes and latencies, the set sizes,
+the processes with their busy threads and concurrency, and the plugins' fleet readings
+(kiq.plugins.metrics.exposition: contrib may use a plugin; it needs ``prometheus_client``).
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
+import kiq
 from kiq.api import HISTOGRAM_LABELS, Metrics
 
 from .html import Markup, el, link, number, table, when
 from .view import NotFound, Page, View
 
 PERIODS = ((60, "1 hour"), (180, "3 hours"), (480, "8 hours"))
+
+
+__all__ = ["fleet_exposition", "job_class_page", "metrics_page", "wants_metrics"]
+
+
+def wants_metrics(accept: str | None) -> bool:
+    """Whether an ``Accept`` header is a Prometheus scraper's (text/plain or OpenMetrics), not a browser's (which
+    asks for text/html)."""
+    accept = (accept or "").lower()
+    return "application/openmetrics-text" in accept or ("text/plain" in accept and "text/html" not in accept)
+
+
+def fleet_exposition(config: kiq.Config) -> Callable[[str | None], tuple[bytes, str]]:
+    """A function of a scraper's ``Accept`` header to the fleet's metrics and their content type; raises
+    ImportError without prometheus_client."""
+    from kiq.api.fleet import FleetGauges
+    from kiq.plugins.metrics.exposition import MetricsCollector, exposition, registry_of
+
+    registry = registry_of(MetricsCollector(FleetGauges(config)))
+    return lambda accept: exposition(registry, accept)
 
 
 def _milliseconds(value: float | None) -> str:

@@ -32,7 +32,8 @@ def build_parser(plugins: PluginManager | None = None) -> argparse.ArgumentParse
     parser = argparse.ArgumentParser(prog="kiq", description="Redis-backed background jobs, Sidekiq-compatible.")
     parser.add_argument("--version", action="version", version=f"kiq {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    worker.add_worker_command(commands)
+    plugins = plugins or installed_plugin_manager()
+    worker.add_worker_command(commands, plugins)
 
     embedded = commands.add_parser(
         "embedded",
@@ -48,7 +49,7 @@ def build_parser(plugins: PluginManager | None = None) -> argparse.ArgumentParse
     inspection.add_commands(commands)
     iteration.add_commands(commands)
     add_settings_command(commands)
-    (plugins or installed_plugin_manager()).hook.kiq_cli(commands=commands)
+    plugins.hook.kiq_cli(commands=commands)
     return parser
 
 

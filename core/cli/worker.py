@@ -15,12 +15,16 @@ from ..config import Config, enter_server_mode
 from ..errors import ConfigError
 from ..job_registry import registry
 from ..logging import setup_logging
+from ..plugin_manager import PluginManager
 from ..server.swarm import Swarm, serve
 
 log = logging.getLogger("kiq")
 
 
-def add_worker_command(commands: argparse._SubParsersAction[Any]) -> None:
+PLUGIN_OPTIONS = "plugins' options"  # the group of the options plugins add (kiq_worker_options)
+
+
+def add_worker_command(commands: argparse._SubParsersAction[Any], plugins: PluginManager) -> None:
     worker = commands.add_parser(
         "worker",
         help="run jobs from the queues",
@@ -72,7 +76,10 @@ def add_worker_command(commands: argparse._SubParsersAction[Any]) -> None:
     worker.add_argument("--tag", help="a tag shown with this process in the process list")
     worker.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
     worker.add_argument("--log-format", choices=("plain", "json"), help="log lines as text (default) or JSON")
-    worker.set_defaults(run=run_worker)  # fmt: skip
+    options = worker.add_argument_group(PLUGIN_OPTIONS)
+    plugins.hook.kiq_worker_options(options=options)
+    # their values override the settings their dests name, when given (worker_overrides)
+    worker.set_defaults(run=run_worker, plugin_options=[action.dest for action in options._group_actions])
 
 
 def worker_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -91,6 +98,7 @@ def worker_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "log_level": "DEBUG" if args.verbose else None,
         "log_format": args.log_format,
     }
+    flags.update({dest: getattr(args, dest, None) for dest in getattr(args, "plugin_options", ())})
     return {name: value for name, value in flags.items() if value is not None}
 
 

@@ -215,10 +215,14 @@ class Launcher:
 
     # -- heartbeat ------------------------------------------------------------------------------------
     def _beat_loop(self) -> None:
+        tick = self.config.plugins.hook.kiq_loop_tick  # for liveness probes: when this loop comes round again
         while not self._beats_ended:
             self._beat_now.clear()  # before the beat: a wake-up during it (a quiet) brings another one at once
+            tick(name="heartbeat", due_within=0.0, config=self.config)  # due now: the beat must end in time
             self.heartbeat()
+            tick(name="heartbeat", due_within=self.config.heartbeat_interval, config=self.config)
             self._wait_for_next_beat()
+        tick(name="heartbeat", due_within=None, config=self.config)
 
     def _wait_for_next_beat(self) -> None:
         """Until the next beat is due or woken; with Sentinel, asking every ``MASTER_CHECK_INTERVAL`` whether the

@@ -10,7 +10,8 @@ record, its acknowledgement) is held by the worker's ``OutcomeKeeper`` and writt
 
 The hot path allocates little and makes no Redis calls besides the fetch: counters are plain ints owned by
 this thread (the heartbeat sums them), so are the per-class metrics (kiq.server.metrics, flushed by the heartbeat),
-and the ``<identity>:work`` entry is a tuple the heartbeat writes out.
+and the ``<identity>:work`` entry is a tuple the heartbeat writes out. The plugins' job observers
+(``kiq_job_observer``, one per runner) are told of each attempt without a lock for the same reason.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from .time_limit import Watchdog, time_limit, timed_out
 if TYPE_CHECKING:
     from ..config import Config
     from ..fetcher import Fetcher, UnitOfWork
+    from ..hookspecs import AttemptOutcome, JobObserver
 
 log = logging.getLogger("kiq")
 
@@ -137,6 +139,8 @@ class JobRunner:
         self.failed = 0
         self.default_time_limit = config.job_timeout  # read once: a Config attribute costs a lookup per job
         self.metrics = Recorder() if config.metrics else None  # per-class counts, flushed by the heartbeat
+        # the plugins' observers of this runner's attempts (kiq_job_observer: e.g. the metrics plugin's tally)
+        self.observers: tuple[JobObserver, ...] = tuple(config.plugins.hook.kiq_job_observer(config=config))
 
     def steps(self, slot: Slot, unit: UnitOfWork, job: dict[str, Any], job_class: type[Any] | None) -> JobSteps:
         """Everything around ``perform`` for one parsed job (``job_class`` from the registry, None if unknown), as a
@@ -147,6 +151,7 @@ class JobRunner:
         slot.work = (queue, jobstr if len(jobstr) <= LARGE_TEXT else running_summary(job, jobstr), int(time.time()))
         job_logger = self.job_logger
         metrics = self.metrics
+        observers = self.observers
         context = job_logger.prepare(job)
         acknowledge: Callable[[UnitOfWork], None] | None = None
         if acknowledgement.current.get() is not slot.acknowledgement:  # once per thread, or per async job's task
@@ -156,6 +161,8 @@ class JobRunner:
             with self.retrier.global_(jobstr, queue):
                 # job logger and stats (one try block for both: same effect as Sidekiq's two layers, cheaper)
                 started = time.perf_counter()
+                if observers:
+                    self._started(queue, job)
                 try:
                     # an unknown class is this job's error: the retry path
                     instance = (job_class or registry.get(job["class"]))()
@@ -169,12 +176,16 @@ class JobRunner:
                         else:
                             yield call
                 except Shutdown:
+                    if observers:
+                        self._finished(queue, job, started, "requeued")
                     raise  # requeued: neither processed nor failed
                 except BaseException:
                     self.failed += 1
                     self.processed += 1
                     if metrics is not None:
                         metrics.failed(job)
+                    if observers:
+                        self._finished(queue, job, started, "failed")
                     job_logger.finish(context, started, failed=True)
                     raise
                 self.processed += 1
@@ -185,6 +196,8 @@ class JobRunner:
                         metrics.failed(job)
                 elif metrics is not None:
                     metrics.succeeded(job, started)
+                if observers:
+                    self._finished(queue, job, started, "done" if failure is None else "failed")
                 job_logger.finish(context, started, failed=failure is not None, reason=failure)
             acknowledge = self._acknowledge
         except Handled as handled:
@@ -209,6 +222,21 @@ class JobRunner:
             job_logger.clear()
             slot.acknowledgement.end(acknowledge, unit)
             slot.unit = None
+
+    def _started(self, queue: str, job: dict[str, Any]) -> None:
+        for observer in self.observers:
+            try:
+                observer.started(queue, job)
+            except Exception as exc:  # an observer's failure is not the job's
+                self.config.plugins.report(exc, f"a job observer failed: {observer!r}")
+
+    def _finished(self, queue: str, job: dict[str, Any], started: float, outcome: AttemptOutcome) -> None:
+        seconds = time.perf_counter() - started
+        for observer in self.observers:
+            try:
+                observer.finished(queue, job, seconds, outcome)
+            except Exception as exc:
+                self.config.plugins.report(exc, f"a job observer failed: {observer!r}")
 
     def _acknowledge(self, unit: UnitOfWork) -> None:
         try:

@@ -132,8 +132,12 @@ class Poller:
             raise
 
     def _run(self) -> None:
-        self._done.wait(self.initial_wait())
+        tick = self.config.plugins.hook.kiq_loop_tick  # for liveness probes: when this loop comes round again
+        wait = self.initial_wait()
+        tick(name="poller", due_within=wait, config=self.config)
+        self._done.wait(wait)
         while not self._done.is_set():
+            tick(name="poller", due_within=0.0, config=self.config)  # due now: the pass itself must end in time
             for step in (self.enqueue_jobs, self._cleanup):
                 try:
                     step()
@@ -142,7 +146,10 @@ class Poller:
                 else:
                     if self.outage is not None and self.outage.down_since is not None:
                         self.outage.recovered("poller")
-            self._done.wait(self._next_wait())
+            wait = self._next_wait()
+            tick(name="poller", due_within=wait, config=self.config)
+            self._done.wait(wait)
+        tick(name="poller", due_within=None, config=self.config)
 
     def _failed(self, exc: Exception, context: str) -> None:
         if self.outage is not None and refused(exc):

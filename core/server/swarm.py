@@ -88,6 +88,7 @@ class Swarm:
 
     def run(self) -> int:
         stopping_since: float | None = None
+        self.config.plugins.hook.kiq_swarm_startup(config=self.config)  # a ConfigError stops the start here
         with SignalPipe() as signals:
             self._signals = signals
             self.children = [
@@ -101,12 +102,14 @@ class Swarm:
                     log.info("got %s: passing it to the children", name)
                     if name in STOP_SIGNALS and stopping_since is None:
                         stopping_since = time.monotonic()
+                        self.config.plugins.hook.kiq_swarm_stopping(config=self.config)
                     self._signal_all(name)
                 self._reap(stopping=stopping_since is not None)
                 if not any(child.pid for child in self.children) and (
                     stopping_since is not None or all(child.restart_at is None for child in self.children)
                 ):
                     log.info("swarm stopped")
+                    self.config.plugins.hook.kiq_swarm_shutdown(config=self.config)
                     return UNWRITTEN if self.unwritten else 0
                 if stopping_since is None:
                     self._restart_due()
@@ -148,6 +151,7 @@ class Swarm:
                 continue
             code = os.waitstatus_to_exitcode(status)
             child.pid = 0
+            self.config.plugins.hook.kiq_swarm_child_exited(config=self.config, index=child.index, pid=pid, code=code)
             if code == UNWRITTEN:
                 self.unwritten += 1
                 log.warning("swarm child %d (pid %d) stopped with held job outcomes unwritten (logged at ERROR)",

@@ -11,6 +11,7 @@ from kiq.tabs import Tab
 
 from . import cli
 from .context import running_job
+from .metrics import fleet_readings
 from .middleware import BatchClientMiddleware, BatchServerMiddleware
 from .scripts import Changes
 from .web import batches_tab
@@ -98,6 +99,11 @@ class BatchPlugin:
     def kiq_shutdown(self, config: kiq.Config) -> None:
         if self._writer is not None:
             self._writer.close(config.get("batch_shutdown_timeout"))
+
+    @kiq.hookimpl
+    def kiq_metrics(self, config: kiq.Config, scope: str) -> list[kiq.Reading] | None:
+        """The fleet's batches, open and in all (kiq.plugins.batch.metrics)."""
+        return fleet_readings(config) if scope == "fleet" else None
 
     @kiq.hookimpl
     def kiq_web_tabs(self, config: kiq.Config) -> list[Tab]:

@@ -20,7 +20,7 @@ import argparse
 
 import kiq
 
-from . import cli
+from . import cli, metrics
 from .limiters import (
     BucketLimiter,
     ConcurrentLimiter,
@@ -82,6 +82,11 @@ class LimiterPlugin:
         # outermost: the other layers (tracking, unique) see the OverLimit as the job's error (enqueued again, lock
         # kept), and only then is it turned into a reschedule
         chain.prepend(OverLimitMiddleware)
+
+    @kiq.hookimpl
+    def kiq_metrics(self, config: kiq.Config, scope: str) -> list[kiq.Reading]:
+        """Waits for room in this process; the fleet's reschedules (kiq.plugins.limiter.metrics)."""
+        return metrics.process_readings() if scope == "process" else metrics.fleet_readings(config)
 
     @kiq.hookimpl
     def kiq_cli(self, commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

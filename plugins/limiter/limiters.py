@@ -22,6 +22,7 @@ import redis as redis_py
 import kiq
 
 from . import scripts
+from .waits import waits
 
 if TYPE_CHECKING:
     import redis
@@ -30,6 +31,7 @@ log = logging.getLogger("kiq.limiter")
 
 KEY_PREFIX = "kiq:limiter:"
 REGISTRY = "kiq:limiters"  # HASH: "<kind>:<name>" -> the limiter's definition (JSON), for the listing
+OVERRATED = "kiq:limiter:overrated"  # HASH: "<kind>:<name>" -> jobs rescheduled because that limiter was full
 DEFAULT_WAIT = 5.0  # seconds a `with` waits for room before OverLimit (Sidekiq Enterprise's default)
 
 
@@ -104,25 +106,36 @@ class Limiter:
         config = self.config or kiq.default_config()
         script = config.redis.register_script(self.script)
         deadline = time.monotonic() + self.wait_timeout
-        while True:
-            token = kiq.new_jid()
-            granted = self._granted(script(keys=[self.key, REGISTRY], args=self.script_args(token)), token, deadline)
-            if isinstance(granted, Lease):
-                return granted
-            time.sleep(granted)
+        token = kiq.new_jid()
+        granted = self._granted(script(keys=[self.key, REGISTRY], args=self.script_args(token)), token, deadline)
+        if isinstance(granted, Lease):  # room at once: no wait to count
+            return granted
+        with waits.waiting(self.field):
+            while True:
+                time.sleep(granted)
+                token = kiq.new_jid()
+                reply = script(keys=[self.key, REGISTRY], args=self.script_args(token))
+                granted = self._granted(reply, token, deadline)
+                if isinstance(granted, Lease):
+                    return granted
 
     async def acquire_async(self) -> Lease:
         """``acquire`` for an ``async def`` job (``async with limiter:``): it waits without blocking the event loop."""
         config = self.config or kiq.default_config()
         script = kiq.AsyncClient(config).redis.register_script(self.script)
         deadline = time.monotonic() + self.wait_timeout
-        while True:
-            token = kiq.new_jid()
-            reply = await script(keys=[self.key, REGISTRY], args=self.script_args(token))
-            granted = self._granted(reply, token, deadline)
-            if isinstance(granted, Lease):
-                return granted
-            await asyncio.sleep(granted)
+        token = kiq.new_jid()
+        granted = self._granted(await script(keys=[self.key, REGISTRY], args=self.script_args(token)), token, deadline)
+        if isinstance(granted, Lease):
+            return granted
+        with waits.waiting(self.field):
+            while True:
+                await asyncio.sleep(granted)
+                token = kiq.new_jid()
+                reply = await script(keys=[self.key, REGISTRY], args=self.script_args(token))
+                granted = self._granted(reply, token, deadline)
+                if isinstance(granted, Lease):
+                    return granted
 
     def _granted(self, reply: Any, token: str, deadline: float) -> Lease | float:
         """The script's answer: the lease, or how long to wait before asking again (``OverLimit`` past the deadline).

@@ -19,11 +19,9 @@ import redis as redis_py
 import kiq
 from kiq.api import ScheduledSet
 
-from .limiters import OverLimit
+from .limiters import OVERRATED, OverLimit
 
 log = logging.getLogger("kiq.limiter")
-
-OVERRATED = "kiq:limiter:overrated"  # HASH: "<kind>:<name>" -> jobs rescheduled because that limiter was full
 
 
 def reschedules_so_far(job: dict[str, Any]) -> int:

@@ -11,8 +11,7 @@ from typing import Any
 
 import kiq
 
-from .limiters import REGISTRY, Limiter, bucket, concurrent, window
-from .middleware import OVERRATED
+from .limiters import OVERRATED, REGISTRY, Limiter, bucket, concurrent, window
 
 log = logging.getLogger("kiq.limiter")
 

@@ -14,6 +14,7 @@ from opentelemetry import metrics, trace
 
 import kiq
 
+from .gauges import observe_fleet
 from .internal import internal_span
 from .middleware import LINK_MODES, ClientTracing, ServerTracing, batch_send
 from .telemetry import Telemetry
@@ -34,6 +35,11 @@ SETTINGS = [
         False,
         "also trace the worker's poller passes and heartbeats (INTERNAL spans 'kiq poll', 'kiq heartbeat')",
     ),
+    kiq.Setting.boolean(
+        "otel_fleet_gauges",
+        True,
+        "observe the fleet's gauges (queue sizes and latencies, set sizes, processes): one Redis read per collection",
+    ),
 ]
 
 
@@ -42,6 +48,15 @@ class OtelPlugin:
 
     def __init__(self) -> None:
         self.telemetry = Telemetry()
+        self._observed: object = None  # the meter the fleet's gauges are observed on (once per meter)
+
+    def observe_fleet(self, config: kiq.Config) -> None:
+        """The fleet's gauges (queue sizes and latencies, set sizes, processes) as observable instruments, on the
+        telemetry's meter, once per meter; nothing while no SDK meter provider is set."""
+        meter = self.telemetry.meter
+        if self._observed is not meter and config.get("otel_fleet_gauges") and self.telemetry.measuring():
+            observe_fleet(meter, config)
+            self._observed = meter
 
     @kiq.hookimpl
     def kiq_settings(self) -> list[kiq.Setting]:
@@ -62,6 +77,7 @@ class OtelPlugin:
         if not self.telemetry.tracing() and not self.telemetry.measuring():
             config.server_middleware.remove(ServerTracing)
             log.info("otel: no SDK tracer or meter provider is set; jobs are not instrumented in this worker")
+        self.observe_fleet(config)
 
     @kiq.hookimpl
     def kiq_push_bulk(self, config: kiq.Config, queue: str, count: int) -> AbstractContextManager[None]:
@@ -86,4 +102,5 @@ def instrument(
     config = config or kiq.default_config()
     plugin = config.add_plugin(OtelPlugin, "otel")
     plugin.telemetry.use(tracer_provider, meter_provider)
+    plugin.observe_fleet(config)
     return plugin.telemetry

@@ -74,7 +74,7 @@ class Telemetry:
         self._checked = [-RECHECK_SECONDS, -RECHECK_SECONDS]  # and when (monotonic)
         self._idle_until = -RECHECK_SECONDS  # idle() holds until then (monotonic)
         self.tracer = trace.get_tracer(SCOPE, kiq.__version__, tracer_provider)
-        meter = metrics.get_meter(SCOPE, kiq.__version__, meter_provider)
+        meter = self.meter = metrics.get_meter(SCOPE, kiq.__version__, meter_provider)
         self.sent_messages = meter.create_counter(
             "messaging.client.sent.messages",
             unit="{message}",

@@ -83,6 +83,19 @@ class PeriodicPlugin:
             publish(config.redis, [job for job, _ in self.scheduler.jobs], until)
 
     @kiq.hookimpl
+    def kiq_metrics(self, scope: str) -> list[kiq.Reading] | None:
+        """Per process: the ticks its scheduler missed, per periodic job (names from the schedule: bounded)."""
+        if scope != "process" or self.scheduler is None:
+            return None
+        help_ = "ticks of a periodic job this worker skipped (it fell behind) or failed to enqueue"
+        missed = self.scheduler.missed.copy()
+        names = sorted({job.name for job, _ in self.scheduler.jobs})  # every job, 0 until it misses one
+        return [
+            kiq.Reading("kiq_periodic_ticks_missed_total", missed.get(name, 0), (("job", name),), "counter", help_)
+            for name in names
+        ]
+
+    @kiq.hookimpl
     def kiq_quiet(self) -> None:
         if self.scheduler is not None:  # a quiet process starts no new work; the other workers go on enqueueing
             self.scheduler.stop()

@@ -21,6 +21,8 @@ from .store import CLAIM, LAST_TICKS
 
 log = logging.getLogger("kiq.periodic")
 
+MAX_MISSED_COUNTED = 10_000
+
 
 class Scheduler:
     """Enqueues ``jobs`` (each with the class it names, found in the registry at start) at their ticks."""
@@ -28,6 +30,9 @@ class Scheduler:
     def __init__(self, config: kiq.Config, jobs: list[tuple[PeriodicJob, type[kiq.Job]]]) -> None:
         self.config = config
         self.jobs = jobs
+        # ticks this process skipped (it fell behind them) or could not push, per job name: kiq_metrics; another
+        # worker may have enqueued them
+        self.missed: dict[str, int] = {}
         self._client = kiq.Client(config)
         self._claim = config.redis.register_script(CLAIM)
         self._stopped = threading.Event()
@@ -57,7 +62,18 @@ class Scheduler:
                 if tick <= now:
                     job, job_class = self.jobs[index]
                     self.fire(job, job_class, tick)
-                    plan[index] = job.next_tick(time.time())  # ticks missed meanwhile are skipped
+                    plan[index] = job.next_tick(time.time())  # ticks missed meanwhile are skipped...
+                    self._count_missed(job, job.next_tick(tick), plan[index])  # ...and counted
+
+    def _count_missed(self, job: PeriodicJob, first: float, resumed: float) -> None:
+        """Count the ticks of ``job`` from ``first`` up to (not with) ``resumed``, the one it resumes at (at most
+        MAX_MISSED_COUNTED per fall: a per-second job paused for a day is not walked tick by tick)."""
+        missed, tick = 0, first
+        while tick < resumed and missed < MAX_MISSED_COUNTED:
+            missed += 1
+            tick = job.next_tick(tick)
+        if missed:
+            self.missed[job.name] = self.missed.get(job.name, 0) + missed
 
     def fire(self, job: PeriodicJob, job_class: type[kiq.Job], tick: float) -> str | None:
         """Claim ``tick`` of ``job`` and, if this process won it, push the job; its jid, else None."""
@@ -66,6 +82,7 @@ class Scheduler:
                 return None
             jid = self._client.push(self.item(job, job_class, tick))
         except Exception as exc:  # Redis away, or a push refused: reported, and the next tick comes as usual
+            self.missed[job.name] = self.missed.get(job.name, 0) + 1
             context = f"periodic job {job.name!r}: enqueueing its tick of {shown(tick, job.tz)} failed"
             self.config.handle_exception(exc, {"context": context}, traceback=not isinstance(exc, redis_py.RedisError))
             return None

@@ -3,6 +3,7 @@ signals from ``<identity>-signals``, and an unreachable Redis at start."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import signal
 import subprocess
@@ -18,6 +19,7 @@ from kiq.cli import build_parser
 from kiq.cli.worker import _module_name, worker_overrides
 from kiq.config import Config
 from kiq.errors import ConfigError
+from kiq.plugin_manager import PluginManager
 from tests.jobs.basic import Record
 from tests.support import FAST, ROOT, WorkerProcess, child_env, identity_of, wait_until
 
@@ -47,6 +49,25 @@ def test_flags_map_to_settings_and_beat_env_and_file(tmp_path: Path) -> None:
     assert config.queues == [("critical", 2), ("default", 0)] and config.require == ["app.jobs"]
     assert config.timeout == 6.0 and config.fetch == "reliable"  # env > file, no flag given
     assert config.log_level == "DEBUG"
+
+
+class TagOption:
+    """Adds a worker option whose dest names a setting (kiq_worker_options)."""
+
+    @kiq.hookimpl
+    def kiq_worker_options(self, options: argparse._ArgumentGroup) -> None:
+        options.add_argument("--label", dest="tag", help="the process list's tag, by another name")
+
+
+def test_a_plugins_worker_option_overrides_the_setting_its_dest_names_when_given(tmp_path: Path) -> None:
+    plugins = PluginManager(None)
+    plugins.register(TagOption())
+    parser = build_parser(plugins)
+    (tmp_path / "kiq.toml").write_text('tag = "file"\n')
+    given = parser.parse_args(["worker", "--label", "flag"])
+    assert Config.load(tmp_path / "kiq.toml", env={}, **worker_overrides(given)).tag == "flag"
+    not_given = parser.parse_args(["worker"])
+    assert Config.load(tmp_path / "kiq.toml", env={}, **worker_overrides(not_given)).tag == "file"
 
 
 class FlagPlugin:

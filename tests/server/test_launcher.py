@@ -150,6 +150,29 @@ def test_lifecycle_hooks_fire(launch: Callable[[], Launcher], config: kiq.Config
     assert [event for event in events if event != "heartbeat"] == ["startup", "quiet", "shutdown"]
 
 
+def test_the_heartbeat_and_the_poller_say_when_they_tick_next_and_that_they_ended(
+    launch: Callable[[], Launcher], config: kiq.Config
+) -> None:
+    ticks: list[tuple[str, float | None]] = []
+
+    class Ticks:
+        @kiq.hookimpl
+        def kiq_loop_tick(self, name: str, due_within: float | None) -> None:
+            ticks.append((name, due_within))
+
+    config.poll_interval = 0.1
+    config.add_plugin(Ticks())
+    launcher = launch()
+    wait_until(lambda: ticks.count(("poller", 0.0)) >= 2 and ticks.count(("heartbeat", 0.0)) >= 2, 20)
+    launcher.stop()
+    beats = [due for name, due in ticks if name == "heartbeat"]
+    assert beats[:2] == [0.0, 0.1] and beats[-1] is None  # due now as a beat begins, one interval after it
+    polls = [due for name, due in ticks if name == "poller"]
+    assert 0.2 <= polls[0] <= 0.3  # the initial wait: two to three intervals
+    assert polls[1] == 0.0 and polls[2] is not None and polls[2] > 0  # a pass, then its random wait
+    assert polls[-1] is None  # ended on purpose (the quiet of the stop): never late
+
+
 def test_remote_ttin_dumps_threads(
     launch: Callable[[], Launcher], r: redis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -400,3 +400,80 @@ def test_an_async_jobs_refused_outcome_is_held_by_the_workers_keeper_and_fetchin
     processor.stopping.set()  # the fetch would otherwise wait (up to 2 s) for the held outcome first
     assert processor.fetch() is None and fetcher.asked == 0
     assert processor.keeper.give_up() == 1
+
+
+# -- job observers (kiq_job_observer) -----------------------------------------------------------------------------
+class Observer:
+    """Records what it is told, as ``kiq.hookspecs.JobObserver``."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []  # (event, queue, class)
+
+    def started(self, queue: str, job: dict[str, Any]) -> None:
+        self.events.append(("started", queue, job["class"]))
+
+    def finished(self, queue: str, job: dict[str, Any], seconds: float, outcome: str) -> None:
+        assert seconds >= 0
+        self.events.append((outcome, queue, job["class"]))
+
+
+class Observers:
+    def __init__(self) -> None:
+        self.made: list[Observer] = []
+
+    @kiq.hookimpl
+    def kiq_job_observer(self) -> Observer:
+        self.made.append(observer := Observer())
+        return observer
+
+
+class BrokenObserver:
+    def started(self, queue: str, job: dict[str, Any]) -> None:
+        raise RuntimeError("this observer is broken")
+
+    def finished(self, queue: str, job: dict[str, Any], seconds: float, outcome: str) -> None:
+        raise RuntimeError("this observer is broken")
+
+
+class BrokenObservers:
+    @kiq.hookimpl
+    def kiq_job_observer(self) -> BrokenObserver:
+        return BrokenObserver()
+
+
+def test_an_observer_per_runner_sees_every_attempt_also_those_that_fail_before_the_middleware(
+    config: kiq.Config,
+) -> None:
+    observers = config.add_plugin(Observers)
+    first, second = make_processor(config), make_processor(config)
+    assert len(observers.made) == 2  # one per runner: each counts without a lock
+    for name in ("tests.Remember", "tests.Boom", "os.system", "tests.Declined", "tests.Interrupted"):
+        first.process(Unit(payload(name, "x") if name in ("tests.Remember", "tests.Declined") else payload(name)))
+    assert observers.made[0].events == [
+        ("started", "default", "tests.Remember"),
+        ("done", "default", "tests.Remember"),
+        ("started", "default", "tests.Boom"),
+        ("failed", "default", "tests.Boom"),
+        ("started", "default", "os.system"),  # an unknown class: no middleware ran, the observer still sees it
+        ("failed", "default", "os.system"),
+        ("started", "default", "tests.Declined"),
+        ("failed", "default", "tests.Declined"),  # kiq.report_failure
+        ("started", "default", "tests.Interrupted"),
+        ("requeued", "default", "tests.Interrupted"),  # a hard shutdown's: no attempt
+    ]
+    assert observers.made[1].events == []
+    second.process(Unit(payload("tests.Remember", 2)))
+    assert [event for event, _, _ in observers.made[1].events] == ["started", "done"]
+
+
+def test_a_raising_observer_is_reported_and_the_job_and_other_observers_go_on(config: kiq.Config) -> None:
+    errors = error_contexts(config)
+    config.add_plugin(BrokenObservers)
+    observers = config.add_plugin(Observers)
+    processor = make_processor(config)
+    unit = Unit(payload("tests.Remember", 3))
+    processor.process(unit)
+    assert unit.acked == 1 and (processor.processed, processor.failed) == (1, 0)
+    assert [value for _, value, _ in seen] == [3]
+    assert [event for event, _, _ in observers.made[0].events] == ["started", "done"]
+    assert sum("a job observer failed" in context for context in errors) == 2  # started and finished

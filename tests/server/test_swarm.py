@@ -8,6 +8,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -147,3 +148,51 @@ class Hog(kiq.Job):
     def perform(self, mb: int) -> None:
         Hog.held.append(bytearray(mb * 1024 * 1024))
         time.sleep(5)
+
+
+SWARM_EVENTS = "SWARM_TEST_EVENTS_FILE"  # the environment variable naming SwarmEvents' file (no KIQ_*: no setting)
+
+
+class SwarmEvents:
+    """Appends each swarm hook's call, and the pid it ran in, to the file named by ``SWARM_TEST_EVENTS_FILE``."""
+
+    def _write(self, *fields: object) -> None:
+        with open(os.environ[SWARM_EVENTS], "a") as file:
+            file.write(" ".join(str(field) for field in (*fields, os.getpid())) + "\n")
+
+    @kiq.hookimpl
+    def kiq_swarm_startup(self) -> None:
+        self._write("startup")
+
+    @kiq.hookimpl
+    def kiq_swarm_child_exited(self, index: int, pid: int, code: int) -> None:
+        self._write("exited", index, pid, code)
+
+    @kiq.hookimpl
+    def kiq_swarm_stopping(self) -> None:
+        self._write("stopping")
+
+    @kiq.hookimpl
+    def kiq_swarm_shutdown(self) -> None:
+        self._write("shutdown")
+
+
+def test_the_swarm_hooks_run_in_the_parent_at_its_start_each_reaped_child_its_stop_and_its_end(
+    start_worker: StartWorker, e2e_config: kiq.Config, tmp_path: Path
+) -> None:
+    r = e2e_config.redis
+    events = tmp_path / "events"
+    plugin = ("--plugins", "tests.server.test_swarm:SwarmEvents")
+    swarm = start_worker(*JOBS, *plugin, "-p", "2", env={**FAST, SWARM_EVENTS: str(events)})
+    found = wait_until(lambda: len(c := children(r, swarm.pid)) == 2 and c, 30, message="2 children")
+    os.kill(found[0]["pid"], signal.SIGKILL)
+    wait_until(lambda: children(r, swarm.pid).get(0, {}).get("pid") not in (None, found[0]["pid"]), 30)
+    assert swarm.stop() == 0
+    lines = [line.split() for line in events.read_text().splitlines()]
+    assert {line[-1] for line in lines} == {str(swarm.pid)}  # the parent's hooks: never run in a child
+    assert lines[0] == ["startup", str(swarm.pid)]
+    assert lines[1] == ["exited", "0", str(found[0]["pid"]), "-9", str(swarm.pid)]
+    assert lines[2] == ["stopping", str(swarm.pid)]
+    assert sorted(line[1] for line in lines[3:5]) == ["0", "1"] and {line[0] for line in lines[3:5]} == {"exited"}
+    assert {line[3] for line in lines[3:5]} == {"0"}  # a graceful stop
+    assert lines[5:] == [["shutdown", str(swarm.pid)]]

@@ -1,0 +1,210 @@
+"""``kiq worker --metrics-port``: ``/metrics`` parsed with prometheus_client's parser after real jobs in real
+worker processes (one worker, and a swarm with a child killed -9), ``/livez`` and ``/readyz`` of a stuck, stopped
+or quiet worker and of a Redis that went away, and ``kiq health``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import kiq
+from tests.jobs.operations import FREEZE_FILE, Broken, Fine
+from tests.plugins.metrics.support import NO_ANSWER, free_port, get, scrape, value
+from tests.support import FAST, ROOT, OwnRedis, WorkerProcess, child_env, redis_server_binary, wait_until
+
+pytestmark = pytest.mark.slow
+StartWorker = Callable[..., WorkerProcess]
+JOBS = ("-r", "tests.jobs.operations")
+
+
+def started(start_worker: StartWorker, *args: str, env: dict[str, str] | None = None) -> tuple[WorkerProcess, int]:
+    """A worker with a metrics port, once the port answers."""
+    port = free_port()
+    worker = start_worker(*JOBS, "--metrics-port", str(port), *args, env={**FAST, **(env or {})})
+    wait_until(lambda: get(port, "/livez", timeout=2)[0] == 200, 30, message=f"the metrics port {port} of a worker")
+    return worker, port
+
+
+def processed(port: int, queue: str = "default", name: str = "OpsFine") -> float:
+    return value(scrape(port), "kiq_jobs_processed_total", queue=queue, **{"class": name})
+
+
+def test_counters_and_the_histogram_count_every_attempt_exactly(
+    start_worker: StartWorker, e2e_config: kiq.Config
+) -> None:
+    r = e2e_config.redis
+    worker, port = started(start_worker, "-q", "default")
+    before = scrape(port)
+    Fine.perform_bulk([[] for _ in range(40)])
+    Broken.perform_bulk([[] for _ in range(7)])
+    r.lpush("queue:default", kiq.dumps({"class": "Not.Registered", "args": [], "jid": "a" * 24, "retry": False}))
+    fine, broken, other = ({"queue": "default", "class": name} for name in ("OpsFine", "OpsBroken", "other"))
+
+    def counted() -> bool:
+        now = scrape(port)
+        return value(now, "kiq_jobs_processed_total", **fine) + value(now, "kiq_jobs_processed_total", **broken) + \
+            value(now, "kiq_jobs_processed_total", **other) == 48  # fmt: skip
+
+    wait_until(counted, 30, message="48 attempts counted")
+    after = scrape(port)
+    assert value(after, "kiq_jobs_processed_total", **fine) - value(before, "kiq_jobs_processed_total", **fine) == 40
+    assert value(after, "kiq_jobs_failed_total", **fine) == 0
+    assert value(after, "kiq_jobs_processed_total", **broken) == 7
+    assert value(after, "kiq_jobs_failed_total", **broken) == 7  # failures are processed too (Sidekiq's rule)
+    # a class no worker registered is labelled "other": payload data never becomes a label
+    assert value(after, "kiq_jobs_failed_total", **other) == 1
+    assert not any(dict(labels).get("class") == "Not.Registered" for _, labels in after)
+    for labels, attempts in ((fine, 40), (broken, 7)):
+        assert value(after, "kiq_job_duration_seconds_count", **labels) == attempts
+        assert value(after, "kiq_job_duration_seconds_bucket", **labels, le="+Inf") == attempts
+        assert value(after, "kiq_job_duration_seconds_bucket", **labels, le="0.005") <= attempts
+    assert value(after, "kiq_concurrency") == 10
+    assert value(after, "kiq_processes") == 1
+    worker.stop()
+
+
+def test_queue_size_is_the_llen_keda_reads_and_latency_the_oldest_jobs_wait(
+    start_worker: StartWorker, e2e_config: kiq.Config
+) -> None:
+    r = e2e_config.redis
+    _, port = started(start_worker, "-q", "default")  # serves default only: "waiting" keeps its jobs
+    Fine.set(queue="waiting").perform_bulk([[] for _ in range(13)])
+    Fine.set(queue="default").perform_async()
+    wait_until(lambda: r.llen("queue:default") == 0, 30)
+    samples = wait_until(lambda: (s := scrape(port)) and value(s, "kiq_queue_size", queue="waiting") == 13 and s, 5)
+    assert value(samples, "kiq_queue_size", queue="waiting") == r.llen("queue:waiting") == 13
+    assert value(samples, "kiq_queue_size", queue="default") == r.llen("queue:default") == 0
+    assert value(samples, "kiq_queue_latency_seconds", queue="waiting") > 0
+    assert value(samples, "kiq_queue_latency_seconds", queue="default") == 0
+    kiq.Client().push({"class": "OpsFine", "args": [], "queue": "later", "at": 4_000_000_000.0})
+    wait_until(lambda: value(scrape(port), "kiq_scheduled_set_size") == r.zcard("schedule") == 1, 5)
+    assert value(scrape(port), "kiq_up") == 1
+
+
+def test_a_swarm_serves_one_port_summed_over_its_children_and_across_a_kill_9(
+    start_worker: StartWorker, e2e_config: kiq.Config
+) -> None:
+    worker, port = started(start_worker, "-q", "default", "-p", "2")
+    wait_until(lambda: value(scrape(port), "kiq_processes") == 2, 30, message="2 children in the port's scrape")
+    assert value(scrape(port), "kiq_concurrency") == 20
+    Fine.perform_bulk([[] for _ in range(60)])
+    wait_until(lambda: processed(port) == 60, 30, message="60 jobs counted")
+    r = e2e_config.redis
+    children = wait_until(lambda: len(found := _children(r, worker.pid)) == 2 and found, 30)
+    os.kill(children[0], signal.SIGKILL)
+    # the killed child's counts stay in the sum; its replacement counts from zero in a file of its own
+    wait_until(lambda: (p := _children(r, worker.pid)) and len(p) == 2 and children[0] not in p, 30, message="restart")
+    wait_until(lambda: value(scrape(port), "kiq_processes") == 2, 30)
+    assert processed(port) == 60
+    Fine.perform_bulk([[] for _ in range(50)])
+    wait_until(lambda: processed(port) == 110, 30, message="110 jobs counted")
+    assert value(scrape(port), "kiq_job_duration_seconds_count", queue="default", **{"class": "OpsFine"}) == 110
+    assert get(port, "/readyz") == (200, "ok\n") and get(port, "/livez")[0] == 200
+    worker.signal(signal.SIGTSTP)  # the parent passes it on: every child quiet, so the swarm is not ready
+    assert wait_until(lambda: (a := get(port, "/readyz")) and a[0] == 503 and a, 10)[1] == "quiet\n"
+    assert worker.stop() == 0
+
+
+def _children(r: object, parent: int) -> list[int]:
+    """The pids of ``parent``'s live children (from /proc: the registry keeps a killed child's entry a while)."""
+    found = subprocess.run(["pgrep", "-P", str(parent)], capture_output=True, text=True).stdout.split()
+    return sorted(int(pid) for pid in found)
+
+
+def test_livez_fails_for_a_stopped_worker_and_a_frozen_heartbeat_while_a_healthy_worker_stays_live(
+    start_worker: StartWorker, tmp_path: Path
+) -> None:
+    freeze = tmp_path / "freeze"
+    env = {"KIQ_LIVENESS_TIMEOUT": "2", FREEZE_FILE: str(freeze)}
+    plugin = ("--plugins", "tests.jobs.operations:FreezableHeartbeat")
+    stopped, stopped_port = started(start_worker, env=env)
+    frozen, frozen_port = started(start_worker, *plugin, env=env)
+    healthy, healthy_port = started(start_worker, env=env)
+    # the whole process stopped (a per-thread SIGSTOP does not exist): its port answers nothing
+    stopped.signal(signal.SIGSTOP)
+    try:
+        assert get(stopped_port, "/livez", timeout=1)[0] == NO_ANSWER
+    finally:
+        stopped.signal(signal.SIGCONT)
+    # a heartbeat stuck in a hook: 503 within liveness_timeout (2 s) + one beat (0.5 s), the port itself answers
+    freeze.touch()
+    assert get(frozen_port, "/livez")[0] == 200
+    body = wait_until(lambda: (a := get(frozen_port, "/livez")) and a[0] == 503 and a, 2 + 0.5 + 5)[1]
+    assert "heartbeat loop has not ticked" in body
+    assert _health(frozen_port) == 1
+    assert get(healthy_port, "/livez")[0] == 200
+    assert _health(healthy_port) == 0
+    freeze.unlink()
+    wait_until(lambda: get(frozen_port, "/livez")[0] == 200, 10, message="live again once unfrozen")
+    wait_until(lambda: get(stopped_port, "/livez")[0] == 200, 10, message="the continued worker live")
+    for worker in (stopped, frozen, healthy):
+        assert worker.stop() == 0
+
+
+def _health(port: int, *flags: str) -> int:
+    command = [sys.executable, "-m", "kiq.cli", "health", "--port", str(port), *flags]
+    return subprocess.run(command, cwd=ROOT, env=child_env(), capture_output=True, timeout=60).returncode
+
+
+def test_readyz_fails_while_quiet_and_kiq_health_without_a_worker_is_unhealthy(start_worker: StartWorker) -> None:
+    worker, port = started(start_worker)
+    assert get(port, "/readyz") == (200, "ok\n")
+    assert _health(port, "--ready") == 0
+    worker.signal(signal.SIGTSTP)
+    assert wait_until(lambda: (a := get(port, "/readyz")) and a[0] == 503 and a, 10)[1] == "quiet\n"
+    assert get(port, "/livez")[0] == 200  # a quiet worker is alive: it finishes its jobs
+    assert _health(port, "--ready") == 1
+    assert worker.stop() == 0
+    assert _health(port) == 1  # nothing answers
+    assert get(port, "/nothing")[0] == NO_ANSWER
+
+
+def test_redis_stopped_fails_readiness_not_liveness_and_both_come_back(tmp_path: Path) -> None:
+    directory = tmp_path / "redis"
+    directory.mkdir()
+    server = OwnRedis(directory, redis_server_binary())  # this test's own: it stops and starts it again
+    port = free_port()
+    args = [*JOBS, "--metrics-port", str(port)]
+    env = {**FAST, "KIQ_LIVENESS_TIMEOUT": "2"}
+    with WorkerProcess(args, server.url, tmp_path / "worker.log", env) as worker:
+        wait_until(lambda: get(port, "/readyz", timeout=2)[0] == 200, 30, message="a ready worker")
+        server.stop()  # kill -9: connections are refused from now on
+        body = wait_until(lambda: (a := get(port, "/readyz", timeout=10)) and a[0] == 503 and a, 30)[1]
+        assert "Redis does not answer" in body
+        # the heartbeat and the poller go on, failing fast: live past liveness_timeout (2 s) and several beats
+        for _ in range(4):
+            assert get(port, "/livez", timeout=10)[0] == 200
+            time.sleep(1)
+        samples = scrape(port)
+        assert value(samples, "kiq_up") == 0 and value(samples, "kiq_concurrency") == 10  # the process part stays
+        server = OwnRedis(directory, redis_server_binary())  # the same socket
+        try:
+            wait_until(lambda: get(port, "/readyz")[0] == 200, 30, message="ready again")
+            assert get(port, "/livez")[0] == 200
+            assert value(scrape(port), "kiq_up") == 1
+            assert worker.stop() == 0
+        finally:
+            server.stop()
+
+
+@pytest.mark.parametrize("swarm", [(), ("-p", "2")], ids=["worker", "swarm"])
+def test_a_taken_port_stops_the_start_with_an_error_naming_it(
+    e2e_config: kiq.Config, tmp_path: Path, swarm: tuple[str, ...]
+) -> None:
+    port = free_port()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port))
+        taken.listen()
+        assert e2e_config.redis_url is not None
+        args = [*JOBS, *swarm, "--metrics-port", str(port)]
+        worker = WorkerProcess(args, e2e_config.redis_url, tmp_path / "w.log")
+        assert worker.wait(60) == 2
+    assert f"metrics_port {port}: cannot listen on 0.0.0.0:{port}" in worker.output()
