@@ -25,7 +25,7 @@ from .errors import (
     UnknownJobError,
     error_class,
 )
-from .fetcher import Capsule, Fetcher, QueueOrder, UnitOfWork, pop_script
+from .fetcher import Capsule, Fetcher, QueueOrder, UnitOfWork, pop_script, popped_jobs
 from .handoff import BatchFetch, Fetched
 from .hookspecs import hookimpl, hookspec
 from .job import AsyncJobSetter, Call, Job, JobFunction, JobSetter, job
@@ -85,6 +85,7 @@ __all__ = [
     "new_jid",
     "parse_payload",
     "pop_script",
+    "popped_jobs",
     "queue_key",
     "queue_name",
     "registry",
