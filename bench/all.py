@@ -120,8 +120,9 @@ def commands(args: argparse.Namespace, work: Path, plugins_port: int) -> dict[st
         "profile": [args.kiq_python, "-m", "bench.profile", "--jobs", "20000" if quick else "100000",
                     "--pushes", "5000" if quick else "20000", "--port", str(args.port + 2),
                     *(["--no-pin"] if args.no_pin else []), "--json", str(work / "profile.json")],
-        "cost": [sys.executable, "-m", "bench.cost", *(["--jobs", "20000", "--rounds", "1", "--fleet-jobs", "20000"]
-                 if quick else []), "--port", str(args.port + 3), "--kiq-python", args.kiq_python,
+        "cost": [sys.executable, "-m", "bench.cost",
+                 *(["--jobs", "10000", "--rounds", "1", "--fleet", "1,2"] if quick else []),
+                 "--port", str(args.port + 3), "--kiq-python", args.kiq_python,
                  *(["--no-pin"] if args.no_pin else []), "--out", str(work), "--json", str(work / "cost.json")],
     }  # fmt: skip
 

@@ -2,7 +2,7 @@
 CPU per job — for Ruby Sidekiq, kiq basic and kiq reliable, and how far one Redis carries them (docs/performance.md,
 "Sizing a fleet").
 
-    .venv/bin/python -m bench.cost [--jobs 100000] [--rounds 3] [--fleet 1,2,4] [--fleet-jobs 50000] [--port 6394]
+    .venv-bench/bin/python -m bench.cost [--jobs 100000] [--rounds 3] [--fleet 1,2,4] [--port 6394]
 
 One private redis-server (on the last CPU unless ``--no-pin``). Per drain: FLUSHALL, ``--jobs`` no-op jobs pushed
 with the system's bulk API and parked under another key, the worker started (kiq ``-p N``; N ``sidekiq`` processes
@@ -15,7 +15,8 @@ CPU** (its process tree's user + system time, /proc). The harness's own queue po
    reversed every other round), medians. The ceiling of one primary is 1 ÷ Redis µs/job: the rate at which
    Redis's single main thread would be busy all the time, whatever the number of workers.
 2. **One Redis, many workers**: 1, 2 and 4 (``--fleet``) worker processes of each system on the one Redis
-   (one round, ``--fleet-jobs``): jobs/s, how busy Redis's main thread was, and the ceiling it projects.
+   (one round; the row of 1 is the cost table's): jobs/s, how busy Redis's main thread was, and the ceiling it
+   projects.
 
 Commands that a Lua script runs are counted by Redis on their own too (``INFO commandstats``), and their time is
 also inside the script's: the top commands show both, the totals count a script once.
@@ -218,7 +219,8 @@ def _ratio(row: dict[str, Any], base: dict[str, Any] | None, key: str) -> str:
 
 
 def _top(row: dict[str, Any]) -> str:
-    ranked = sorted(row["commands"].items(), key=lambda item: -item[1]["us"])[:TOP]
+    ranked = sorted(row["commands"].items(), key=lambda item: -item[1]["us"])
+    ranked = [(name, c) for name, c in ranked if c["calls"] >= 0.005][:TOP]  # not the heartbeat's rare writes
     return "; ".join(f"{name.upper()} {c['calls']:.2f} ({c['us']:.2f} µs)" for name, c in ranked)
 
 
@@ -308,9 +310,10 @@ def markdown(run: dict[str, Any]) -> str:
     ]
     if run.get("fleet"):
         lines += [
-            f"One Redis, many workers: {settings['fleet_jobs']:,} no-op jobs per drain, each worker process -c 10 "
-            "(kiq -p N; N Sidekiq processes), one drain each. On a machine with fewer cores than processes the "
-            "workers share them, so jobs/s stops growing; Redis µs/job and the ceiling are what carries over.",
+            f"One Redis, many workers: {settings['jobs']:,} no-op jobs per drain, each worker process -c 10 "
+            "(kiq -p N; N Sidekiq processes), one drain each (one process: the cost table's row). On a machine with "
+            "fewer cores than processes the workers share them, so jobs/s stops growing; Redis µs/job and the "
+            "ceiling are what carries over.",
             "",
             fleet_table(run["fleet"]),
         ]
@@ -322,7 +325,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=100_000, help="no-op jobs per drain of the cost table")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of the cost table; medians")
     parser.add_argument("--fleet", default="1,2,4", help="worker processes on one Redis ('' to skip)")
-    parser.add_argument("--fleet-jobs", type=int, default=50_000, help="no-op jobs per drain of the fleet rows")
     parser.add_argument("--port", type=int, default=6394, help="the private redis-server's port")
     parser.add_argument("--kiq-python", default=str(ROOT / ".venv/bin/python"))
     parser.add_argument("--no-yjit", action="store_true", help="run Ruby Sidekiq without YJIT")
@@ -348,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
             "command": shlex.join(["python", "-m", "bench.cost", *(sys.argv[1:] if argv is None else argv)]),
             "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
             "machine": machine.describe(args.kiq_python, args.kiq_python, server.version(), yjit),
-            "settings": {"jobs": args.jobs, "rounds": args.rounds, "fleet_jobs": args.fleet_jobs},
+            "settings": {"jobs": args.jobs, "rounds": args.rounds},
         }
         run["machine"].pop("python (peers)", None)
         if redis_cpus:
@@ -361,10 +363,10 @@ def main(argv: list[str] | None = None) -> int:
         run["cost"] = run_rounds(runner, max(1, args.rounds), [1], (*SYSTEMS, NO_METRICS))
         counts = [int(n) for n in args.fleet.split(",") if n.strip()]
         if counts:
-            print(f"== one Redis, {', '.join(map(str, counts))} worker processes, {args.fleet_jobs:,} jobs", flush=True)
-            runner = CountingRunner(tools, Settings(args.fleet_jobs, 0, 0, 100.0, 120.0, logs=logs))
-            runner.poll_cpu = run["settings"]["poll_us"] / 1e6
-            run["fleet"] = run_rounds(runner, 1, counts, SYSTEMS)
+            print(f"== one Redis, {', '.join(map(str, counts))} worker processes", flush=True)
+            more = run_rounds(runner, 1, [n for n in counts if n != 1], SYSTEMS)
+            single = [row for row in run["cost"] if row["system"] in SYSTEMS] if 1 in counts else []
+            run["fleet"] = single + more
         run["machine"]["load average at end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     finally:
         server.stop()
