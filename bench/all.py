@@ -13,8 +13,9 @@ Runs, one after the other, each in its own process (their own private redis-serv
 6. ``profile``: bench/profile.py, where the microseconds go: a single push step by step, and the basic and reliable
    drains per job (worker CPU, context switches, Redis CPU, the fetch script's time).
 7. ``cost``: bench/cost.py, the two costs that size a fleet — Redis CPU and worker CPU per job, commands and round
-   trips per job, the ceiling of one primary — for Sidekiq, kiq basic and kiq reliable, and 1, 2 and 4 worker
-   processes on one Redis.
+   trips per job, the ceiling of one primary — for Sidekiq, kiq basic and kiq reliable, 1, 2 and 4 worker
+   processes on one Redis, and (not with ``--quick``) single pushes and push_bulk against Sidekiq's in five
+   alternating pairs.
 
 Then prints and saves (``bench/results/bench-all-DATE-TIME.json`` and ``.md``, the no-op chart as ``.png``) every
 table, the features' costs and the issue's targets, each measured value with met / not met. A part that fails is
@@ -38,7 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import cost, machine, processes, profile, report
+from bench import cost, machine, processes, profile, pushes, report
 from bench.redis_server import RedisServer
 from bench.runner import LOAD_SHORT
 from bench.systems import BASELINE, Toolchain
@@ -121,7 +122,7 @@ def commands(args: argparse.Namespace, work: Path, plugins_port: int) -> dict[st
                     "--pushes", "5000" if quick else "20000", "--port", str(args.port + 2),
                     *(["--no-pin"] if args.no_pin else []), "--json", str(work / "profile.json")],
         "cost": [sys.executable, "-m", "bench.cost",
-                 *(["--jobs", "10000", "--rounds", "1", "--fleet", "1,2"] if quick else []),
+                 *(["--jobs", "10000", "--rounds", "1", "--fleet", "1,2", "--push-rounds", "0"] if quick else []),
                  "--port", str(args.port + 3), "--kiq-python", args.kiq_python,
                  *(["--no-pin"] if args.no_pin else []), "--out", str(work), "--json", str(work / "cost.json")],
     }  # fmt: skip
@@ -488,6 +489,7 @@ def targets(parts: dict[str, Any]) -> list[list[str]]:
         _met(None if settled is None else settled >= TRACKING_RATE),
     ])  # fmt: skip
     rows.append(_ratio_target(parts, "kiq_basic", "push_single_rate", SINGLE_PUSH_RATIO, "single push (kiq basic)"))
+    rows += pushes.targets(parts["cost"]["pushes"]) if parts.get("cost", {}).get("pushes") else []
     off, on, share = _pair(parts, "kiq_reliable", "kiq_otel", "push_single_rate")
     measured = f"**{_slower(share)}** ({_rate(on)} vs {_rate(off)} single pushes/s)" if share is not None else "-"
     plugin_rows = {row["what"]: row for row in parts.get("plugins", {}).get("rows", [])}

@@ -14,7 +14,8 @@ CPU** (its process tree's user + system time, /proc). The harness's own queue po
 1. **Cost per job**: one process of each system, ``--rounds`` rounds, the systems taking turns (the order
    reversed every other round), medians. The ceiling of one primary is 1 ÷ Redis µs/job: the rate at which
    Redis's single main thread would be busy all the time, whatever the number of workers.
-2. **One Redis, many workers**: 1, 2 and 4 (``--fleet``) worker processes of each system on the one Redis
+2. **Pushes in alternating pairs** with Sidekiq (bench/pushes.py, ``--push-rounds``).
+3. **One Redis, many workers**: 1, 2 and 4 (``--fleet``) worker processes of each system on the one Redis
    (one round; the row of 1 is the cost table's): jobs/s, how busy Redis's main thread was, and the ceiling it
    projects.
 
@@ -35,7 +36,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench import machine, processes
+from bench import machine, processes, pushes
 from bench.redis_server import RedisServer
 from bench.report import machine_lines, render_table
 from bench.runner import BenchError, Result, Runner, Settings, _cpu_seconds
@@ -317,6 +318,8 @@ def markdown(run: dict[str, Any]) -> str:
             "",
             fleet_table(run["fleet"]),
         ]
+    if run.get("pushes"):
+        lines.append(pushes.table(run["pushes"]))
     return "\n".join(lines)
 
 
@@ -325,6 +328,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=100_000, help="no-op jobs per drain of the cost table")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of the cost table; medians")
     parser.add_argument("--fleet", default="1,2,4", help="worker processes on one Redis ('' to skip)")
+    parser.add_argument("--push-rounds", type=int, default=5, help="alternating push pairs with Sidekiq (0: none)")
     parser.add_argument("--port", type=int, default=6394, help="the private redis-server's port")
     parser.add_argument("--kiq-python", default=str(ROOT / ".venv/bin/python"))
     parser.add_argument("--no-yjit", action="store_true", help="run Ruby Sidekiq without YJIT")
@@ -340,12 +344,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         print(markdown(json.loads(args.report.read_text())))
         return 0
-    redis_cpus, _ = machine.pinning(args.no_pin)
+    redis_cpus, pusher_cpus = machine.pinning(args.no_pin)
     server = RedisServer(args.port, cpus=redis_cpus)
     server.start()
     try:
         yjit = not args.no_yjit and machine.yjit_available()
-        tools = Toolchain(ROOT, server.url, args.kiq_python, args.kiq_python, "", "", yjit)
+        tools = Toolchain(ROOT, server.url, args.kiq_python, args.kiq_python, "", "", yjit, pusher_cpus=pusher_cpus)
         run: dict[str, Any] = {
             "command": shlex.join(["python", "-m", "bench.cost", *(sys.argv[1:] if argv is None else argv)]),
             "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -353,8 +357,7 @@ def main(argv: list[str] | None = None) -> int:
             "settings": {"jobs": args.jobs, "rounds": args.rounds},
         }
         run["machine"].pop("python (peers)", None)
-        if redis_cpus:
-            run["machine"]["CPU pinning"] = f"redis-server on CPU {min(redis_cpus)}, the rest unpinned"
+        run["machine"]["CPU pinning"] = machine.pinning_text(redis_cpus, pusher_cpus)
         logs = args.out / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         print(f"== cost per job, {args.jobs:,} jobs, {args.rounds} round(s)", flush=True)
@@ -367,6 +370,9 @@ def main(argv: list[str] | None = None) -> int:
             more = run_rounds(runner, 1, [n for n in counts if n != 1], SYSTEMS)
             single = [row for row in run["cost"] if row["system"] in SYSTEMS] if 1 in counts else []
             run["fleet"] = single + more
+        if args.push_rounds > 0:
+            print(f"== pushes, {args.push_rounds} alternating pairs", flush=True)
+            run["pushes"] = pushes.alternating(runner, args.push_rounds, 5000, 20_000)
         run["machine"]["load average at end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     finally:
         server.stop()

@@ -247,6 +247,21 @@ def test_cost_per_job_takes_the_harness_polls_out_and_projects_the_ceiling() -> 
     assert "| kiq reliable -p 1 | 1 | 50,000 | 38% | 7.50 | 133,333 |" in cost.fleet_table([row])
 
 
+def test_pushes_in_alternating_pairs_report_the_median_ratio_against_the_targets() -> None:
+    from bench import pushes
+
+    def mode(kiq: float, sidekiq: float, ratios: list[float]) -> dict[str, object]:
+        return {"kiq": kiq, "sidekiq": sidekiq, "ratio": sorted(ratios)[len(ratios) // 2], "ratios": ratios}
+
+    run = {"rounds": 3, "single_jobs": 5000, "bulk_jobs": 20_000, "single": mode(30_000.0, 19_000.0, [1.4, 1.6, 1.7])}
+    run["bulk"] = mode(400_000.0, 150_000.0, [2.4, 2.7, 2.6])
+    table = pushes.table(run)
+    assert "| single (one call per job) | 30,000 | 19,000 | **1.60x** | 1.40x, 1.60x, 1.70x |" in table
+    rows = {row[0]: row for row in pushes.targets(run)}
+    assert rows["single push ≥ 1.5x Sidekiq (median of 3 alternating pairs)"][2] == "met"
+    assert rows["push_bulk of 1,000 ≥ 2.5x Sidekiq (median of 3 alternating pairs)"][1].startswith("**2.60x**")
+
+
 def test_pinning_puts_redis_and_the_pushers_on_different_cpus() -> None:
     from bench import machine
 
