@@ -44,9 +44,11 @@ if acks > 0 then
     redis.call('LTRIM', KEYS[1], 0, -trimmed - 1)
   end
   if trimmed < acks then
-    for job, left in pairs(pending) do
+    for i = 3, #ARGV do
+      local left = pending[ARGV[i]]
       if left > 0 then
-        redis.call('LREM', KEYS[1], -left, job)
+        redis.call('LREM', KEYS[1], -left, ARGV[i])
+        pending[ARGV[i]] = 0
       end
     end
   end
