@@ -43,14 +43,17 @@ PROCESSES = "processes"  # the SET of live worker processes, kiq's as Sidekiq's
 READY_PAUSE = 0.5  # seconds between the last process registered and the jobs released
 
 
-def _kiq(processes: int, module: str) -> System:
+def _kiq(processes: int, module: str, fetch: str = "basic") -> System:
+    """kiq ``-p processes``; another fetch than basic is in the name (``kiq_reliable_p2``) and the label."""
+
     def worker(t: Toolchain) -> list[str]:
         command = [t.kiq_python, "-m", "kiq.cli", "worker", "-r", module, "-c", C, "-p", str(processes)]
-        return [*command, "--redis-url", t.redis_url]
+        return [*command, "--redis-url", t.redis_url, "--fetch", fetch]
 
+    kind = "" if fetch == "basic" else f"{fetch}_"
     return System(
-        name=f"kiq_p{processes}",
-        label=f"kiq -p {processes}",
+        name=f"kiq_{kind}p{processes}",
+        label=f"kiq {kind.rstrip('_')} -p {processes}".replace("  ", " "),
         worker=worker,
         pusher=lambda t: [t.kiq_python, "-m", "bench.systems.common", module],
         queue_key="queue:default",

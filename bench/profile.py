@@ -13,8 +13,14 @@ Starts a private ``redis-server`` (as ``python -m bench`` does, on the last CPU,
    loop (bench/iteration_cost.py, ten items per ``--pushes``).
 2. **The drain**, basic and reliable: ``--jobs`` no-op jobs pushed, one ``kiq worker -c 10`` started, the clock
    from the first job taken to the empty queue; per job: the worker's user and system CPU and its context switches
-   (``/proc``), Redis's CPU (``INFO cpu``), and the reliable fetch script's time in Redis (``INFO commandstats``).
-3. **The metrics port**: drains without and with ``--metrics-port`` in alternating pairs, scraped every second
+   (``/proc``), Redis's main-thread CPU (``INFO cpu``), and the reliable fetch script's time in Redis.
+3. **Where the drain's time goes, step by step** (µs per job): in Redis, each command's time (``INFO
+   commandstats``: the fetch script, the commands inside it, any other), the rest being the round trips' socket
+   reads and writes and the event loop; in the worker, py-spy (the bench venv's, if installed) samples the threads
+   that hold the GIL over the drain, and each sample goes to the step of its innermost known frame (``STEPS``):
+   a step's share of the samples times the worker's CPU per job. Samples show Python's time; a system call made
+   without the GIL (a socket's read) counts to its step only while the GIL is held.
+4. **The metrics port**: drains without and with ``--metrics-port`` in alternating pairs, scraped every second
    (bench/metrics_cost.py).
 """
 
@@ -23,6 +29,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -36,7 +44,41 @@ from bench.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = str(ROOT / ".venv/bin/python")
+PY_SPY = ROOT / ".venv-bench/bin/py-spy"
 TICK = os.sysconf("SC_CLK_TCK")
+# the worker's steps, each by the frames (py-spy's "Class.method") that belong to it; a sample goes to the step of
+# its innermost frame found here
+STEPS: list[tuple[str, tuple[str, ...]]] = [
+    ("fetch: the Redis round trip (command packed, sent, reply read)", ("DedicatedConnection.command",)),
+    (
+        "fetch: script arguments, reply and in-flight bookkeeping",
+        (
+            "ReliableFetch._fetch",
+            "ReliableFetch._move",
+            "BasicFetch._fetch",
+            "InFlight.add",
+            "ReliableUnit.__init__",
+            "ReliableFetch.retrieve_work",
+            "BasicFetch.retrieve_work",
+        ),
+    ),
+    ("fetch: hand-off between threads (lead, wake, sleep)", ("BatchFetch.",)),
+    ("job: payload parsed", ("JobRunner.parse",)),
+    (
+        "job: acknowledged",
+        (
+            "ReliableFetch.acknowledge",
+            "ReliableUnit.acknowledge",
+            "PendingAcks.",
+            "InFlight.discard",
+            "JobAcknowledgement.",
+            "JobRunner._acknowledge",
+        ),
+    ),
+    ("job: stats and dashboard metrics", ("Recorder.",)),
+    ("job: logging context, middleware, retry wrapper, perform", ("JobRunner.", "Processor.process")),
+    ("the rest (heartbeat, acknowledgement sender, the processor loop)", ()),  # whatever matched none above
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,36 +188,104 @@ def drain(url: str, fetch: str, jobs: int) -> dict[str, Any]:
     worker = subprocess.Popen(
         [PYTHON, "-m", "kiq.cli", "worker", "-r", "bench.systems.kiq_jobs", "-c", "10", "--fetch", fetch], env=env
     )
+    samples = Path(f"/tmp/kiq-profile-{os.getpid()}-{fetch}.txt")
+    spy = None
     try:
         while client.llen("queue:default") == jobs:
             if worker.poll() is not None:
                 raise RuntimeError(f"the {fetch} worker exited with {worker.returncode}")
             time.sleep(0.001)
+        spy = _sample(worker.pid, samples)
         client.config_resetstat()
         started, redis_cpu, process = time.perf_counter(), _redis_cpu(client), _process(worker.pid)
+        jobs = client.llen("queue:default")  # the ones left to drain now: the window's
         while client.llen("queue:default"):
             time.sleep(0.002)
         seconds = time.perf_counter() - started
         redis_after, process_after = _redis_cpu(client), _process(worker.pid)
-        script = client.info("commandstats").get("cmdstat_evalsha", {})
+        commands = {
+            key.removeprefix("cmdstat_"): stats
+            for key, stats in client.info("commandstats").items()
+            if key not in ("cmdstat_llen", "cmdstat_info", "cmdstat_config|resetstat")
+        }
     finally:
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)  # py-spy writes what it sampled and exits
+            spy.wait(30)
         worker.terminate()
         worker.wait(30)
     per_job = {key: (process_after[key] - process[key]) / jobs for key in process}
+    script = commands.get("evalsha", {})
+    redis_us = (redis_after - redis_cpu) / jobs * 1e6
+    worker_us = (per_job["user"] + per_job["sys"]) * 1e6
     return {
         "jobs/s": jobs / seconds,
         "worker user µs": per_job["user"] * 1e6,
         "worker sys µs": per_job["sys"] * 1e6,
         "context switches": per_job["switches"],
-        "Redis µs": (redis_after - redis_cpu) / jobs * 1e6,
+        "Redis µs": redis_us,
         "fetch script µs per call": script.get("usec_per_call"),
         "jobs per fetch script": jobs / script["calls"] if script.get("calls") else None,
+        "steps": {
+            "redis": redis_steps(commands, redis_us, jobs),
+            "worker": worker_steps(samples, worker_us) if spy is not None else {},
+        },
     }
+
+
+def _sample(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
+    """py-spy recording the GIL holder's stack of ``pid`` until SIGINT, or None without py-spy."""
+    if not PY_SPY.exists():
+        return None
+    command = [str(PY_SPY), "record", "--pid", str(pid), "--gil", "--nonblocking", "--rate", "250"]
+    spy = subprocess.Popen([*command, "--format", "raw", "--output", str(out)], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)  # fmt: skip
+    time.sleep(0.2)  # attached
+    return spy
+
+
+def redis_steps(commands: dict[str, dict[str, float]], redis_us: float, jobs: int) -> dict[str, float]:
+    """Redis's µs per job by command (those a script runs under it, prefixed "in the script:"), and the rest: the
+    round trips' socket reads and writes, and the event loop."""
+    from kiq.plugins.reliable_fetch import scripts
+
+    inside = {name.lower() for name in re.findall(r"redis\.call\('(\w+)'", scripts.FETCH)}
+    inside = inside if "evalsha" in commands else set()
+    steps = {}
+    for name, stats in sorted(commands.items(), key=lambda item: -float(item[1]["usec"])):
+        label = f"in the script: {name.upper()}" if name in inside else name.upper()
+        steps[label] = float(stats["usec"]) / jobs
+    counted = sum(value for label, value in steps.items() if not label.startswith("in the script"))
+    steps["sockets, protocol and event loop (the rest)"] = max(0.0, redis_us - counted)
+    return steps
+
+
+def worker_steps(samples: Path, worker_us: float) -> dict[str, float]:
+    """The worker's CPU µs per job by step (``STEPS``), from py-spy's raw samples (one stack and count a line)."""
+    counts = dict.fromkeys((name for name, _ in STEPS), 0)
+    try:
+        lines = samples.read_text().splitlines()
+    finally:
+        samples.unlink(missing_ok=True)
+    for line in lines:
+        stack, _, count = line.rpartition(" ")
+        frames = [frame.split(" (", 1)[0] for frame in stack.split(";")]
+        counts[_step(frames)] += int(count)
+    total = sum(counts.values())
+    return {name: count / total * worker_us for name, count in counts.items()} if total else {}
+
+
+def _step(frames: list[str]) -> str:
+    for frame in reversed(frames):
+        for name, prefixes in STEPS[:-1]:
+            if frame.startswith(prefixes):
+                return name
+    return STEPS[-1][0]
 
 
 def _redis_cpu(client: redis.Redis) -> float:
     cpu = client.info("cpu")
-    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+    return float(cpu["used_cpu_user_main_thread"]) + float(cpu["used_cpu_sys_main_thread"])
 
 
 def _process(pid: int) -> dict[str, float]:
@@ -203,8 +313,18 @@ def markdown(figures: dict[str, Any]) -> str:
     drains = figures["drain"]
     lines += ["", "| a no-op job, per job | " + " | ".join(drains) + " |", "| --- |" + " --- |" * len(drains)]
     for key in next(iter(drains.values())):
-        cells = [_cell(drains[fetch][key]) for fetch in drains]
-        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+        if key != "steps":
+            cells = [_cell(drains[fetch][key]) for fetch in drains]
+            lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    for side, what in (("redis", "Redis main-thread CPU"), ("worker", "worker CPU (py-spy, GIL holder)")):
+        names = list(dict.fromkeys(name for fetch in drains for name in drains[fetch].get("steps", {}).get(side, {})))
+        if not names:
+            continue
+        lines += ["", f"| where the {what} goes, µs per job | " + " | ".join(drains) + " |"]
+        lines.append("| --- |" + " --- |" * len(drains))
+        for name in names:
+            cells = [_cell(drains[fetch].get("steps", {}).get(side, {}).get(name)) for fetch in drains]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -27,7 +27,7 @@ from .errors import (
     UnknownJobError,
     error_class,
 )
-from .fetcher import Capsule, Fetcher, QueueOrder, UnitOfWork, pop_script
+from .fetcher import Capsule, Fetcher, QueueOrder, UnitOfWork, pop_script, popped_jobs
 from .handoff import BatchFetch, Fetched
 from .hookspecs import hookimpl, hookspec
 from .iteration import IterableJob, IterationState, cancel
@@ -97,6 +97,7 @@ __all__ = [
     "new_jid",
     "parse_payload",
     "pop_script",
+    "popped_jobs",
     "queue_key",
     "queue_name",
     "registry",

@@ -11,9 +11,9 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from .keys import queue_key
+from .keys import queue_key, queue_name
 from .paused_queues import PausedQueues, paused_queues
 from .settings import Queues
 
@@ -124,7 +124,8 @@ class QueueOrder:
 def pop_script(first_queue_key: int = 1, into: int | None = None, before: str = "") -> str:
     """Lua that pops up to ``ARGV[1]`` jobs from the queues ``KEYS[first_queue_key:]`` in their order (``RPOP key
     count``), pushing them into ``KEYS[into]`` too when given (a working list), after the statements ``before``.
-    Returns a flat list of queue key, job pairs, oldest first. Jobs are opaque strings: never decoded."""
+    Returns, per queue that had jobs, its key, how many, then its jobs, oldest first (read by ``popped_jobs``): not a
+    key per job, which would double the reply Redis builds. Jobs are opaque strings: never decoded."""
     move = f"redis.call('LPUSH', KEYS[{into}], unpack(jobs))" if into is not None else ""
     return f"""{before}
 local wanted = tonumber(ARGV[1])
@@ -133,8 +134,9 @@ for i = {first_queue_key}, #KEYS do
   local jobs = redis.call('RPOP', KEYS[i], wanted)
   if jobs then
     {move}
+    fetched[#fetched + 1] = KEYS[i]
+    fetched[#fetched + 1] = #jobs
     for _, job in ipairs(jobs) do
-      fetched[#fetched + 1] = KEYS[i]
       fetched[#fetched + 1] = job
     end
     wanted = wanted - #jobs
@@ -143,3 +145,14 @@ for i = {first_queue_key}, #KEYS do
 end
 return fetched
 """
+
+
+def popped_jobs(reply: list[Any]) -> list[tuple[str, str]]:
+    """(queue name, job) pairs, oldest first, from the reply of a ``pop_script``."""
+    jobs: list[tuple[str, str]] = []
+    at = 0
+    while at < len(reply):
+        name, count = queue_name(reply[at]), reply[at + 1]
+        jobs += [(name, job) for job in reply[at + 2 : at + 2 + count]]
+        at += 2 + count
+    return jobs

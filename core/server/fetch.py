@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 
 from ..errors import ConfigError
-from ..fetcher import MIN_BLOCK, TIMEOUT, Capsule, Fetcher, UnitOfWork, pop_script
+from ..fetcher import MIN_BLOCK, TIMEOUT, Capsule, Fetcher, UnitOfWork, pop_script, popped_jobs
 from ..handoff import BatchFetch, Fetched
 from ..keys import queue_key, queue_name
 from ..settings import did_you_mean
@@ -69,9 +69,9 @@ class BasicFetch(BatchFetch):
                 name = queue_name(keys[0])
                 return [(name, job) for job in jobs]
         else:
-            reply: list[str] = self.connection.script(POP_SCRIPT, keys, [wanted])
+            reply: list[str | int] = self.connection.script(POP_SCRIPT, keys, [wanted])
             if reply:
-                return [(queue_name(reply[i]), reply[i + 1]) for i in range(0, len(reply), 2)]
+                return popped_jobs(reply)
         if block < MIN_BLOCK:
             return []
         popped: list[str] | None = self.connection.command("BRPOP", *keys, round(min(block, TIMEOUT), 3))

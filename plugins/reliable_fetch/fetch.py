@@ -5,10 +5,11 @@ Speed without giving up the guarantee:
 - one Lua call, on the fetching thread's own connection, moves one job for each idle thread (at most
   ``reliable_batch_size``), handed out by ``kiq.BatchFetch``: a process never holds more jobs than it has
   idle threads, so it does not sit on jobs that idle processes could run;
-- acknowledgements (``LREM``) ride along with the next fetch under load (one round trip for both); whatever no
-  fetch carried within ``ACK_DELAY`` (an idle worker blocked in ``BLMOVE``, every thread on a long job) is sent by
-  the acknowledgement thread (acks.py), so a finished job leaves the working list within ``ACK_DELAY`` plus a round
-  trip, and only a kill in that instant can run it again (and count it as interrupted);
+- acknowledgements ride along with the next fetch under load (one round trip for both; the oldest finished jobs
+  leave the list in one ``LTRIM``: scripts.py); whatever no fetch carried within ``ACK_DELAY`` (an idle worker
+  blocked in ``BLMOVE``, every thread on a long job) is sent by the acknowledgement thread (acks.py), so a finished
+  job leaves the working list within ``ACK_DELAY`` plus a round trip, and only a kill in that instant can run it
+  again (and count it as interrupted);
 - a fetch whose reply may have been lost (a broken connection, a timeout: Redis killed mid-call) makes the next
   fetch reconcile the working list with the jobs this fetcher knows it holds (inflight.py), so a job Redis moved
   for it is not stranded there until the worker stops.
@@ -48,6 +49,7 @@ class Liveness:
         self._script = config.redis.register_script(scripts.ALIVE)
         self._users = 0
         self._lock = threading.Lock()
+        self._refreshed = -float("inf")  # time.monotonic() of the last refresh sent
 
     def join(self) -> None:
         with self._lock:
@@ -55,7 +57,18 @@ class Liveness:
         self.refresh()  # before the first job enters a working list
 
     def refresh(self) -> None:
+        self._refreshed = time.monotonic()
         self._script(keys=[self.key], args=[self.ttl_ms])
+
+    def ttl_for_fetch(self) -> int:
+        """The TTL a fetch refreshes the key with, or 0 when one did within the last tenth of it: the key stays
+        ahead of every job that enters a working list (a fetch cannot outrun it by 90 % of its TTL) without a
+        PEXPIRE per fetch."""
+        now = time.monotonic()
+        if now - self._refreshed < self.ttl_ms / 10_000:
+            return 0
+        self._refreshed = now
+        return self.ttl_ms
 
     def leave(self) -> bool:
         """True when the caller was the last user (and should delete the key)."""
@@ -214,8 +227,8 @@ class ReliableFetch(kiq.BatchFetch):
         acks = self.acks.take()
         keys = [self.working_key, self.liveness.key, *self.order.keys()]
         try:
-            reply: list[str] = self.connection.script(
-                scripts.FETCH, keys, [min(wanted, self._batch_size), self.liveness.ttl_ms, *acks]
+            reply: list[str | int] = self.connection.script(
+                scripts.FETCH, keys, [min(wanted, self._batch_size), self.liveness.ttl_for_fetch(), *acks]
             )
         except BaseException:
             self.acks.restore(acks)
@@ -223,7 +236,7 @@ class ReliableFetch(kiq.BatchFetch):
         if reply:
             self._idle_pause = IDLE_PAUSE[0]
             self._out_of_memory = False  # try blocking again the next time the queue is empty
-            return [(kiq.queue_name(reply[i]), reply[i + 1]) for i in range(0, len(reply), 2)]
+            return kiq.popped_jobs(reply)
         if block < self.min_block:
             return []
         queues = self.order.distinct

@@ -3,10 +3,11 @@
 They touch list items as opaque strings (never cjson: re-encoding would turn ``[]`` into ``{}`` and round
 floats), and use Redis 6.2 commands at most (``RPOP key count``, ``LMOVE``).
 
-Each starts with a write that needs no memory (``PEXPIRE``, ``LREM``). When Redis is at ``maxmemory`` with
-``noeviction`` it refuses commands that need memory (``LPUSH``, ``SET``...) only until a script has written, so
-these scripts, which free as much as they take (a job moves from one list to another), keep working then: a
-worker can drain the queues, which is how an operator gets out of that state.
+Each writes first what needs no memory (``PEXPIRE``, ``LREM``, ``LTRIM``, ``RPOP``) and only then what does.
+When Redis is at ``maxmemory`` with ``noeviction`` it refuses commands that need memory (``LPUSH``, ``SET``...)
+only until a script has written, so these scripts, which free as much as they take (a job moves from one list to
+another: the fetch's ``LPUSH`` follows the ``RPOP`` that took those jobs), keep working then: a worker can drain
+the queues, which is how an operator gets out of that state.
 """
 
 from __future__ import annotations
@@ -14,17 +15,46 @@ from __future__ import annotations
 import kiq
 
 # KEYS: working list, liveness key, queue keys in fetch order.
-# ARGV: max jobs, liveness TTL (ms), then finished jobs to acknowledge first (one round trip for both).
-# Returns a flat list of queue key, job pairs, oldest first (the pop is BasicFetch's, plus the move).
+# ARGV: max jobs, liveness TTL in ms (0: not refreshed this time), then finished jobs to acknowledge first (one
+# round trip for both).
+# Returns kiq.pop_script's reply (per queue: its key, how many, its jobs, oldest first).
+# The acknowledgements cost two commands, not one LREM each: jobs mostly finish in the order they were fetched, so
+# most finished ones are the oldest of the list (its right end); those are cut off with one LTRIM after one LRANGE
+# of as many entries has shown which they are (compared as a multiset: identical payloads are distinct units), and
+# only the others, finished out of order, take an LREM each. An LTRIM removes nothing but the entries it compared.
 FETCH = kiq.pop_script(
     first_queue_key=3,
     into=1,
     before="""
-if redis.call('PEXPIRE', KEYS[2], ARGV[2]) == 0 then
-  redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+local acks = #ARGV - 2
+if acks > 0 then
+  local pending = {}
+  for i = 3, #ARGV do
+    pending[ARGV[i]] = (pending[ARGV[i]] or 0) + 1
+  end
+  local oldest = redis.call('LRANGE', KEYS[1], -acks, -1)
+  local trimmed = 0
+  for i = #oldest, 1, -1 do
+    local left = pending[oldest[i]]
+    if not left or left == 0 then break end
+    pending[oldest[i]] = left - 1
+    trimmed = trimmed + 1
+  end
+  if trimmed > 0 then
+    redis.call('LTRIM', KEYS[1], 0, -trimmed - 1)
+  end
+  if trimmed < acks then
+    for i = 3, #ARGV do
+      local left = pending[ARGV[i]]
+      if left > 0 then
+        redis.call('LREM', KEYS[1], -left, ARGV[i])
+        pending[ARGV[i]] = 0
+      end
+    end
+  end
 end
-for i = 3, #ARGV do
-  redis.call('LREM', KEYS[1], -1, ARGV[i])
+if ARGV[2] ~= '0' and redis.call('PEXPIRE', KEYS[2], ARGV[2]) == 0 then
+  redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
 end""",
 )
 

@@ -85,6 +85,44 @@ def test_an_acknowledgement_rides_on_the_next_fetch(make_fetch: MakeFetch, r: re
     assert not r.exists(WORKING)
 
 
+@pytest.mark.parametrize(
+    ("listed", "acknowledged", "left"),
+    [
+        (["j5", "j4", "j3", "j2", "j1"], ["j1", "j2"], ["j5", "j4", "j3"]),  # the oldest: one LTRIM
+        (["j5", "j4", "j3", "j2", "j1"], ["j2", "j1", "j4"], ["j5", "j3"]),  # one finished out of order
+        (["j3", "j2", "j1"], ["j3"], ["j2", "j1"]),  # only the newest
+        (["d", "x", "d"], ["d"], ["d", "x"]),  # identical payloads are distinct units: one goes
+        (["d", "x", "d"], ["d", "d"], ["x"]),
+        (["j2", "j1"], ["gone", "j1"], ["j2"]),  # one no longer listed (requeued meanwhile): nothing else goes
+        (["j1"], ["j1", "j1"], []),  # acknowledged twice: the one listed goes, nothing breaks
+    ],
+)
+def test_the_fetch_script_removes_exactly_the_acknowledged_jobs(
+    r: redis.Redis, listed: list[str], acknowledged: list[str], left: list[str]
+) -> None:
+    """The fetch script takes the acknowledged jobs off the old end in one LTRIM when they are the oldest, and by
+    LREM otherwise: never a job that was not acknowledged, one entry per acknowledgement."""
+    from kiq.plugins.reliable_fetch import scripts
+
+    r.rpush(WORKING, *listed)  # newest first, as the fetch's LPUSH leaves them
+    fetched = r.eval(scripts.FETCH, 3, WORKING, ALIVE, "queue:default", 1, 0, *acknowledged)
+    assert fetched == []  # the queue is empty
+    assert r.lrange(WORKING, 0, -1) == left
+    assert not r.exists(ALIVE)  # a TTL of 0: not refreshed by this fetch
+
+
+def test_a_fetch_refreshes_the_liveness_key_once_per_tenth_of_its_ttl(make_fetch: MakeFetch, r: redis.Redis) -> None:
+    """Not a PEXPIRE per fetch, but the key is back before a job enters the list once a tenth of its TTL passed."""
+    push(r, "default", 3)
+    fetch = make_fetch()
+    r.delete(ALIVE)  # as if it had expired
+    take(fetch)
+    assert not r.exists(ALIVE)  # refreshed when the fetcher started: not yet due
+    fetch.liveness._refreshed -= fetch.liveness.ttl_ms / 10_000  # a tenth of the TTL later
+    take(fetch)
+    assert 0 < r.pttl(ALIVE) <= fetch.liveness.ttl_ms
+
+
 def test_an_acknowledgement_no_fetch_carries_is_sent_by_itself(make_fetch: MakeFetch, r: redis.Redis) -> None:
     """Every thread busy (or the fetch blocked on an empty queue): no fetch is coming, the ack goes out alone."""
     jobs = push(r, "default", 2)
