@@ -1,0 +1,114 @@
+"""Redis stopped while workflow steps run and finish, on real workers and a redis-server of the test's own (AOF,
+``appendfsync always``; tests/outage_support.py), for 3 s and for 60 s.
+
+A step that ends during the outage cannot record its result nor push its successor: the worker must hold that
+outcome (the step unacknowledged) and write it once Redis is back, so every chain ends with its fold, every chord
+body runs once with its members' results, no step dies of the outage (the steps here have ``retry: 0``, so an
+outage taken for a failure would fail its workflow) and the outage is logged once, not once per step. Steps note
+their runs in a file, not in Redis, so only the workflow's own writes meet the outage."""
+
+from __future__ import annotations
+
+import collections
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import kiq
+from kiq.plugins import workflow
+from kiq.plugins.workflow import chain, chord
+from tests.jobs.workflow_adversarial import AsyncFileStep, FileCollect, FileStep
+from tests.outage_support import AofRedis, aof_redis
+from tests.support import FAST, WorkerProcess, wait_until
+
+pytestmark = pytest.mark.slow
+BACK_WITHIN = 30.0  # seconds after Redis returns by which every workflow must have finished
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[AofRedis]:
+    with aof_redis(tmp_path / "redis") as aof:
+        yield aof
+
+
+@pytest.fixture
+def config(server: AofRedis) -> Iterator[kiq.Config]:
+    config = kiq.Config(redis_url=server.url, plugins=["workflow"])
+    yield config
+    config.redis.close()
+
+
+def runs(path: Path) -> collections.Counter[str]:
+    return collections.Counter(path.read_text().split()) if path.exists() else collections.Counter()
+
+
+def start_workflows(config: kiq.Config, step: type[kiq.Job]) -> tuple[list[workflow.Workflow], list[workflow.Workflow]]:
+    chains = [chain(step.s(n, ms=150), step.s(ms=150), step.s(ms=150)).perform_async(config) for n in range(16)]
+    chords = [
+        chord([step.s(n * 10 + m, ms=150) for m in range(4)], FileCollect.s()).perform_async(config) for n in range(8)
+    ]
+    return chains, chords
+
+
+def run_through_outage(server: AofRedis, config: kiq.Config, tmp_path: Path, fetch: str, outage: float,
+                       step: type[kiq.Job] = FileStep) -> None:  # fmt: skip
+    runs_file = tmp_path / "runs.txt"
+    chains, chords = start_workflows(config, step)
+    plugins = "workflow reliable_fetch" if fetch == "reliable" else "workflow"
+    env = {**FAST, "KIQ_PLUGINS": plugins, "WF_ADV_RUNS_FILE": str(runs_file)}
+    args = ["-r", "tests.jobs.workflow_adversarial", "-c", "6", "--fetch", fetch]
+    with WorkerProcess(args, server.url, tmp_path / "worker.log", env) as worker:
+        wait_until(lambda: sum(runs(runs_file).values()) >= 12, 60, message="steps running before the outage")
+        # reliable fetch: killed mid-traffic; basic fetch: between two commands (a pop whose reply is lost loses its
+        # job, basic fetch's at-most-once window by design, not what this test is about)
+        server.stop("kill" if fetch == "reliable" else "pause")
+        ended_before = sum(runs(runs_file).values())
+        wait_until(lambda: "unreachable" in worker.output(), 30, message="the outage in the log")
+        wait_until(lambda: sum(runs(runs_file).values()) > ended_before, 30, message="a step ending in the outage")
+        time.sleep(outage)  # the outage's length, not a wait for a condition
+        server.start()
+
+        def finished() -> bool:
+            return all(workflow.status(wf.id, config).state != "running" for wf in chains + chords)  # type: ignore[union-attr]
+
+        wait_until(finished, BACK_WITHIN, interval=0.2, message="every workflow to finish after the outage")
+        wait_until(lambda: "Redis works again" in worker.output(), 10, message="the end of the outage in the log")
+        assert worker.stop() == 0
+        output = worker.output()
+    assert [wf.result() for wf in chains] == [n + 3 for n in range(16)], output
+    assert [wf.result() for wf in chords] == [sum(n * 10 + m + 1 for m in range(4)) for n in range(8)], output
+    counted = runs(runs_file)
+    assert len(counted) == 16 * 3 + 8 * 5  # every step ran
+    bodies = {name: count for name, count in counted.items() if name in {f"{wf.id}:1" for wf in chords}}
+    assert len(bodies) == 8 and set(bodies.values()) == {1}, bodies  # each chord body once
+    assert set(counted.values()) == {1}, counted  # and every other step: each successor pushed once
+    # the outage is logged once, and the steps' outcomes went through the held path, not one line each
+    assert output.count("is unreachable") == 1 and output.count("Redis works again") == 1, output
+    held = re.search(r"; (\d+) job outcomes held meanwhile are written", output)
+    assert held is not None and int(held.group(1)) >= 1, output
+    assert "could not record" not in output and "Traceback" not in output and "dead" not in output.lower(), output
+    client = server.client()
+    assert client.zcard("retry") == 0 and client.zcard("dead") == 0
+    assert not list(client.scan_iter("kiq:working:*")) and client.llen("queue:default") == 0
+
+
+@pytest.mark.parametrize("fetch", ["reliable", "basic"])
+def test_steps_ending_during_a_3s_outage_push_their_successors_once_when_redis_is_back(
+    server: AofRedis, config: kiq.Config, tmp_path: Path, fetch: str
+) -> None:
+    run_through_outage(server, config, tmp_path, fetch, 3.0)
+
+
+def test_async_steps_ending_during_a_3s_outage_push_their_successors_once_when_redis_is_back(
+    server: AofRedis, config: kiq.Config, tmp_path: Path
+) -> None:
+    run_through_outage(server, config, tmp_path, "reliable", 3.0, AsyncFileStep)
+
+
+def test_steps_ending_during_a_60s_outage_push_their_successors_once_when_redis_is_back(
+    server: AofRedis, config: kiq.Config, tmp_path: Path
+) -> None:
+    run_through_outage(server, config, tmp_path, "reliable", 60.0)
