@@ -15,6 +15,7 @@ RUNS = "wf-adv:runs"  # HASH: "<class>:<workflow id>:<step>" -> runs
 BODIES = "wf-adv:bodies"  # LIST: JSON {"wf", "results"} of each chord body run
 HANDLED = "wf-adv:handled"  # LIST: JSON of the arguments each on_error handler run got
 ENDED = "wf-adv:ended"  # SET: "<workflow id>:<step>" of the steps whose perform returned (before the step script)
+TICKS = "wf-adv:ticks"  # HASH: "<workflow id>:<tick>" -> how many of its members ended in that tick of the clock
 KILL_AFTER = "wf-adv:kill-after"  # SET of "<workflow id>:<step>": SIGKILL the worker once that step returned
 
 
@@ -160,3 +161,36 @@ class FileCollect(kiq.Job):
     def perform(self, results: list[int]) -> int:
         noted(f"{name(self)}")
         return sum(results)
+
+
+def next_tick(ms: int) -> float:
+    """Seconds until the next multiple of ``ms`` ms of the clock: steps that wait for it end at the same instant."""
+    return ms / 1000 - time.time() % (ms / 1000)
+
+
+def met(job: kiq.Job, tick_ms: int) -> None:
+    """Count the run, and the tick it ended in (members that end in the same tick finished at once)."""
+    counted(job)
+    redis().hincrby(TICKS, f"{job.job.get('wf')}:{round(time.time() * 1000 / tick_ms)}", 1)
+
+
+class Meet(kiq.Job):
+    """Returns its value at the next tick of the clock, so the members of a chord fetched together end together."""
+
+    kiq_name = "WfAdvMeet"
+    kiq_options = {"retry": 0}
+
+    def perform(self, value: Any, tick_ms: int = 20) -> Any:
+        time.sleep(next_tick(tick_ms))
+        met(self, tick_ms)
+        return value
+
+
+class AsyncMeet(kiq.Job):
+    kiq_name = "WfAdvAsyncMeet"
+    kiq_options = {"retry": 0}
+
+    async def perform(self, value: Any, tick_ms: int = 20) -> Any:
+        await asyncio.sleep(next_tick(tick_ms))
+        met(self, tick_ms)
+        return value
