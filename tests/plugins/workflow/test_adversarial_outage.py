@@ -54,8 +54,9 @@ def start_workflows(config: kiq.Config, step: type[kiq.Job]) -> tuple[list[workf
 
 
 def run_through_outage(server: AofRedis, config: kiq.Config, tmp_path: Path, fetch: str, outage: float,
-                       step: type[kiq.Job] = FileStep) -> None:  # fmt: skip
+                       step: type[kiq.Job] = FileStep, maxmemory: bool = False) -> None:  # fmt: skip
     runs_file = tmp_path / "runs.txt"
+    problem = "is out of memory" if maxmemory else "is unreachable"
     chains, chords = start_workflows(config, step)
     plugins = "workflow reliable_fetch" if fetch == "reliable" else "workflow"
     env = {**FAST, "KIQ_PLUGINS": plugins, "WF_ADV_RUNS_FILE": str(runs_file)}
@@ -64,12 +65,18 @@ def run_through_outage(server: AofRedis, config: kiq.Config, tmp_path: Path, fet
         wait_until(lambda: sum(runs(runs_file).values()) >= 12, 60, message="steps running before the outage")
         # reliable fetch: killed mid-traffic; basic fetch: between two commands (a pop whose reply is lost loses its
         # job, basic fetch's at-most-once window by design, not what this test is about)
-        server.stop("kill" if fetch == "reliable" else "pause")
+        if maxmemory:  # Redis answers, and refuses every write
+            config.redis.config_set("maxmemory", 1)
+        else:
+            server.stop("kill" if fetch == "reliable" else "pause")
         ended_before = sum(runs(runs_file).values())
-        wait_until(lambda: "unreachable" in worker.output(), 30, message="the outage in the log")
+        wait_until(lambda: problem in worker.output(), 30, message="the outage in the log")
         wait_until(lambda: sum(runs(runs_file).values()) > ended_before, 30, message="a step ending in the outage")
         time.sleep(outage)  # the outage's length, not a wait for a condition
-        server.start()
+        if maxmemory:
+            config.redis.config_set("maxmemory", 0)
+        else:
+            server.start()
 
         def finished() -> bool:
             return all(workflow.status(wf.id, config).state != "running" for wf in chains + chords)  # type: ignore[union-attr]
@@ -86,7 +93,7 @@ def run_through_outage(server: AofRedis, config: kiq.Config, tmp_path: Path, fet
     assert len(bodies) == 8 and set(bodies.values()) == {1}, bodies  # each chord body once
     assert set(counted.values()) == {1}, counted  # and every other step: each successor pushed once
     # the outage is logged once, and the steps' outcomes went through the held path, not one line each
-    assert output.count("is unreachable") == 1 and output.count("Redis works again") == 1, output
+    assert output.count(problem) == 1 and output.count("Redis works again") == 1, output
     held = re.search(r"; (\d+) job outcomes held meanwhile are written", output)
     assert held is not None and int(held.group(1)) >= 1, output
     assert "could not record" not in output and "Traceback" not in output and "dead" not in output.lower(), output
@@ -106,6 +113,12 @@ def test_async_steps_ending_during_a_3s_outage_push_their_successors_once_when_r
     server: AofRedis, config: kiq.Config, tmp_path: Path
 ) -> None:
     run_through_outage(server, config, tmp_path, "reliable", 3.0, AsyncFileStep)
+
+
+def test_steps_ending_while_redis_is_at_maxmemory_push_their_successors_once_when_it_takes_writes(
+    server: AofRedis, config: kiq.Config, tmp_path: Path
+) -> None:
+    run_through_outage(server, config, tmp_path, "reliable", 3.0, maxmemory=True)
 
 
 def test_steps_ending_during_a_60s_outage_push_their_successors_once_when_redis_is_back(
