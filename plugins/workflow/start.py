@@ -20,6 +20,7 @@ from typing import Any
 import redis as redis_py
 
 import kiq
+import kiq.testing
 
 from .errors import WorkflowError
 from .graph import Step, link
@@ -117,6 +118,11 @@ def _prepare(
     steps: list[Step], result: Shape, handler: kiq.Signature | None, config: kiq.Config
 ) -> tuple[str, list[Encoded], list[list[tuple[Any, ...]]]]:
     """The workflow's id, its encoded steps and the commands that start it, in round trips."""
+    if kiq.testing.mode() is not None:
+        raise WorkflowError(
+            "kiq.testing's fake and inline modes do not run workflows (their steps are pushed by Redis itself): "
+            "start the workflow outside the mode (inside kiq.testing.disable()) and run its steps with a worker"
+        )
     config.add_plugin("workflow")  # its setting (workflow_retention), once; its hooks matter in the workers
     link(steps)
     workflow_id = new_workflow_id()

@@ -151,6 +151,7 @@ def page(start: int, limit: int, ids: list[Any]) -> WorkflowPage:
 
 def workflows(limit: int = 50, cursor: str | None = None, config: kiq.Config | None = None) -> WorkflowPage:
     """The ids of the newest workflows, newest first, ``limit`` a page; pass the page's ``cursor`` for the next.
-    Expired workflows leave the index when their retention ends (``prune``), so an id listed may be gone."""
+    Each start drops the ids older than ``workflow_retention`` from the index; an id listed may still be gone (its
+    ``status`` is None) when it expired sooner."""
     start, stop = page_range(cursor, limit)
     return page(start, limit, (config or kiq.default_config()).redis.zrevrange(INDEX, start, stop))

@@ -14,6 +14,7 @@ RUNS = "wf-test:runs"  # HASH: "<class>:<workflow id>:<step>" -> runs (a step th
 BODIES = "wf-test:bodies"  # LIST: JSON of [workflow id, the results a body got]
 HANDLED = "wf-test:handled"  # LIST: JSON of the arguments an on_error handler got
 FAIL = "wf-test:fail"  # while this key exists, Flaky raises
+REDELIVERED = "wf-test:redelivered"  # SET: the steps that ran again after their worker was killed
 
 
 def redis() -> Any:
@@ -21,7 +22,10 @@ def redis() -> Any:
 
 
 def counted(job: kiq.Job) -> None:
-    redis().hincrby(RUNS, f"{type(job).kiq_name}:{job.job.get('wf')}:{job.job.get('wf_step')}", 1)
+    name = f"{type(job).kiq_name}:{job.job.get('wf')}:{job.job.get('wf_step')}"
+    redis().hincrby(RUNS, name, 1)
+    if job.job.get("interrupted_count"):
+        redis().sadd(REDELIVERED, name)
 
 
 class Add(kiq.Job):
@@ -51,13 +55,17 @@ class Const(kiq.Job):
 
 
 class Collect(kiq.Job):
-    """A chord body: records the results it got."""
+    """A chord body: records the results it got, and which push and which delivery of it this is (``enqueued_at``
+    is stamped by the push; reliable fetch's redelivery keeps it and counts ``interrupted_count``)."""
 
     kiq_name = "WfCollect"
 
     def perform(self, results: list[Any]) -> list[Any]:
         counted(self)
-        redis().rpush(BODIES, kiq.dumps({"wf": self.job.get("wf"), "results": results}))
+        job = self.job
+        record = {"wf": job.get("wf"), "results": results, "enqueued_at": job.get("enqueued_at"),
+                  "interrupted": job.get("interrupted_count", 0)}  # fmt: skip
+        redis().rpush(BODIES, kiq.dumps(record))
         return results
 
 

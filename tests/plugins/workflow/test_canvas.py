@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 import kiq
+import kiq.testing
 from kiq.plugins import workflow
 from kiq.plugins.workflow import chain, chord, group
 from tests.jobs.workflow import Add, Collect, Const, Mul, Total
@@ -45,6 +46,14 @@ def test_nesting_group_in_chain_chain_in_group_chord_in_chain(config: kiq.Config
     assert wf.result() == [6, 30, 5]
 
 
+def test_a_signature_piped_into_a_chain_or_a_group(config: kiq.Config) -> None:
+    into_chain = (Add.s(1, 1) | (Mul.s(3) | Add.s(1))).perform_async()
+    into_group = (Add.s(1, 1) | group(Mul.s(3), Mul.s(4))).perform_async()
+    drain(config)
+    assert (into_chain.result(), into_group.result()) == (7, [6, 8])
+    assert [step.step for step in into_chain.status().steps] == ["0", "1", "2"]  # the chains are one
+
+
 def test_a_group_alone_results_in_its_list_and_si_takes_no_result(config: kiq.Config) -> None:
     wf = (group([Const.si("a"), Const.si("b")]) | Const.si("done")).perform_async()
     drain(config)
@@ -82,5 +91,7 @@ def test_a_bad_argument_names_the_step_and_pushes_nothing(config: kiq.Config) ->
         (Const.si(1) | Add.set(shard="eu").s(1)).perform_async()
     with pytest.raises(workflow.WorkflowError, match="outermost canvas"):
         chain(Const.si(1), (Const.si(2) | Const.s()).on_error(Const.s())).perform_async()
+    with kiq.testing.fake(), pytest.raises(workflow.WorkflowError, match=r"kiq\.testing\.disable"):
+        (Const.si(1) | Add.s(1)).perform_async()
     with pytest.raises(workflow.WorkflowError, match="not a step"):
         chain(Const.si(1), "Add")
