@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kiq.workflow")
 
-STEP_ID = re.compile(r"\d{1,9}(\.\d{1,9}){0,63}")  # a place in the canvas: "0", "1.2.0"
+STEP_ID = re.compile(r"\d+(?:\.\d+)*")  # a place in the canvas: "0", "1.2.0"
 # Redis cannot take a write now but will later (kiq.server.outcomes holds what it refuses for the same reasons)
 REFUSALS = (redis_py.ConnectionError, redis_py.TimeoutError, redis_py.exceptions.OutOfMemoryError,
             redis_py.exceptions.ReadOnlyError)  # fmt: skip
@@ -48,7 +48,7 @@ def unusable(job: dict[str, Any]) -> str | None:
     workflow_id, step = job.get("wf"), job.get("wf_step")
     if not isinstance(workflow_id, str) or not WORKFLOW_ID.fullmatch(workflow_id):
         return f"its workflow field wf={workflow_id!r:.80} is not a workflow id"
-    if not isinstance(step, str) or not STEP_ID.fullmatch(step):
+    if not isinstance(step, str) or len(step) > 4096 or not STEP_ID.fullmatch(step):
         return f'its workflow field wf_step={step!r:.80} is not a step id (a text such as "0" or "1.2")'
     return None
 

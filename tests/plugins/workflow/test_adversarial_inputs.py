@@ -4,6 +4,7 @@ queued step, a step whose class the worker does not have, and a workflow built a
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -132,7 +133,10 @@ def test_a_step_class_the_worker_does_not_have_dies_with_a_clear_reason_and_on_e
 
 
 @pytest.mark.own_redis
-def test_a_workflow_built_at_maxmemory_raises_a_clear_error_and_leaves_nothing_half_pushed(config: kiq.Config) -> None:
+@pytest.mark.parametrize("start", ["sync", "asyncio"])
+def test_a_workflow_built_at_maxmemory_raises_a_clear_error_and_leaves_nothing_half_pushed(
+    config: kiq.Config, start: str
+) -> None:
     r = config.redis
     r.config_set("maxmemory-policy", "noeviction")
     r.config_set("maxmemory", int(r.info("memory")["used_memory"]) + 200_000)
@@ -145,7 +149,10 @@ def test_a_workflow_built_at_maxmemory_raises_a_clear_error_and_leaves_nothing_h
         r.delete(f"ballast:{ballast - 1}")  # just below the limit: the first write of the start goes through
     canvas = chord([Value.s(n) for n in range(3000)], Collect.s())
     with pytest.raises(workflow.WorkflowError, match=r"maxmemory|out of memory|OOM") as refused:
-        canvas.perform_async()
+        if start == "sync":
+            canvas.perform_async()
+        else:
+            asyncio.run(canvas.aio.perform_async())
     assert "nothing of it was left in Redis" in str(refused.value), str(refused.value)
     assert "start it again once Redis takes writes" in str(refused.value)
     r.config_set("maxmemory", 0)
