@@ -125,3 +125,39 @@ def test_steps_ending_during_a_60s_outage_push_their_successors_once_when_redis_
     server: AofRedis, config: kiq.Config, tmp_path: Path
 ) -> None:
     run_through_outage(server, config, tmp_path, "reliable", 60.0)
+
+
+def test_a_worker_stopped_while_redis_is_down_leaves_its_held_steps_to_run_again_and_pushes_each_successor_once(
+    server: AofRedis, config: kiq.Config, tmp_path: Path
+) -> None:
+    runs_file = tmp_path / "runs.txt"
+    chains, chords = start_workflows(config, FileStep)
+    env = {**FAST, "KIQ_PLUGINS": "workflow reliable_fetch", "KIQ_RELIABLE_RECOVERY_INTERVAL": "1",
+           "WF_ADV_RUNS_FILE": str(runs_file)}  # fmt: skip
+    args = ["-r", "tests.jobs.workflow_adversarial", "-c", "6", "--fetch", "reliable"]
+    with WorkerProcess([*args, "-t", "2"], server.url, tmp_path / "stopped.log", env) as stopped:
+        wait_until(lambda: sum(runs(runs_file).values()) >= 12, 60, message="steps running before the outage")
+        server.stop("kill")
+        ended_before = sum(runs(runs_file).values())
+        wait_until(lambda: sum(runs(runs_file).values()) > ended_before, 30, message="a step ending in the outage")
+        assert stopped.stop() != 0  # it gave up the held outcomes: the steps stay in its working list
+        output = stopped.output()
+    assert "unwritten job outcome" in output and "Traceback" not in output, output
+    print("\n" + "\n".join(line for line in output.splitlines() if "unwritten" in line)[:600])
+    ran_before = runs(runs_file)
+    server.start()
+    with WorkerProcess(args, server.url, tmp_path / "worker.log", env) as worker:  # recovers the stopped one's list
+
+        def finished() -> bool:
+            return all(workflow.status(wf.id, config).state != "running" for wf in chains + chords)  # type: ignore[union-attr]
+
+        wait_until(finished, 60, interval=0.2, message="every workflow to finish")
+        assert worker.stop() == 0
+    assert [wf.result() for wf in chains] == [n + 3 for n in range(16)]
+    assert [wf.result() for wf in chords] == [sum(n * 10 + m + 1 for m in range(4)) for n in range(8)]
+    counted = runs(runs_file)
+    again = {name for name, count in counted.items() if count > 1}
+    assert again and again <= set(ran_before), (again, ran_before)  # only steps of the stopped worker ran twice
+    # each successor pushed once: a step the stopped worker had not ended ran once, the others at most twice
+    assert all(count == 1 for name, count in counted.items() if name not in ran_before), counted
+    assert max(counted.values()) == 2 and len(counted) == 16 * 3 + 8 * 5
