@@ -103,7 +103,11 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
             log.info("workflow %s step %s: already %s, not run again", workflow_id, step, current)
             return
         if state is not None and not known:
-            self.bury(job, f"its workflow field wf_step={step!r:.80} names no step of workflow {workflow_id}")
+            self.bury(
+                job,
+                f"its workflow field wf_step={step!r:.80} names no step of workflow {workflow_id} (or the "
+                f"workflow's graph expired: workflow_retention)",
+            )
             return
         try:
             value = yield
@@ -148,9 +152,9 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
     def bury(self, job: dict[str, Any], problem: str) -> None:
         """A payload that cannot be a workflow step: into the dead set with the reason, unrun."""
         message = (
-            f"{job.get('class')} jid={job.get('jid')} cannot run as a workflow step: {problem}; it was written by "
-            "something other than kiq's workflow plugin (another producer, a hand edit): start the workflow again "
-            "with kiq.plugins.workflow"
+            f"{job.get('class')} jid={job.get('jid')} cannot run as a workflow step: {problem}; its payload was "
+            "written or changed outside kiq's workflow plugin (another producer, a hand edit), or its workflow "
+            "expired: start the workflow again with kiq.plugins.workflow"
         )
         log.error("%s", message)
         dead = {**job, "error_class": "WorkflowError", "error_message": message, "failed_at": time.time()}
