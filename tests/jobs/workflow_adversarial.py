@@ -124,10 +124,11 @@ def _kill_after(config: kiq.Config) -> None:
         config.server_middleware.add(KillAfterStep)
 
 
-def noted(line: str) -> None:
-    """One line appended to the file WF_ADV_RUNS_FILE names: runs recorded without Redis (which may be down)."""
+def noted(job: kiq.Job) -> None:
+    """``<workflow id>:<step>@<enqueued_at>`` appended to the file WF_ADV_RUNS_FILE names: runs recorded without Redis
+    (which may be down). A step run twice with one ``enqueued_at`` was delivered twice; with two, pushed twice."""
     with open(os.environ["WF_ADV_RUNS_FILE"], "a") as runs:
-        runs.write(line + "\n")
+        runs.write(f"{name(job)}@{job.job.get('enqueued_at')!r}\n")
 
 
 class FileStep(kiq.Job):
@@ -140,7 +141,7 @@ class FileStep(kiq.Job):
 
     def perform(self, value: int, ms: int = 0) -> int:
         time.sleep(ms / 1000)
-        noted(f"{name(self)}")
+        noted(self)
         return value + 1
 
 
@@ -150,7 +151,7 @@ class AsyncFileStep(kiq.Job):
 
     async def perform(self, value: int, ms: int = 0) -> int:
         await asyncio.sleep(ms / 1000)
-        noted(f"{name(self)}")
+        noted(self)
         return value + 1
 
 
@@ -159,7 +160,7 @@ class FileCollect(kiq.Job):
     kiq_options = {"retry": 0}
 
     def perform(self, results: list[int]) -> int:
-        noted(f"{name(self)}")
+        noted(self)
         return sum(results)
 
 
