@@ -21,6 +21,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import redis
+
 import kiq
 
 # ARGV: the change, the workflow id, the step id, the time (epoch seconds, as text), the retention, its arguments
@@ -120,6 +122,9 @@ return 1
 """
 
 
+OOM_IN_SCRIPT = "OOM command not allowed"
+
+
 class Steps:
     """The step program of one config's Redis."""
 
@@ -131,4 +136,9 @@ class Steps:
         """Apply ``op`` to ``step``; False when it changed nothing (done before, the workflow is over or expired, or
         it has no such step)."""
         argv: list[Any] = [op, workflow_id, step, repr(time.time()), self.config.get("workflow_retention"), *args]
-        return bool(self.script(keys=[], args=argv) == 1)
+        try:
+            return bool(self.script(keys=[], args=argv) == 1)
+        except redis.ResponseError as error:
+            if OOM_IN_SCRIPT in str(error):  # Redis < 7 says maxmemory's refusal of a script's write so
+                raise redis.exceptions.OutOfMemoryError(str(error)) from error  # held and retried, as on Redis 7
+            raise

@@ -163,6 +163,23 @@ def test_a_workflow_built_at_maxmemory_raises_a_clear_error_and_leaves_nothing_h
     assert wf.result(wait=5) == list(range(3000))
 
 
+@pytest.mark.own_redis
+def test_a_step_outcome_refused_at_maxmemory_is_an_out_of_memory_refusal_on_every_redis_version(
+    config: kiq.Config,
+) -> None:
+    """Redis 6 reports a script's write refused at maxmemory as a script error; the worker holds an outcome only
+    when it is told Redis is out of memory (the embedded server is 6.2, the system's 7)."""
+    r = config.redis
+    wf = (Value.s(1) | Value.s()).perform_async()
+    r.config_set("maxmemory", 1)
+    try:
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            workflow.WorkflowPlugin().steps(config).run("succeeded", wf.id, "0", "1")
+    finally:
+        r.config_set("maxmemory", 0)
+    assert workflow.status(wf.id).step("1").state == "waiting"  # type: ignore[union-attr]
+
+
 def test_many_odd_results_in_one_group_fail_the_workflow_once(config: kiq.Config) -> None:
     r = config.redis
     wf = chord([Returns.si(kind) for kind in NOT_JSON], Collect.s()).on_error(Handler.s()).perform_async()
