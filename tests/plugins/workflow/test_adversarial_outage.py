@@ -1,5 +1,5 @@
 """Redis stopped while workflow steps run and finish, on real workers and a redis-server of the test's own (AOF,
-``appendfsync always``; tests/outage_support.py), for 3 s and for 60 s.
+``appendfsync always``; tests/outage_support.py), for 3 s (60 s: test_adversarial_long_outage.py), and at maxmemory.
 
 A step that ends during the outage cannot record its result nor push its successor: the worker must hold that
 outcome (the step unacknowledged) and write it once Redis is back, so every chain ends with its fold, every chord
@@ -144,12 +144,6 @@ def test_steps_ending_while_redis_is_at_maxmemory_push_their_successors_once_whe
     server: AofRedis, config: kiq.Config, tmp_path: Path
 ) -> None:
     run_through_outage(server, config, tmp_path, "reliable", 3.0, maxmemory=True)
-
-
-def test_steps_ending_during_a_60s_outage_push_their_successors_once_when_redis_is_back(
-    server: AofRedis, config: kiq.Config, tmp_path: Path
-) -> None:
-    run_through_outage(server, config, tmp_path, "reliable", 60.0)
 
 
 def test_a_worker_stopped_while_redis_is_down_leaves_its_held_steps_to_run_again_and_pushes_each_successor_once(
