@@ -1,27 +1,56 @@
 """The workflow's server middleware: a step records its outcome (``scripts.py``) before it is acknowledged, and a
-step of a workflow that failed (or a step run again after it succeeded) is not run."""
+step of a workflow that failed (or a step run again after it succeeded) is not run.
+
+What other producers or Redis can do to a step is handled here too: a payload whose workflow fields are unusable
+(wrong types, a step the workflow does not have) goes to the dead set with the reason, unrun; a result that is not
+strict JSON kills the step (running it again would return the same), which fails its workflow; and an outcome Redis
+refuses (an outage, maxmemory) is held by the worker (the ``OutcomeKeeper`` that holds refused death hooks) with
+the job unacknowledged, and written once Redis takes it, so the successor is pushed then, once."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import re
+import time
 from typing import TYPE_CHECKING, Any
 
+import redis as redis_py
+
 import kiq
+from kiq.api import DeadSet
 
 from .errors import WorkflowError
-from .keys import workflow_key
+from .keys import WORKFLOW_ID, workflow_key
 
 if TYPE_CHECKING:
     from .plugin import WorkflowPlugin
 
 log = logging.getLogger("kiq.workflow")
 
+STEP_ID = re.compile(r"\d+(?:\.\d+)*")  # a place in the canvas: "0", "1.2.0"
+# Redis cannot take a write now but will later (kiq.server.outcomes holds what it refuses for the same reasons)
+REFUSALS = (redis_py.ConnectionError, redis_py.TimeoutError, redis_py.exceptions.OutOfMemoryError,
+            redis_py.exceptions.ReadOnlyError)  # fmt: skip
+
 
 def step_of(job: dict[str, Any]) -> tuple[str, str] | None:
     """``(workflow id, step id)`` of a workflow step's payload, else None."""
     workflow_id, step = job.get("wf"), job.get("wf_step")
     return (workflow_id, step) if isinstance(workflow_id, str) and isinstance(step, str) else None
+
+
+def unusable(job: dict[str, Any]) -> str | None:
+    """Why the workflow fields of ``job`` cannot be a step's (another producer wrote them), or None."""
+    if "wf" not in job and "wf_step" not in job:
+        return None
+    workflow_id, step = job.get("wf"), job.get("wf_step")
+    if not isinstance(workflow_id, str) or not WORKFLOW_ID.fullmatch(workflow_id):
+        return f"its workflow field wf={workflow_id!r:.80} is not a workflow id"
+    if not isinstance(step, str) or len(step) > 4096 or not STEP_ID.fullmatch(step):
+        return f'its workflow field wf_step={step!r:.80} is not a step id (a text such as "0" or "1.2")'
+    return None
 
 
 def error_text(exc: BaseException | None, job: dict[str, Any]) -> str:
@@ -33,8 +62,10 @@ def error_text(exc: BaseException | None, job: dict[str, Any]) -> str:
 def result_text(value: Any, job: dict[str, Any]) -> str:
     """The step's value as the JSON text its successors get; a value that is not strict JSON fails the step."""
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as error:
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text.encode()  # a lone surrogate has no UTF-8 form: neither Redis nor Ruby could take it
+        return text
+    except (TypeError, ValueError, RecursionError) as error:
         raise WorkflowError(
             f"workflow step {job.get('wf_step')} ({job.get('class')}) returned {value!r:.80}, which is not strict "
             f"JSON ({error}); a step's result goes to the steps after it: return str, int, float, bool, None, "
@@ -47,6 +78,10 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
         self.plugin = plugin
 
     def call(self, job_instance: kiq.Job, job: dict[str, Any], queue: str) -> kiq.Wrapper:
+        problem = unusable(job)
+        if problem is not None:
+            self.bury(job, problem)
+            return
         found = step_of(job)
         if found is None:
             yield
@@ -56,12 +91,23 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
         pipe = self.config.redis.pipeline(transaction=False)
         pipe.hget(workflow_key(workflow_id), "state")
         pipe.hget(workflow_key(workflow_id, "state"), step)
-        state, current = pipe.execute()
+        pipe.hexists(workflow_key(workflow_id, "steps"), step)
+        try:
+            state, current, known = pipe.execute()
+        except REFUSALS:  # these reads only spare a run: the step script decides all the same once Redis is back
+            state, current, known = "running", None, True
         if state == "failed":  # the workflow is over: its remaining steps never run
             steps.run("skipped", workflow_id, step)
             return
         if current in ("succeeded", "dead"):  # a second delivery of a step whose outcome is recorded
             log.info("workflow %s step %s: already %s, not run again", workflow_id, step, current)
+            return
+        if state is not None and not known:
+            self.bury(
+                job,
+                f"its workflow field wf_step={step!r:.80} names no step of workflow {workflow_id} (or the "
+                f"workflow's graph expired: workflow_retention)",
+            )
             return
         try:
             value = yield
@@ -70,7 +116,47 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
         except Exception as exc:
             try:
                 steps.run("failed", workflow_id, step, error_text(exc, job))
+            except REFUSALS:  # the status only, and the worker logs the outage once
+                log.debug("workflow %s step %s: the failure's status not recorded", workflow_id, step, exc_info=True)
             except Exception:  # the status only: the job's own error is the one to raise
                 log.warning("workflow %s step %s: could not record the failure", workflow_id, step, exc_info=True)
             raise
-        steps.run("succeeded", workflow_id, step, result_text(value, job))
+        try:
+            text = result_text(value, job)
+        except WorkflowError as error:  # the same value every run: the step dies now, failing its workflow
+            log.error("%s", error)
+            kiq.report_failure(f"WorkflowError: {error}")
+            self.plugin.died(self.config, found, job, f"WorkflowError: {error}")
+            return
+        try:
+            steps.run("succeeded", workflow_id, step, text)
+        except REFUSALS as refusal:
+            self.hold(functools.partial(steps.run, "succeeded", workflow_id, step, text), job, refusal)
+
+    def hold(self, write: functools.partial[bool], job: dict[str, Any], refusal: BaseException) -> None:
+        """Redis refused the step's outcome: the worker's keeper of held outcomes writes it once Redis takes it, and
+        only then is the job acknowledged (with reliable fetch a kill meanwhile runs the step again, and the step
+        script pushes its successors once). Outside a worker (no keeper) the refusal is the job's error."""
+        keep, release = self.config.plugins.hold_refused_death, kiq.hold_acknowledgement()
+        if keep is None or release is None:
+            if release is not None:
+                release()
+            raise refusal
+
+        def write_then_acknowledge() -> None:
+            write()
+            release()
+
+        keep(write_then_acknowledge, "workflow", job, refusal)
+
+    def bury(self, job: dict[str, Any], problem: str) -> None:
+        """A payload that cannot be a workflow step: into the dead set with the reason, unrun."""
+        message = (
+            f"{job.get('class')} jid={job.get('jid')} cannot run as a workflow step: {problem}; its payload was "
+            "written or changed outside kiq's workflow plugin (another producer, a hand edit), or its workflow "
+            "expired: start the workflow again with kiq.plugins.workflow"
+        )
+        log.error("%s", message)
+        dead = {**job, "error_class": "WorkflowError", "error_message": message, "failed_at": time.time()}
+        DeadSet(self.config).kill(kiq.dumps(dead), exc=WorkflowError(message))
+        kiq.report_failure(f"WorkflowError: {message}")

@@ -66,16 +66,16 @@ class WorkflowPlugin:
         """A dead step fails its workflow (or, a chord member with ``allow_failures``, gives None)."""
         found = step_of(job)
         if found is not None:
-            self._died(config, found, job, error_text(exc, job))
+            self.died(config, found, job, error_text(exc, job))
 
     @kiq.hookimpl
     def kiq_job_dropped(self, job: dict[str, Any], reason: str, config: kiq.Config) -> None:
         """A step dropped unrun (e.g. its expiry passed) will never give a result: as if it died."""
         found = step_of(job)
         if found is not None:
-            self._died(config, found, job, f"dropped: {reason}")
+            self.died(config, found, job, f"dropped: {reason}")
 
-    def _died(self, config: kiq.Config, found: tuple[str, str], job: dict[str, Any], message: str) -> None:
+    def died(self, config: kiq.Config, found: tuple[str, str], job: dict[str, Any], message: str) -> None:
         workflow_id, step = found
         jid = str(job.get("jid"))
         error = {"jid": jid, "class": str(job.get("class")), "message": message}

@@ -21,6 +21,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import redis
+
 import kiq
 
 # ARGV: the change, the workflow id, the step id, the time (epoch seconds, as text), the retention, its arguments
@@ -52,8 +54,19 @@ local function push(queue, payload)
   redis.call('LPUSH', 'queue:' .. queue, payload)
 end
 
-local function finish(id)
-  local graph = cjson.decode(redis.call('HGET', key('steps'), id))
+-- every successor's count, and the pieces of each it would push, still there: Redis expires a workflow's keys one
+-- by one, and a step that ends in between must write nothing rather than half a workflow
+local function intact(graph)
+  for _, waiting in ipairs(graph['next']) do
+    local count = redis.call('HGET', key('wait'), waiting)
+    if not count then return false end
+    if tonumber(count) == 1 and (redis.call('HEXISTS', key('payload'), waiting) == 0
+        or redis.call('HEXISTS', key('steps'), waiting) == 0) then return false end
+  end
+  return true
+end
+
+local function finish(graph)
   for _, waiting in ipairs(graph['next']) do
     if redis.call('HINCRBY', key('wait'), waiting, -1) == 0 then
       local found = cjson.decode(redis.call('HGET', key('steps'), waiting))
@@ -69,6 +82,9 @@ end
 
 local state = redis.call('HGET', base, 'state')
 if not state then return 0 end
+local graph = redis.call('HGET', key('steps'), step)
+if not graph then return -1 end  -- no such step: another producer's payload, or the graph expired
+graph = cjson.decode(graph)
 local current = redis.call('HGET', key('state'), step)
 if op == 'skipped' then
   if state == 'failed' and (current == 'enqueued' or current == 'failed') then
@@ -77,12 +93,13 @@ if op == 'skipped' then
   return 1
 end
 if current == 'succeeded' or current == 'dead' then return 0 end
+if not intact(graph) then return -1 end
 
 -- after the workflow failed, a step still running is recorded, and pushes nothing
 if op == 'succeeded' then
   redis.call('HSET', key('state'), step, 'succeeded')
   redis.call('HSET', key('result'), step, ARGV[6])
-  if state == 'running' then finish(step) end
+  if state == 'running' then finish(graph) end
 elseif op == 'failed' then
   redis.call('HSET', key('state'), step, 'failed')
   redis.call('HSET', key('error'), step, ARGV[6])
@@ -90,9 +107,9 @@ elseif op == 'died' then
   redis.call('HSET', key('state'), step, 'dead')
   redis.call('HSET', key('error'), step, ARGV[6])
   if state == 'running' then
-    if cjson.decode(redis.call('HGET', key('steps'), step))['tolerant'] then
+    if graph['tolerant'] then
       redis.call('HSET', key('result'), step, 'null')
-      finish(step)
+      finish(graph)
     else
       redis.call('HSET', base, 'state', 'failed', 'finished_at', now, 'error', ARGV[7])
       local handler = redis.call('HGET', base, 'on_error')
@@ -105,6 +122,9 @@ return 1
 """
 
 
+OOM_IN_SCRIPT = "OOM command not allowed"
+
+
 class Steps:
     """The step program of one config's Redis."""
 
@@ -113,6 +133,12 @@ class Steps:
         self.script = config.redis.register_script(SOURCE)
 
     def run(self, op: str, workflow_id: str, step: str, *args: str) -> bool:
-        """Apply ``op`` to ``step``; False when it changed nothing (done before, or the workflow is over)."""
+        """Apply ``op`` to ``step``; False when it changed nothing (done before, the workflow is over or expired, or
+        it has no such step)."""
         argv: list[Any] = [op, workflow_id, step, repr(time.time()), self.config.get("workflow_retention"), *args]
-        return bool(self.script(keys=[], args=argv))
+        try:
+            return bool(self.script(keys=[], args=argv) == 1)
+        except redis.ResponseError as error:
+            if OOM_IN_SCRIPT in str(error):  # Redis < 7 says maxmemory's refusal of a script's write so
+                raise redis.exceptions.OutOfMemoryError(str(error)) from error  # held and retried, as on Redis 7
+            raise

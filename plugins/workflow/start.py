@@ -3,15 +3,21 @@ anywhere pushes nothing), then the graph written and the first steps pushed, 1,0
 
 A waiting step's payload is kept as pieces (``pieces.py``) that the step script joins with the results it waits
 for when it pushes the step; the first steps are pushed as they are. The graph is written before any step is
-pushed, so a step that finishes at once finds it."""
+pushed, so a step that finishes at once finds it.
+
+A start Redis refuses part way (maxmemory's OOM, an outage) is taken back: the workflow's keys deleted and the
+steps it pushed removed from their queues (neither needs memory), then ``WorkflowError`` says so. A first step a
+worker took in between runs as a step of a workflow that no longer exists: it records nothing and pushes nothing."""
 
 from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
+
+import redis as redis_py
 
 import kiq
 import kiq.testing
@@ -41,10 +47,13 @@ def start(
 ) -> Workflow:
     """Start the workflow of ``steps`` (a canvas's, ``Canvas.add``) whose result is ``result``."""
     config = config or kiq.default_config()
-    workflow_id, batches = _prepare(steps, result, handler, config)
+    workflow_id, encoded, batches = _prepare(steps, result, handler, config)
     redis = config.redis
-    for commands in batches:
-        kiq.run_pipeline(redis, commands)
+    try:
+        for commands in batches:
+            kiq.run_pipeline(redis, commands)
+    except redis_py.RedisError as error:
+        raise _taken_back(workflow_id, encoded, error, lambda undo: kiq.run_pipeline(redis, undo)) from error
     return Workflow(workflow_id, config)
 
 
@@ -53,20 +62,62 @@ async def start_async(
 ) -> Workflow:
     """``start`` without blocking the event loop on Redis."""
     config = config or kiq.default_config()
-    workflow_id, batches = _prepare(steps, result, handler, config)
+    workflow_id, encoded, batches = _prepare(steps, result, handler, config)
     redis = kiq.AsyncClient(config).redis
-    for commands in batches:
-        pipe = redis.pipeline(transaction=False)
-        for command in commands:
-            pipe.execute_command(*command)
-        await pipe.execute()
+    try:
+        for commands in batches:
+            pipe = redis.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*command)
+            await pipe.execute()
+    except redis_py.RedisError as error:
+        undo = _undo_commands(workflow_id, encoded)
+        try:
+            pipe = redis.pipeline(transaction=False)
+            for command in undo:
+                pipe.execute_command(*command)
+            await pipe.execute()
+        except redis_py.RedisError as undo_error:
+            raise _start_refused(workflow_id, error, undo_error) from error
+        raise _start_refused(workflow_id, error, None) from error
     return Workflow(workflow_id, config)
+
+
+def _undo_commands(workflow_id: str, encoded: list[Encoded]) -> list[tuple[Any, ...]]:
+    """What takes a start back: the workflow's keys, its index entry and the first steps it may have pushed."""
+    pushed = [("LREM", kiq.queue_key(item.queue), 1, item.payload) for item in encoded if item.pieces is None]
+    return [("DEL", *all_keys(workflow_id)), ("ZREM", INDEX, workflow_id), *pushed]
+
+
+def _taken_back(
+    workflow_id: str, encoded: list[Encoded], error: redis_py.RedisError, run: Callable[[list[Any]], object]
+) -> WorkflowError:
+    try:
+        run(_undo_commands(workflow_id, encoded))
+    except redis_py.RedisError as undo_error:
+        return _start_refused(workflow_id, error, undo_error)
+    return _start_refused(workflow_id, error, None)
+
+
+def _start_refused(workflow_id: str, error: BaseException, undo_error: BaseException | None) -> WorkflowError:
+    if undo_error is None:
+        left = "nothing of it was left in Redis (its keys deleted, the steps it pushed taken back)"
+    else:
+        left = (
+            f"it could not be taken back either ({type(undo_error).__name__}: {undo_error}): delete the keys "
+            f'kiq:wf:{workflow_id}* and its first steps (payloads with "wf":"{workflow_id}") from their queues, '
+            "or let them expire (workflow_retention) and let those steps run as steps of a gone workflow"
+        )
+    return WorkflowError(
+        f"workflow {workflow_id} could not be started: Redis refused it ({type(error).__name__}: {error}); {left}; "
+        "start it again once Redis takes writes (at maxmemory: free memory or raise maxmemory)"
+    )
 
 
 def _prepare(
     steps: list[Step], result: Shape, handler: kiq.Signature | None, config: kiq.Config
-) -> tuple[str, list[list[tuple[Any, ...]]]]:
-    """The workflow's id and the commands that start it, in round trips."""
+) -> tuple[str, list[Encoded], list[list[tuple[Any, ...]]]]:
+    """The workflow's id, its encoded steps and the commands that start it, in round trips."""
     if kiq.testing.mode() is not None:
         raise WorkflowError(
             "kiq.testing's fake and inline modes do not run workflows (their steps are pushed by Redis itself): "
@@ -78,7 +129,7 @@ def _prepare(
     client = kiq.Client(config)
     encoded = [_encode(client, workflow_id, step) for step in steps]
     on_error = None if handler is None else _encode_handler(client, workflow_id, handler)
-    return workflow_id, list(_commands(workflow_id, result, encoded, on_error, config))
+    return workflow_id, encoded, list(_commands(workflow_id, result, encoded, on_error, config))
 
 
 def _stand_in() -> str:
@@ -162,9 +213,10 @@ def _commands(
     first = [item for item in encoded if item.pieces is None]
     for start in range(0, len(first), BATCH):
         batch = first[start : start + BATCH]
-        commands = [
-            ("HSET", workflow_key(workflow_id, "state"), *(p for item in batch for p in (item.step.id, "enqueued")))
-        ]
+        states = workflow_key(workflow_id, "state")
+        # made here, after the graph's EXPIREs: without its own, it would outlive the workflow if no step ever ends
+        commands = [("HSET", states, *(p for item in batch for p in (item.step.id, "enqueued"))),
+                    ("EXPIRE", states, retention)]  # fmt: skip
         for queue in dict.fromkeys(item.queue for item in batch):
             commands.append(("SADD", "queues", queue))
             commands.append(("LPUSH", kiq.queue_key(queue), *(item.payload for item in batch if item.queue == queue)))

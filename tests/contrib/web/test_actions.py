@@ -127,8 +127,11 @@ def test_pause_on_the_queues_page_holds_the_worker_off_the_queue_until_unpause(
     assert Queue("default", e2e_config).paused
     row = browser.find_element(By.CSS_SELECTOR, "#queues tbody tr").text
     assert "paused" in row and "Unpause" in row
+    # a pause reaches the workers within a second (a fetch already waiting may still take a job pushed meanwhile):
+    # push after that second, then the worker must leave the job alone
+    time.sleep(1.0)
     Greet.perform_async("while paused")
-    time.sleep(1.5)  # past the second a pause takes: the worker must not have taken the job meanwhile
+    time.sleep(1.5)
     assert redis.lrange(RUNS_KEY, 0, -1) == ["before"] and Queue("default", e2e_config).size == 1
 
     click(browser, browser.find_element(By.XPATH, "//button[normalize-space()='Unpause']"))
