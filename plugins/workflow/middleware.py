@@ -58,7 +58,7 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
         pipe.hget(workflow_key(workflow_id, "state"), step)
         state, current = pipe.execute()
         if state == "failed":  # the workflow is over: its remaining steps never run
-            steps.run("skipped", workflow_id, step)
+            self.plugin.counts.record("skipped", steps.run("skipped", workflow_id, step))
             return
         if current in ("succeeded", "dead"):  # a second delivery of a step whose outcome is recorded
             log.info("workflow %s step %s: already %s, not run again", workflow_id, step, current)
@@ -73,4 +73,4 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
             except Exception:  # the status only: the job's own error is the one to raise
                 log.warning("workflow %s step %s: could not record the failure", workflow_id, step, exc_info=True)
             raise
-        steps.run("succeeded", workflow_id, step, result_text(value, job))
+        self.plugin.counts.record("succeeded", steps.run("succeeded", workflow_id, step, result_text(value, job)))
