@@ -239,3 +239,16 @@ def test_the_grafana_dashboard_uses_every_metric_of_the_issue_and_no_other() -> 
     assert not [expression for expression in expressions if summed.search(expression)]
     assert all(panel["datasource"]["uid"] == "${DS_PROMETHEUS}" for panel in dashboard["panels"])
     assert len({panel["id"] for panel in dashboard["panels"]}) == len(dashboard["panels"])
+
+
+# -- the directory's README --------------------------------------------------------------------------------------
+def test_the_readme_links_every_file_and_its_commands_name_what_the_files_hold(deployment: dict[str, Any]) -> None:
+    readme = (DEPLOY / "README.md").read_text()
+    files = sorted(path.relative_to(DEPLOY).as_posix() for path in DEPLOY.rglob("*") if path.is_file())
+    assert [name for name in files if name != "README.md" and f"]({name})" not in readme] == []
+    applied = re.findall(r"kubectl apply -f (\S+)", readme)
+    assert applied and [path for path in applied if not (DEPLOY / path).is_file()] == []
+    assert f"deployment/{deployment['metadata']['name']}" in readme
+    checked = re.findall(r"kubectl get scaledobject (\S+)", readme)
+    scaled = {document["metadata"]["name"] for document in of_kind("ScaledObject", *DEPLOY.glob("keda/*.yaml"))}
+    assert checked and set(checked) <= scaled

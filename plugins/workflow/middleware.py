@@ -9,11 +9,11 @@ the job unacknowledged, and written once Redis takes it, so the successor is pus
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import re
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import redis as redis_py
@@ -97,7 +97,7 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
         except REFUSALS:  # these reads only spare a run: the step script decides all the same once Redis is back
             state, current, known = "running", None, True
         if state == "failed":  # the workflow is over: its remaining steps never run
-            steps.run("skipped", workflow_id, step)
+            self.plugin.counts.record("skipped", steps.run("skipped", workflow_id, step))
             return
         if current in ("succeeded", "dead"):  # a second delivery of a step whose outcome is recorded
             log.info("workflow %s step %s: already %s, not run again", workflow_id, step, current)
@@ -128,12 +128,16 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
             kiq.report_failure(f"WorkflowError: {error}")
             self.plugin.died(self.config, found, job, f"WorkflowError: {error}")
             return
-        try:
-            steps.run("succeeded", workflow_id, step, text)
-        except REFUSALS as refusal:
-            self.hold(functools.partial(steps.run, "succeeded", workflow_id, step, text), job, refusal)
 
-    def hold(self, write: functools.partial[bool], job: dict[str, Any], refusal: BaseException) -> None:
+        def succeed() -> None:
+            self.plugin.counts.record("succeeded", steps.run("succeeded", workflow_id, step, text))
+
+        try:
+            succeed()
+        except REFUSALS as refusal:
+            self.hold(succeed, job, refusal)
+
+    def hold(self, write: Callable[[], None], job: dict[str, Any], refusal: BaseException) -> None:
         """Redis refused the step's outcome: the worker's keeper of held outcomes writes it once Redis takes it, and
         only then is the job acknowledged (with reliable fetch a kill meanwhile runs the step again, and the step
         script pushes its successors once). Outside a worker (no keeper) the refusal is the job's error."""

@@ -1,5 +1,5 @@
 """The workflow plugin: its setting and options, its middleware, the deaths and drops that fail a workflow, ``|``
-between signatures, and ``kiq workflows``."""
+between signatures, ``kiq workflows``, and its metric readings (metrics.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from kiq.tabs import Tab
 
 from . import cli
 from .canvas import Chain
+from .metrics import WorkflowCounts, fleet_readings
 from .middleware import WorkflowServerMiddleware, error_text, step_of
 from .pieces import compact
 from .scripts import Steps
@@ -38,6 +39,7 @@ class WorkflowPlugin:
     def __init__(self) -> None:
         self._steps: Steps | None = None
         self._lock = threading.Lock()
+        self.counts = WorkflowCounts()
 
     def steps(self, config: kiq.Config) -> Steps:
         with self._lock:
@@ -80,7 +82,16 @@ class WorkflowPlugin:
         jid = str(job.get("jid"))
         error = {"jid": jid, "class": str(job.get("class")), "message": message}
         handler_input = ",".join(compact(value) for value in (workflow_id, jid, error))
-        self.steps(config).run("died", workflow_id, step, message, compact(error), handler_input)
+        self.counts.record(
+            "died", self.steps(config).run("died", workflow_id, step, message, compact(error), handler_input)
+        )
+
+    @kiq.hookimpl
+    def kiq_metrics(self, config: kiq.Config, scope: str) -> list[kiq.Reading] | None:
+        """This process's steps and workflows finished; the fleet's workflows retained and running (metrics.py)."""
+        if scope == "process":
+            return self.counts.readings()
+        return fleet_readings(config) if scope == "fleet" else None
 
     @kiq.hookimpl
     def kiq_cli(self, commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

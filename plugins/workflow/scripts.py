@@ -77,7 +77,9 @@ local function finish(graph)
   end
   if redis.call('HINCRBY', base, 'left', -1) == 0 then
     redis.call('HSET', base, 'state', 'succeeded', 'finished_at', now)
+    return 2
   end
+  return 1
 end
 
 local state = redis.call('HGET', base, 'state')
@@ -89,17 +91,19 @@ local current = redis.call('HGET', key('state'), step)
 if op == 'skipped' then
   if state == 'failed' and (current == 'enqueued' or current == 'failed') then
     redis.call('HSET', key('state'), step, 'skipped')
+    return 1
   end
-  return 1
+  return 0
 end
 if current == 'succeeded' or current == 'dead' then return 0 end
 if not intact(graph) then return -1 end
 
 -- after the workflow failed, a step still running is recorded, and pushes nothing
+local change = 1
 if op == 'succeeded' then
   redis.call('HSET', key('state'), step, 'succeeded')
   redis.call('HSET', key('result'), step, ARGV[6])
-  if state == 'running' then finish(graph) end
+  if state == 'running' then change = finish(graph) end
 elseif op == 'failed' then
   redis.call('HSET', key('state'), step, 'failed')
   redis.call('HSET', key('error'), step, ARGV[6])
@@ -109,17 +113,21 @@ elseif op == 'died' then
   if state == 'running' then
     if graph['tolerant'] then
       redis.call('HSET', key('result'), step, 'null')
-      finish(graph)
+      change = finish(graph)
     else
       redis.call('HSET', base, 'state', 'failed', 'finished_at', now, 'error', ARGV[7])
+      change = 3
       local handler = redis.call('HGET', base, 'on_error')
       if handler then push(redis.call('HGET', base, 'on_error_queue'), join(cjson.decode(handler), ARGV[8])) end
     end
   end
 end
 keep()
-return 1
+return change
 """
+
+# what a run answers (the program's return value): the metrics count steps and workflows from it, with no read
+UNCHANGED, CHANGED, WORKFLOW_SUCCEEDED, WORKFLOW_FAILED = 0, 1, 2, 3
 
 
 OOM_IN_SCRIPT = "OOM command not allowed"
@@ -132,12 +140,13 @@ class Steps:
         self.config = config
         self.script = config.redis.register_script(SOURCE)
 
-    def run(self, op: str, workflow_id: str, step: str, *args: str) -> bool:
-        """Apply ``op`` to ``step``; False when it changed nothing (done before, the workflow is over or expired, or
-        it has no such step)."""
+    def run(self, op: str, workflow_id: str, step: str, *args: str) -> int:
+        """Apply ``op`` to ``step``: ``UNCHANGED`` (done before, the workflow is over or expired, or it has no such
+        step), ``CHANGED``, or ``WORKFLOW_SUCCEEDED`` / ``WORKFLOW_FAILED`` when this change ended the workflow (once
+        per workflow)."""
         argv: list[Any] = [op, workflow_id, step, repr(time.time()), self.config.get("workflow_retention"), *args]
         try:
-            return bool(self.script(keys=[], args=argv) == 1)
+            return max(int(self.script(keys=[], args=argv)), UNCHANGED)  # -1: no such step, nothing written
         except redis.ResponseError as error:
             if OOM_IN_SCRIPT in str(error):  # Redis < 7 says maxmemory's refusal of a script's write so
                 raise redis.exceptions.OutOfMemoryError(str(error)) from error  # held and retried, as on Redis 7

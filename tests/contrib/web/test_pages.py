@@ -142,7 +142,7 @@ def test_each_page_shows_what_the_worker_did(
     assert browser.title == "Metrics: Greet · kiq"
     assert browser.find_elements(By.CSS_SELECTOR, "svg.histogram rect.bucket")
     assert sum(int(n) for n in column(browser, "minutes", 2)) == 40
-    save(browser, tmp_path, "metrics")
+    save(browser, tmp_path, "metrics-job")  # metrics.png is test_metrics_run's
 
     # the live graph follows what the worker does: jobs pushed between polls show as a rise of its line
     browser.get(base + "/?poll=2")
