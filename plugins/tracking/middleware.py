@@ -40,7 +40,9 @@ if TYPE_CHECKING:
 WORKING_PHASE, OUTCOME_PHASE, DEATH_PHASE = 1, 2, 3
 # Seconds a push of a job tracked on its own waits for its ``enqueued`` row, so that a poll right after the push
 # finds it (one transaction, shared by concurrent pushes); a slow database delays pushes by at most this much.
-PUSH_WAIT = 1.0
+# seconds a push waits for its row: a slow commit (SQLite took over 1 s on a loaded machine) keeps the promise; a
+# hung database costs one push this wait, and later pushes none until a write succeeds
+PUSH_WAIT = 5.0
 MAX_ERROR = 2000
 
 

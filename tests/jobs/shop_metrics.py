@@ -10,8 +10,8 @@ import kiq
 FAILING_EVERY = 4  # SyncStock fails for every fourth SKU
 
 
-class SendReceipt(kiq.Job):
-    kiq_name = "SendReceipt"
+class EmailReceipt(kiq.Job):
+    kiq_name = "EmailReceipt"
     kiq_options = {"queue": "critical"}
 
     def perform(self, order: int) -> None:

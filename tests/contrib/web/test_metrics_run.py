@@ -16,7 +16,7 @@ from selenium.webdriver.common.by import By
 
 import kiq
 from kiq.api import Metrics
-from tests.jobs.shop_metrics import FAILING_EVERY, ResizeImage, SendReceipt, SyncStock
+from tests.jobs.shop_metrics import FAILING_EVERY, ResizeImage, EmailReceipt, SyncStock
 from tests.plugins.metrics.support import free_port, get, scrape, value
 from tests.support import FAST, WorkerProcess, wait_until
 
@@ -39,12 +39,12 @@ def test_the_metrics_page_and_the_workers_port_show_the_same_run(
     worker = start_worker("-r", "tests.jobs.shop_metrics", "-q", "critical", "-q", "default", "-c", "5",
                           "--metrics-port", str(port), env=FAST)  # fmt: skip
     wait_until(lambda: get(port, "/livez", timeout=2)[0] == 200, 30, message=f"the worker's metrics port {port}")
-    SendReceipt.perform_bulk([[order] for order in range(RECEIPTS)])
+    EmailReceipt.perform_bulk([[order] for order in range(RECEIPTS)])
     ResizeImage.perform_bulk([[image, 5 + (image * 37) % 150] for image in range(IMAGES)])
     SyncStock.perform_bulk([[sku] for sku in range(SKUS)])
-    SendReceipt.set(queue="reports").perform_bulk([[order] for order in range(WAITING)])  # a queue nobody reads
+    EmailReceipt.set(queue="reports").perform_bulk([[order] for order in range(WAITING)])  # a queue nobody reads
 
-    expected = {"SendReceipt": (RECEIPTS, 0), "ResizeImage": (IMAGES, 0), "SyncStock": (SKUS, FAILED_SKUS)}
+    expected = {"EmailReceipt": (RECEIPTS, 0), "ResizeImage": (IMAGES, 0), "SyncStock": (SKUS, FAILED_SKUS)}
 
     def written() -> bool:
         jobs = {job.name: (job.processed, job.failed) for job in Metrics(e2e_config).top_jobs().jobs}
@@ -55,7 +55,7 @@ def test_the_metrics_page_and_the_workers_port_show_the_same_run(
     # the worker's port: exact counters per (queue, class), the histogram's count, the fleet's gauges
     samples = scrape(port)
     for queue, name, attempts, failures in (
-        ("critical", "SendReceipt", RECEIPTS, 0),
+        ("critical", "EmailReceipt", RECEIPTS, 0),
         ("default", "ResizeImage", IMAGES, 0),
         ("default", "SyncStock", SKUS, FAILED_SKUS),
     ):
