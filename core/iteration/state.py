@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from weakref import WeakKeyDictionary
 
 from ..keys import ITERATION_TTL, iteration_key
+from ..redis import ENCODING_ERRORS
 
 if TYPE_CHECKING:
     import redis
@@ -80,14 +81,20 @@ class IterationState:
 
 def encode_cursor(cursor: Any) -> str:
     """The cursor as Sidekiq's ``dump_json`` writes it (compact, UTF-8 as is); a cursor that is not JSON-native
-    is refused with a clear error before anything is written."""
+    is refused with a clear error before anything is written. A string holding a lone surrogate (``"\\ud800"`` read
+    from a hash another producer wrote) has no UTF-8 form: such a cursor is written with ASCII escapes instead."""
     try:
-        return json.dumps(cursor, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = json.dumps(cursor, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise TypeError(
             f"an iteration cursor must be JSON-native (None, bool, int, float, str, list, dict with str keys), "
             f"got {cursor!r:.100}: {exc}; yield (item, cursor) with a cursor such as an id, an offset or a list of them"
         ) from None
+    try:
+        text.encode("utf-8", ENCODING_ERRORS)  # as the client will send it
+    except UnicodeEncodeError:
+        return json.dumps(cursor, separators=(",", ":"), allow_nan=False)
+    return text
 
 
 def ruby_number(value: int | float) -> str:
@@ -123,11 +130,13 @@ def parse(jid: str, fields: dict[str, str]) -> IterationState | None:
 
 
 def _number(text: str | None, kind: type[_Number]) -> _Number:
-    """Ruby's lenient ``to_i``/``to_f`` of a field: what is not a number reads as 0, as Sidekiq reads it."""
+    """Ruby's lenient ``to_i``/``to_f`` of a field: what is not a finite number ("x", "NaN", "inf") reads as 0,
+    as Sidekiq reads it (Ruby's ``"NaN".to_f`` is 0.0)."""
     try:
-        return kind(float(text)) if text is not None else kind(0)
-    except (ValueError, OverflowError):
+        number = float(text) if text is not None else 0.0
+    except ValueError:
         return kind(0)
+    return kind(number) if math.isfinite(number) else kind(0)
 
 
 def read(redis: redis.Redis, jid: str) -> IterationState | None:

@@ -94,10 +94,25 @@ def _iterator(enumerator: Any, job: IterableJob) -> Iterator[Any]:
         ) from None
 
 
+def _build(job: IterableJob, args: tuple[Any, ...]) -> Any:
+    """``build_enumerator`` from the saved cursor; if that fails, the error says where the cursor came from (another
+    producer may have written a cursor of another shape)."""
+    try:
+        return job.build_enumerator(*args, cursor=job._cursor)
+    except Exception as exc:
+        if job._cursor is not None:
+            exc.add_note(
+                f"{type(job).__qualname__}.build_enumerator failed on the cursor {job._cursor!r:.200} saved in "
+                f"{iteration_key(job.jid)} (field {state.CURSOR}); if it is not a cursor this job yields, delete the "
+                "hash to restart the job from the beginning, or write one it yields"
+            )
+        raise
+
+
 def walk(job: IterableJob, args: tuple[Any, ...]) -> None:
     redis = config_or_default(None).redis
     job._begin(state.read(redis, job.jid), args)
-    enumerator = job.build_enumerator(*args, cursor=job._cursor)
+    enumerator = _build(job, args)
     if enumerator is None:
         log.info("%s.build_enumerator returned None: the job is skipped", type(job).__qualname__)
         return
@@ -250,7 +265,7 @@ async def _maybe(result: Any) -> Any:
 async def walk_async(job: IterableJob, args: tuple[Any, ...]) -> None:
     redis = async_redis(config_or_default(None))
     job._begin(await state.aread(redis, job.jid), args)
-    enumerator = await _maybe(job.build_enumerator(*args, cursor=job._cursor))
+    enumerator = await _maybe(_build(job, args))
     if enumerator is None:
         log.info("%s.build_enumerator returned None: the job is skipped", type(job).__qualname__)
         return
