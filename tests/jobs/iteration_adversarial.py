@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import os
+import signal
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -18,6 +20,7 @@ from typing import Any
 import kiq
 
 QUEUE = "iteration-adversarial"
+KILL_ON_INTERRUPT = "ADVERSARIAL_KILL_ON_INTERRUPT"  # env: a worker that SIGKILLs itself at its first interruption
 HOLD_LIMIT = 300.0  # seconds a held item waits for the test at most
 
 
@@ -102,3 +105,24 @@ class BlocksTheLoop(kiq.IterableJob):
         _append(f"{base}.items", str(item))
         time.sleep(block)  # the point: a coroutine that blocks its loop
         await asyncio.sleep(0)
+
+
+class KillOnInterrupt(kiq.ServerMiddleware):
+    """SIGKILLs the worker when a ``FileWalk`` is interrupted (once per walk: ``<base>.killed``): after the walk saved
+    its state, before the worker re-pushes it."""
+
+    def call(self, job_instance: kiq.Job, job: dict[str, Any], queue: str) -> kiq.Wrapper:
+        try:
+            yield
+        except kiq.Interrupted:
+            marker = Path(f"{job['args'][2]}.killed")
+            if isinstance(job_instance, FileWalk) and not marker.exists():
+                marker.touch()
+                os.kill(os.getpid(), signal.SIGKILL)
+            raise
+
+
+@kiq.configure_server
+def _kill_on_interrupt(config: kiq.Config) -> None:
+    if os.environ.get(KILL_ON_INTERRUPT):
+        config.server_middleware.add(KillOnInterrupt)
