@@ -126,3 +126,13 @@ class KillOnInterrupt(kiq.ServerMiddleware):
 def _kill_on_interrupt(config: kiq.Config) -> None:
     if os.environ.get(KILL_ON_INTERRUPT):
         config.server_middleware.add(KillOnInterrupt)
+
+
+class PlainJob(kiq.Job):
+    """Not iterable: writes ``<base>.items`` once."""
+
+    kiq_name = "AdversarialPlainJob"
+    kiq_options = {"queue": QUEUE, "retry": False}
+
+    def perform(self, base: str) -> None:
+        _append(f"{base}.items", "0")
