@@ -45,6 +45,14 @@ def saved_cursor(server: AofRedis, jid: str) -> object:
     return None if saved is None else saved.cursor
 
 
+def held_walk(base: Path, count: int, pause: float) -> str:
+    """Push a walk that waits at item ``HOLD_AT``; its jid once the worker holds it there."""
+    jid = FileWalk.perform_async(count, pause, str(base), HOLD_AT)
+    assert jid is not None
+    wait_until(lambda: Path(f"{base}.holding").exists(), 60, message="the walk at its held item")
+    return jid
+
+
 @pytest.mark.parametrize(
     ("how", "seconds"),
     [("kill", 3.0), ("oom", 3.0), pytest.param("kill", 60.0, marks=pytest.mark.slow, id="kill-60s")],
@@ -54,9 +62,7 @@ def test_a_walk_goes_on_through_an_outage_and_saves_when_redis_is_back(
 ) -> None:
     base = tmp_path / "walk"
     with own_redis(tmp_path) as (server, _config), start_worker(server, tmp_path) as worker:
-        jid = FileWalk.perform_async(1_000_000, 0.002, str(base), HOLD_AT)
-        assert jid is not None
-        wait_until(lambda: Path(f"{base}.holding").exists(), 60, message="the walk at its held item")
+        jid = held_walk(base, 1_000_000, 0.002)
         take_away(server, how)
         began = time.monotonic()
         Path(f"{base}.go").touch()
@@ -84,9 +90,7 @@ def test_a_walk_goes_on_through_an_outage_and_saves_when_redis_is_back(
 def test_an_interruption_during_an_outage_holds_its_save_and_re_push(tmp_path: Path, how: str) -> None:
     base = tmp_path / "walk"
     with own_redis(tmp_path) as (server, _config), start_worker(server, tmp_path) as worker:
-        jid = FileWalk.perform_async(1_000_000, 0.002, str(base), HOLD_AT)
-        assert jid is not None
-        wait_until(lambda: Path(f"{base}.holding").exists(), 60, message="the walk at its held item")
+        jid = held_walk(base, 1_000_000, 0.002)
         take_away(server, how)
         worker.signal(signal.SIGTERM)
         Path(f"{base}.go").touch()
@@ -106,9 +110,7 @@ def test_a_completion_during_an_outage_deletes_the_state_when_redis_is_back(tmp_
     """(Under maxmemory UNLINK is allowed: only a stopped Redis refuses it.)"""
     base = tmp_path / "walk"
     with own_redis(tmp_path) as (server, _config), start_worker(server, tmp_path) as worker:
-        jid = FileWalk.perform_async(HOLD_AT + 20, 0.0, str(base), HOLD_AT)
-        assert jid is not None
-        wait_until(lambda: Path(f"{base}.holding").exists(), 60, message="the walk at its held item")
+        jid = held_walk(base, HOLD_AT + 20, 0.0)
         take_away(server, "kill")
         Path(f"{base}.go").touch()
         wait_until(lambda: REFUSED_DELETE in worker.output(), 60, message="the completion during the outage")
