@@ -16,7 +16,7 @@ import pytest
 
 from kiq.iteration import state
 from tests.iteration.adversarial_support import nothing_failed, own_redis, queued, start_worker
-from tests.jobs.iteration_adversarial import FileWalk, hooks_run, items_run
+from tests.jobs.iteration_adversarial import AsyncFileWalk, FileWalk, hooks_run, items_run
 from tests.outage_support import AofRedis
 from tests.support import wait_until
 
@@ -45,24 +45,29 @@ def saved_cursor(server: AofRedis, jid: str) -> object:
     return None if saved is None else saved.cursor
 
 
-def held_walk(base: Path, count: int, pause: float) -> str:
+def held_walk(base: Path, count: int, pause: float, job: type[FileWalk] = FileWalk) -> str:
     """Push a walk that waits at item ``HOLD_AT``; its jid once the worker holds it there."""
-    jid = FileWalk.perform_async(count, pause, str(base), HOLD_AT)
+    jid = job.perform_async(count, pause, str(base), HOLD_AT)
     assert jid is not None
     wait_until(lambda: Path(f"{base}.holding").exists(), 60, message="the walk at its held item")
     return jid
 
 
 @pytest.mark.parametrize(
-    ("how", "seconds"),
-    [("kill", 3.0), ("oom", 3.0), pytest.param("kill", 60.0, marks=pytest.mark.slow, id="kill-60s")],
+    ("how", "seconds", "job"),
+    [
+        pytest.param("kill", 3.0, FileWalk, id="kill-3s"),
+        pytest.param("kill", 3.0, AsyncFileWalk, id="kill-3s-async"),
+        pytest.param("oom", 3.0, FileWalk, id="oom-3s"),
+        pytest.param("kill", 60.0, FileWalk, marks=pytest.mark.slow, id="kill-60s"),
+    ],
 )
 def test_a_walk_goes_on_through_an_outage_and_saves_when_redis_is_back(
-    tmp_path: Path, how: str, seconds: float
+    tmp_path: Path, how: str, seconds: float, job: type[FileWalk]
 ) -> None:
     base = tmp_path / "walk"
     with own_redis(tmp_path) as (server, _config), start_worker(server, tmp_path) as worker:
-        jid = held_walk(base, 1_000_000, 0.002)
+        jid = held_walk(base, 1_000_000, 0.002, job)
         take_away(server, how)
         began = time.monotonic()
         Path(f"{base}.go").touch()
@@ -87,14 +92,17 @@ def test_a_walk_goes_on_through_an_outage_and_saves_when_redis_is_back(
 
 
 @pytest.mark.parametrize("how", ["kill", "oom"])
-def test_an_interruption_during_an_outage_holds_its_save_and_re_push(tmp_path: Path, how: str) -> None:
+@pytest.mark.parametrize("job", [FileWalk, AsyncFileWalk], ids=["sync", "async"])
+def test_an_interruption_during_an_outage_holds_its_save_and_re_push(
+    tmp_path: Path, how: str, job: type[FileWalk]
+) -> None:
     base = tmp_path / "walk"
     with own_redis(tmp_path) as (server, _config), start_worker(server, tmp_path) as worker:
-        jid = held_walk(base, 1_000_000, 0.002)
+        jid = held_walk(base, 1_000_000, 0.002, job)
         take_away(server, how)
         worker.signal(signal.SIGTERM)
         Path(f"{base}.go").touch()
-        wait_until(lambda: "Interrupting FileWalk" in worker.output(), 60, message="the interruption")
+        wait_until(lambda: f"Interrupting {job.__qualname__}" in worker.output(), 60, message="the interruption")
         give_back(server, how)
         assert worker.wait(60) == 0
         r = server.client()

@@ -75,6 +75,22 @@ class FileWalk(kiq.IterableJob):
         _append(f"{self.arguments[2]}.hooks", "complete")
 
 
+class AsyncFileWalk(FileWalk):
+    """``FileWalk`` on the worker's event loop (the held item waits without blocking the loop)."""
+
+    kiq_name = "AdversarialAsyncFileWalk"
+
+    async def each_iteration(self, item: int, count: int, pause: float, base: str, hold_at: int = -1) -> None:  # type: ignore[override]
+        _append(f"{base}.items", str(item))
+        if item == hold_at:
+            Path(f"{base}.holding").touch()
+            deadline = time.monotonic() + HOLD_LIMIT
+            while not Path(f"{base}.go").exists() and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+        if pause:
+            await asyncio.sleep(pause)
+
+
 class BadCursor(kiq.IterableJob):
     """Yields good cursors up to item ``good``, then ``bad`` kinds of cursor (a set, NaN, a datetime, bytes)."""
 
