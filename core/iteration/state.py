@@ -116,10 +116,13 @@ def parse(jid: str, fields: dict[str, str]) -> IterationState | None:
     try:
         cursor = None if raw_cursor is None else json.loads(raw_cursor)
     except ValueError as exc:
-        raise ValueError(
-            f"{iteration_key(jid)} holds a cursor that is not JSON ({raw_cursor!r:.100}: {exc}); delete the hash "
-            "to restart the job from the beginning, or write a valid cursor"
-        ) from None
+        if fields.get(CANCELLED) is not None:
+            cursor = None  # a cancelled job does not walk: it completes as cancelled without its cursor
+        else:
+            raise ValueError(
+                f"{iteration_key(jid)} holds a cursor that is not JSON ({raw_cursor!r:.100}: {exc}); delete the "
+                "hash to restart the job from the beginning, or write a valid cursor"
+            ) from None
     return IterationState(
         jid=jid,
         executions=_number(fields.get(EXECUTIONS), int),

@@ -15,6 +15,7 @@ import pytest
 import redis
 
 import kiq
+from kiq.iteration import state
 from kiq.keys import ITERATION_TTL
 from tests.jobs.iteration_adversarial import QUEUE, FileWalk, PlainJob, hooks_run, items_run
 from tests.support import ROOT, WorkerProcess, child_env, wait_until
@@ -54,12 +55,26 @@ def test_cancelling_a_jid_with_no_iterable_job_leaves_a_mark_that_expires(
     assert r.zcard("retry") == 0 and r.zcard("dead") == 0
     assert worker.stop(30) == 0
 
-    answer = subprocess.run(
-        [sys.executable, "-m", "kiq.cli", "cancel", "e" * 24, "--redis-url", str(e2e_config.redis_url)],
-        cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    answer = cli_cancel(e2e_config, "e" * 24)
     assert answer.returncode == 0 and "it has no iteration state yet" in answer.stdout, answer
     assert_mark_expires(r, "e" * 24)
+
+
+def cli_cancel(config: kiq.Config, jid: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kiq.cli", "cancel", jid, "--redis-url", str(config.redis_url)],
+        cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def test_kiq_cancel_of_a_job_whose_state_another_producer_broke_cancels_it_and_says_so(e2e_config: kiq.Config) -> None:
+    jid = "d" * 24
+    e2e_config.redis.hset(f"it-{jid}", mapping={"ex": "1", "c": "{oops"})
+    answer = cli_cancel(e2e_config, jid)
+    assert answer.returncode == 0, answer
+    assert "cancelled (its saved state could not be read" in answer.stdout and f"it-{jid}" in answer.stdout
+    saved = state.read(e2e_config.redis, jid)  # readable now: a cancelled job needs no cursor
+    assert saved is not None and saved.cancelled and saved.cursor is None
 
 
 @pytest.mark.parametrize(

@@ -31,6 +31,7 @@ CORRUPT: dict[str, dict[str, bytes]] = {
     "rt-nan": {"ex": b"2", "c": b"2", "rt": b"NaN"},
     "rt-inf": {"ex": b"2", "c": b"2", "rt": b"inf"},
     "cancelled-garbage": {"ex": b"1", "c": b"1", "cancelled": b"garbage\xff"},
+    "cancelled-c-not-json": {"ex": b"1", "c": b"{oops", "cancelled": b"1795600000"},
 }
 DEAD = {"c-not-json", "c-nul", "c-not-utf8", "c-wrong-shape", "c-lone-surrogate"}
 
@@ -75,7 +76,9 @@ def test_corrupt_state_and_unsavable_cursors_end_clearly_and_the_worker_runs_on(
         assert items_run(tmp_path / name) == list(range(2, COUNT))
     assert hooks_run(tmp_path / "cancelled-garbage") == ["resume:1", "cancel", "complete"]  # Sidekiq's order
     assert items_run(tmp_path / "cancelled-garbage") == []
-    for name in ("ex-garbage", "rt-nan", "rt-inf", "cancelled-garbage"):
+    # cancelled: it does not walk, so a cursor that is not JSON does not matter
+    assert hooks_run(tmp_path / "cancelled-c-not-json") == ["resume:None", "cancel", "complete"]
+    for name in ("ex-garbage", "rt-nan", "rt-inf", "cancelled-garbage", "cancelled-c-not-json"):
         assert not r.exists(f"it-{jids[name]}") and jids[name] not in dead
 
     for bad, jid in bad_cursors.items():
