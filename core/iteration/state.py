@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 from weakref import WeakKeyDictionary
 
+from redis.exceptions import ResponseError
+
 from ..keys import ITERATION_TTL, iteration_key
 from ..redis import ENCODING_ERRORS
 
@@ -144,11 +146,27 @@ def _number(text: str | None, kind: type[_Number]) -> _Number:
 
 def read(redis: redis.Redis, jid: str) -> IterationState | None:
     """The state of the iterable job ``jid``, or None when it has none (never ran, completed, or expired)."""
-    return parse(jid, cast("dict[str, str]", redis.hgetall(iteration_key(jid))))  # kiq's clients decode
+    try:
+        return parse(jid, cast("dict[str, str]", redis.hgetall(iteration_key(jid))))  # kiq's clients decode
+    except ResponseError as exc:
+        raise _not_a_hash(jid, exc) from None
 
 
 async def aread(redis: redis_async.Redis, jid: str) -> IterationState | None:
-    return parse(jid, cast("dict[str, str]", await redis.hgetall(iteration_key(jid))))
+    try:
+        return parse(jid, cast("dict[str, str]", await redis.hgetall(iteration_key(jid))))
+    except ResponseError as exc:
+        raise _not_a_hash(jid, exc) from None
+
+
+def _not_a_hash(jid: str, exc: ResponseError) -> Exception:
+    """``WRONGTYPE``: another program's key has the name; anything else as it was."""
+    if not str(exc).startswith("WRONGTYPE"):
+        return exc
+    return ValueError(
+        f"{iteration_key(jid)} is not a hash ({exc}): another program uses this key name; rename or delete it, and "
+        "the job starts from the beginning"
+    )
 
 
 def _queue_flush(pipe: Pipeline | AsyncPipeline, jid: str, progress: tuple[int, Any, float], nx: bool) -> None:

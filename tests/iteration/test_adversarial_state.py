@@ -112,3 +112,10 @@ def test_runtime_that_is_not_a_finite_number_reads_as_0(e2e_config: kiq.Config, 
     e2e_config.redis.hset(f"it-{'1' * 24}", mapping={"ex": "1", "c": "null", "rt": text})
     saved = state.read(e2e_config.redis, "1" * 24)
     assert saved is not None and saved.runtime == expected
+
+
+def test_a_key_of_another_type_under_the_states_name_is_a_clear_error(e2e_config: kiq.Config) -> None:
+    jid = "2" * 24
+    e2e_config.redis.set(f"it-{jid}", "someone else's")
+    with pytest.raises(ValueError, match=rf"it-{jid} is not a hash .*WRONGTYPE.*rename or delete it"):
+        state.read(e2e_config.redis, jid)
