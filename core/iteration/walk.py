@@ -60,8 +60,8 @@ class _Pace:
                 type(job).__qualname__, job.jid, refusal, self.interval,
             )  # fmt: skip
         elif refusal is None and self.refused:
-            log.warning("%s jid=%s: its cursor is saved again (cursor %.200r)", type(job).__qualname__, job.jid,
-                        job.cursor)  # fmt: skip
+            log.info("%s jid=%s: its cursor is saved again (cursor %.200r)", type(job).__qualname__, job.jid,
+                     job.cursor)  # fmt: skip
         self.refused = refusal is not None
 
     def item_took(self, job: IterableJob, item: Any, started: float) -> None:
@@ -124,7 +124,11 @@ def walk(job: IterableJob, args: tuple[Any, ...]) -> None:
         job._ran()
     job.on_stop()
     if not completed:
-        raise job._interrupted(_final_save(job, redis, redis))
+        try:
+            state.flush(redis, job.jid, *_checked_progress(job))
+        except REFUSALS:
+            raise job._interrupted(_held_save(job)) from None
+        raise job._interrupted()
     job.on_complete()
     _clear(job, redis)
 
@@ -187,14 +191,10 @@ def _save(job: IterableJob, redis: Any, pace: _Pace) -> bool:
     return cancelled
 
 
-def _final_save(job: IterableJob, redis: Any, sync_redis: Any) -> functools.partial[bool] | None:
-    """The save of an interrupted run; when Redis refuses it, the save to make before the re-push (the worker
-    holds both until Redis takes them, kiq.server.interruption)."""
-    try:
-        state.flush(redis, job.jid, *_checked_progress(job))
-    except REFUSALS:
-        return functools.partial(state.flush, sync_redis, job.jid, *job._progress())
-    return None
+def _held_save(job: IterableJob) -> functools.partial[bool]:
+    """The save of an interrupted run that Redis refused, for the worker to make before the re-push (it holds both
+    until Redis takes them, kiq.server.interruption); a sync write, made from the worker's outcome thread."""
+    return functools.partial(state.flush, config_or_default(None).redis, job.jid, *job._progress())
 
 
 def _clear(job: IterableJob, redis: Any) -> None:
@@ -279,10 +279,9 @@ async def walk_async(job: IterableJob, args: tuple[Any, ...]) -> None:
     if not completed:
         try:
             await state.aflush(redis, job.jid, *_checked_progress(job))
-            save = None
         except REFUSALS:
-            save = functools.partial(state.flush, config_or_default(None).redis, job.jid, *job._progress())
-        raise job._interrupted(save)
+            raise job._interrupted(_held_save(job)) from None
+        raise job._interrupted()
     await _maybe(job.on_complete())
     await _aclear(job, redis)
 
