@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kiq.iteration import state
-from tests.iteration.adversarial_support import nothing_failed, own_redis, queued, start_worker
+from tests.iteration.adversarial_support import FLUSH, nothing_failed, own_redis, queued, start_worker
 from tests.jobs.iteration_adversarial import AsyncFileWalk, FileWalk, hooks_run, items_run
 from tests.outage_support import AofRedis
 from tests.support import wait_until
@@ -131,3 +131,26 @@ def test_a_completion_during_an_outage_deletes_the_state_when_redis_is_back(tmp_
         assert queued(r) == []
         nothing_failed(r)
         assert worker.output().count(REFUSED_DELETE) == 1
+
+
+def test_a_frozen_redis_pauses_the_walk_at_its_save_and_it_goes_on_when_thawed(tmp_path: Path) -> None:
+    """A Redis that hangs (SIGSTOP: no error, no reply) holds the save's reply: the walk waits for it, as any
+    command would, and goes on once Redis answers; nothing is refused, so nothing is logged about saves."""
+    base = tmp_path / "walk"
+    with own_redis(tmp_path) as (server, _config), start_worker(server, tmp_path) as worker:
+        jid = held_walk(base, 1_000_000, 0.002)
+        assert server.process is not None
+        server.process.send_signal(signal.SIGSTOP)
+        try:
+            Path(f"{base}.go").touch()
+            time.sleep(3.0)  # the freeze's length, not a wait for a result
+            frozen_at = len(items_run(base))
+        finally:
+            server.process.send_signal(signal.SIGCONT)
+        wait_until(lambda: (saved_cursor(server, jid) or 0) > frozen_at, 60, message="a save after the thaw")  # type: ignore[operator]
+        assert frozen_at <= HOLD_AT + 2 + int(float(FLUSH) / 0.002)  # it stopped at its first save after the hold
+        worker.signal(signal.SIGTERM)
+        assert worker.wait(60) == 0
+        saved = state.read(server.client(), jid)
+        assert saved is not None and items_run(base) == list(range(saved.cursor))
+        assert REFUSED_SAVE not in worker.output()
