@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import redis
 
 
@@ -50,7 +52,14 @@ class Shutdown(BaseException):
 class Interrupted(Shutdown):
     """An interruptible job (``kiq.IterableJob``) stopped at a safe point (the worker stopping, its runtime limit)
     after saving its progress: the worker pushes its payload again, without counting a retry, and it resumes. A
-    ``Shutdown``, so every layer that knows a requeued job (batch, tracking) knows it runs again; not a failure."""
+    ``Shutdown``, so every layer that knows a requeued job (batch, tracking) knows it runs again; not a failure.
+
+    ``save``: the save Redis refused at the interruption, made by the worker before the re-push (both held until
+    Redis takes them); None when the progress is saved."""
+
+    def __init__(self, message: str = "", save: Callable[[], object] | None = None) -> None:
+        super().__init__(message)
+        self.save = save
 
 
 class NotReplicated(KiqError):

@@ -96,11 +96,17 @@ def run_cancel(args: argparse.Namespace, config: Config) -> int:
     results = []
     lines = []
     for jid in args.jids:
-        before = read(config.redis, jid)
+        try:
+            before, unreadable = read(config.redis, jid), None
+        except ValueError as exc:  # written by another producer: cancelled all the same, and said
+            before, unreadable = None, exc
         cancelled_at = cancel(jid, config)
         again = before is not None and before.cancelled
-        results.append({"jid": jid, "cancelled_at": cancelled_at, "started": before is not None, "again": again})
-        if again:
+        started = before is not None or unreadable is not None
+        results.append({"jid": jid, "cancelled_at": cancelled_at, "started": started, "again": again})
+        if unreadable is not None:
+            lines.append(f"{jid}: cancelled (its saved state could not be read, so it will not walk: {unreadable})")
+        elif again:
             lines.append(f"{jid}: already cancelled at {when(cancelled_at, args.utc)}")
         elif before is None:
             lines.append(

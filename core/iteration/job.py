@@ -191,12 +191,12 @@ class IterableJob(Job, abstract=True):
         self._cancelled = True
         log.info("Job cancelled: %s jid=%s at cursor %.200r", type(self).__qualname__, self.jid, self._cursor)
 
-    def _interrupted(self) -> Interrupted:
+    def _interrupted(self, save: Callable[[], object] | None = None) -> Interrupted:
         log.info(
             "Interrupting %s jid=%s at cursor %.200r (run %d, %.1f s so far): it is pushed again to resume there",
             type(self).__qualname__, self.jid, self._cursor, self._executions, self._runtime,
         )  # fmt: skip
-        return Interrupted(f"{type(self).__qualname__} interrupted at cursor {self._cursor!r:.200}")
+        return Interrupted(f"{type(self).__qualname__} interrupted at cursor {self._cursor!r:.200}", save)
 
     def _failed_item(self, item: Any, exc: BaseException) -> None:
         # the hard shutdown of a stop that outlasted the item: Shutdown in a thread, a cancelled task on the loop

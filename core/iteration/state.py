@@ -25,7 +25,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 from weakref import WeakKeyDictionary
 
+from redis.exceptions import ResponseError
+
 from ..keys import ITERATION_TTL, iteration_key
+from ..redis import ENCODING_ERRORS
 
 if TYPE_CHECKING:
     import redis
@@ -80,14 +83,20 @@ class IterationState:
 
 def encode_cursor(cursor: Any) -> str:
     """The cursor as Sidekiq's ``dump_json`` writes it (compact, UTF-8 as is); a cursor that is not JSON-native
-    is refused with a clear error before anything is written."""
+    is refused with a clear error before anything is written. A string holding a lone surrogate (``"\\ud800"`` read
+    from a hash another producer wrote) has no UTF-8 form: such a cursor is written with ASCII escapes instead."""
     try:
-        return json.dumps(cursor, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = json.dumps(cursor, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise TypeError(
             f"an iteration cursor must be JSON-native (None, bool, int, float, str, list, dict with str keys), "
             f"got {cursor!r:.100}: {exc}; yield (item, cursor) with a cursor such as an id, an offset or a list of them"
         ) from None
+    try:
+        text.encode("utf-8", ENCODING_ERRORS)  # as the client will send it
+    except UnicodeEncodeError:
+        return json.dumps(cursor, separators=(",", ":"), allow_nan=False)
+    return text
 
 
 def ruby_number(value: int | float) -> str:
@@ -109,10 +118,13 @@ def parse(jid: str, fields: dict[str, str]) -> IterationState | None:
     try:
         cursor = None if raw_cursor is None else json.loads(raw_cursor)
     except ValueError as exc:
-        raise ValueError(
-            f"{iteration_key(jid)} holds a cursor that is not JSON ({raw_cursor!r:.100}: {exc}); delete the hash "
-            "to restart the job from the beginning, or write a valid cursor"
-        ) from None
+        if fields.get(CANCELLED) is not None:
+            cursor = None  # a cancelled job does not walk: it completes as cancelled without its cursor
+        else:
+            raise ValueError(
+                f"{iteration_key(jid)} holds a cursor that is not JSON ({raw_cursor!r:.100}: {exc}); delete the "
+                "hash to restart the job from the beginning, or write a valid cursor"
+            ) from None
     return IterationState(
         jid=jid,
         executions=_number(fields.get(EXECUTIONS), int),
@@ -123,20 +135,38 @@ def parse(jid: str, fields: dict[str, str]) -> IterationState | None:
 
 
 def _number(text: str | None, kind: type[_Number]) -> _Number:
-    """Ruby's lenient ``to_i``/``to_f`` of a field: what is not a number reads as 0, as Sidekiq reads it."""
+    """Ruby's lenient ``to_i``/``to_f`` of a field: what is not a finite number ("x", "NaN", "inf") reads as 0,
+    as Sidekiq reads it (Ruby's ``"NaN".to_f`` is 0.0)."""
     try:
-        return kind(float(text)) if text is not None else kind(0)
-    except (ValueError, OverflowError):
+        number = float(text) if text is not None else 0.0
+    except ValueError:
         return kind(0)
+    return kind(number) if math.isfinite(number) else kind(0)
 
 
 def read(redis: redis.Redis, jid: str) -> IterationState | None:
     """The state of the iterable job ``jid``, or None when it has none (never ran, completed, or expired)."""
-    return parse(jid, cast("dict[str, str]", redis.hgetall(iteration_key(jid))))  # kiq's clients decode
+    try:
+        return parse(jid, cast("dict[str, str]", redis.hgetall(iteration_key(jid))))  # kiq's clients decode
+    except ResponseError as exc:
+        raise _not_a_hash(jid, exc) from None
 
 
 async def aread(redis: redis_async.Redis, jid: str) -> IterationState | None:
-    return parse(jid, cast("dict[str, str]", await redis.hgetall(iteration_key(jid))))
+    try:
+        return parse(jid, cast("dict[str, str]", await redis.hgetall(iteration_key(jid))))
+    except ResponseError as exc:
+        raise _not_a_hash(jid, exc) from None
+
+
+def _not_a_hash(jid: str, exc: ResponseError) -> Exception:
+    """``WRONGTYPE``: another program's key has the name; anything else as it was."""
+    if not str(exc).startswith("WRONGTYPE"):
+        return exc
+    return ValueError(
+        f"{iteration_key(jid)} is not a hash ({exc}): another program uses this key name; rename or delete it, and "
+        "the job starts from the beginning"
+    )
 
 
 def _queue_flush(pipe: Pipeline | AsyncPipeline, jid: str, progress: tuple[int, Any, float], nx: bool) -> None:

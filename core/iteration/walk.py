@@ -5,7 +5,9 @@ processor thread and an asyncio one for the event loop, with the same steps (Sid
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import threading
@@ -15,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..async_client import async_redis
 from ..config import config_or_default
+from ..keys import iteration_key
+from ..redis import REFUSALS
 from . import state
 
 if TYPE_CHECKING:
@@ -22,11 +26,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kiq")
 
+CLEAR_BACKOFF = (0.25, 5.0)  # seconds between attempts at deleting a completed job's state while Redis refuses
+
 
 class _Pace:
     """When a walk saves its state and when it stops, checked before each item."""
 
-    __slots__ = ("deadline", "flushed_at", "interval", "ran_one", "stop_timeout", "stopping")
+    __slots__ = ("deadline", "flushed_at", "interval", "ran_one", "refused", "stop_timeout", "stopping")
 
     def __init__(self, job: IterableJob) -> None:
         config = config_or_default(None)
@@ -35,6 +41,7 @@ class _Pace:
         self.stop_timeout = config.timeout
         self.flushed_at = time.monotonic()
         self.ran_one = False  # a runtime limit interrupts only after one item: each run makes progress
+        self.refused = False  # Redis refused the last save: the walk goes on, saving again at the next interval
 
     def check(self, now: float) -> tuple[bool, bool]:
         """(save now, interrupt now) before the next item."""
@@ -42,6 +49,20 @@ class _Pace:
             self.ran_one and self.deadline != 0.0 and now >= self.deadline
         )
         return interrupt or now - self.flushed_at >= self.interval, interrupt
+
+    def saved(self, job: IterableJob, refusal: BaseException | None) -> None:
+        """A save was attempted; an outage is logged once when it begins and once when it ends, not per save."""
+        self.flushed_at = time.monotonic()
+        if refusal is not None and not self.refused:
+            log.warning(
+                "%s jid=%s: Redis refused to save its cursor (%s): it walks on and saves again every %g s; a crash "
+                "before a save succeeds resumes from the last saved cursor",
+                type(job).__qualname__, job.jid, refusal, self.interval,
+            )  # fmt: skip
+        elif refusal is None and self.refused:
+            log.info("%s jid=%s: its cursor is saved again (cursor %.200r)", type(job).__qualname__, job.jid,
+                     job.cursor)  # fmt: skip
+        self.refused = refusal is not None
 
     def item_took(self, job: IterableJob, item: Any, started: float) -> None:
         self.ran_one = True
@@ -73,10 +94,25 @@ def _iterator(enumerator: Any, job: IterableJob) -> Iterator[Any]:
         ) from None
 
 
+def _build(job: IterableJob, args: tuple[Any, ...]) -> Any:
+    """``build_enumerator`` from the saved cursor; if that fails, the error says where the cursor came from (another
+    producer may have written a cursor of another shape)."""
+    try:
+        return job.build_enumerator(*args, cursor=job._cursor)
+    except Exception as exc:
+        if job._cursor is not None:
+            exc.add_note(
+                f"{type(job).__qualname__}.build_enumerator failed on the cursor {job._cursor!r:.200} saved in "
+                f"{iteration_key(job.jid)} (field {state.CURSOR}); if it is not a cursor this job yields, delete the "
+                "hash to restart the job from the beginning, or write one it yields"
+            )
+        raise
+
+
 def walk(job: IterableJob, args: tuple[Any, ...]) -> None:
     redis = config_or_default(None).redis
     job._begin(state.read(redis, job.jid), args)
-    enumerator = job.build_enumerator(*args, cursor=job._cursor)
+    enumerator = _build(job, args)
     if enumerator is None:
         log.info("%s.build_enumerator returned None: the job is skipped", type(job).__qualname__)
         return
@@ -88,10 +124,13 @@ def walk(job: IterableJob, args: tuple[Any, ...]) -> None:
         job._ran()
     job.on_stop()
     if not completed:
-        state.flush(redis, job.jid, *job._progress())
+        try:
+            state.flush(redis, job.jid, *_checked_progress(job))
+        except REFUSALS:
+            raise job._interrupted(_held_save(job)) from None
         raise job._interrupted()
     job.on_complete()
-    state.clear(redis, job.jid)
+    _clear(job, redis)
 
 
 def _iterate(job: IterableJob, items: Iterator[Any], args: tuple[Any, ...], redis: Any) -> bool:
@@ -109,8 +148,7 @@ def _iterate(job: IterableJob, items: Iterator[Any], args: tuple[Any, ...], redi
         now = time.monotonic()
         save, interrupt = pace.check(now)
         if save:
-            cancelled = state.flush(redis, job.jid, *job._progress())
-            pace.flushed_at = time.monotonic()
+            cancelled = _save(job, redis, pace)
             if cancelled:
                 job._was_cancelled()
                 job.on_cancel()
@@ -131,6 +169,87 @@ def _iterate(job: IterableJob, items: Iterator[Any], args: tuple[Any, ...], redi
     return True
 
 
+def _checked_progress(job: IterableJob) -> tuple[int, Any, float]:
+    """The progress to save; a cursor that cannot be saved is an error naming the job."""
+    progress = job._progress()
+    try:
+        state.encode_cursor(progress[1])
+    except TypeError as exc:
+        raise TypeError(f"{type(job).__qualname__} jid={job.jid}: {exc}") from None
+    return progress
+
+
+def _save(job: IterableJob, redis: Any, pace: _Pace) -> bool:
+    """A periodic save; True when the job was cancelled meanwhile. Redis refusing it (down, out of memory,
+    read-only) does not stop the walk: it is logged once and tried again at the next interval."""
+    try:
+        cancelled = state.flush(redis, job.jid, *_checked_progress(job))
+    except REFUSALS as exc:
+        pace.saved(job, exc)
+        return False
+    pace.saved(job, None)
+    return cancelled
+
+
+def _held_save(job: IterableJob) -> functools.partial[bool]:
+    """The save of an interrupted run that Redis refused, for the worker to make before the re-push (it holds both
+    until Redis takes them, kiq.server.interruption); a sync write, made from the worker's outcome thread."""
+    return functools.partial(state.flush, config_or_default(None).redis, job.jid, *job._progress())
+
+
+def _clear(job: IterableJob, redis: Any) -> None:
+    """Delete the state of a completed job; while Redis refuses, tried again until it takes it or the worker stops
+    (then the hash is left to its TTL: the job is not run again for it)."""
+    for pause in _clear_attempts(job):
+        try:
+            state.clear(redis, job.jid)
+            return
+        except REFUSALS as exc:
+            _clear_refused(job, exc, pause)
+        time.sleep(pause)
+
+
+async def _asave(job: IterableJob, redis: Any, pace: _Pace) -> bool:
+    """``_save`` for the event loop."""
+    try:
+        cancelled = await state.aflush(redis, job.jid, *_checked_progress(job))
+    except REFUSALS as exc:
+        pace.saved(job, exc)
+        return False
+    pace.saved(job, None)
+    return cancelled
+
+
+async def _aclear(job: IterableJob, redis: Any) -> None:
+    for pause in _clear_attempts(job):
+        try:
+            await state.aclear(redis, job.jid)
+            return
+        except REFUSALS as exc:
+            _clear_refused(job, exc, pause)
+        await asyncio.sleep(pause)
+
+
+def _clear_attempts(job: IterableJob) -> Iterator[float]:
+    """The pauses between attempts at deleting the state (the first attempt is made at once): until the worker
+    stops."""
+    pause = CLEAR_BACKOFF[0]
+    while True:
+        yield pause
+        if job._kiq_stopping is None or job._kiq_stopping.is_set():
+            return
+        pause = min(pause * 2, CLEAR_BACKOFF[1])
+
+
+def _clear_refused(job: IterableJob, refusal: BaseException, pause: float) -> None:
+    if pause == CLEAR_BACKOFF[0]:
+        log.warning(
+            "%s jid=%s completed, but Redis refused to delete %s (%s): tried again until it does or the worker stops "
+            "(then the hash expires with its TTL)",
+            type(job).__qualname__, job.jid, iteration_key(job.jid), refusal,
+        )  # fmt: skip
+
+
 def _save_quietly(job: IterableJob, redis: Any) -> None:
     """Save before re-raising an item's error; if Redis refuses, the item's error is still the one raised."""
     try:
@@ -146,7 +265,7 @@ async def _maybe(result: Any) -> Any:
 async def walk_async(job: IterableJob, args: tuple[Any, ...]) -> None:
     redis = async_redis(config_or_default(None))
     job._begin(await state.aread(redis, job.jid), args)
-    enumerator = await _maybe(job.build_enumerator(*args, cursor=job._cursor))
+    enumerator = await _maybe(_build(job, args))
     if enumerator is None:
         log.info("%s.build_enumerator returned None: the job is skipped", type(job).__qualname__)
         return
@@ -158,10 +277,13 @@ async def walk_async(job: IterableJob, args: tuple[Any, ...]) -> None:
         job._ran()
     await _maybe(job.on_stop())
     if not completed:
-        await state.aflush(redis, job.jid, *job._progress())
+        try:
+            await state.aflush(redis, job.jid, *_checked_progress(job))
+        except REFUSALS:
+            raise job._interrupted(_held_save(job)) from None
         raise job._interrupted()
     await _maybe(job.on_complete())
-    await state.aclear(redis, job.jid)
+    await _aclear(job, redis)
 
 
 async def _as_async(items: Iterator[Any]) -> AsyncIterator[Any]:
@@ -183,8 +305,7 @@ async def _iterate_async(job: IterableJob, items: AsyncIterator[Any], args: tupl
         now = time.monotonic()
         save, interrupt = pace.check(now)
         if save:
-            cancelled = await state.aflush(redis, job.jid, *job._progress())
-            pace.flushed_at = time.monotonic()
+            cancelled = await _asave(job, redis, pace)
             if cancelled:
                 job._was_cancelled()
                 await _maybe(job.on_cancel())

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..keys import QUEUES, queue_key
@@ -44,15 +45,20 @@ def repush_command(unit: UnitOfWork) -> tuple[str, str]:
     return (queue if isinstance(queue, str) and queue else unit.queue_name), dumps(job)
 
 
-def repush(config: Config, queue: str, payload: str) -> None:
+def repush(config: Config, queue: str, payload: str, save: Callable[[], object] | None = None) -> None:
+    if save is not None:  # the job's progress first: the re-pushed job must find it
+        save()
     with config.redis.pipeline(transaction=False) as pipe:
         pipe.sadd(QUEUES, queue)
         pipe.lpush(queue_key(queue), payload)
         pipe.execute()
 
 
-def repush_write(config: Config, unit: UnitOfWork) -> tuple[functools.partial[None], list[str]]:
-    """The re-push of ``unit``'s job as a write to make (again, while Redis refuses it) and as the Redis command
-    logged to replay it if the worker stops first."""
+def repush_write(
+    config: Config, unit: UnitOfWork, save: Callable[[], object] | None = None
+) -> tuple[functools.partial[None], list[str]]:
+    """The re-push of ``unit``'s job (after ``save``, the job's progress Redis refused at the interruption) as a
+    write to make (again, while Redis refuses it) and as the Redis command logged to replay it if the worker stops
+    first."""
     queue, payload = repush_command(unit)
-    return functools.partial(repush, config, queue, payload), ["LPUSH", queue_key(queue), payload]
+    return functools.partial(repush, config, queue, payload, save), ["LPUSH", queue_key(queue), payload]

@@ -208,9 +208,9 @@ class JobRunner:
             context = {"context": "Job raised exception", "job": job, "queue": queue}
             # a job that failed because Redis is down says so in one line: the outage is logged on its own
             self.config.handle_exception(error, context, traceback=not refused(error))
-        except Interrupted:
+        except Interrupted as interrupted:
             # an interruptible job stopped at a safe point, its progress saved: pushed again (no retry counted)
-            acknowledge = self._repushed(unit)
+            acknowledge = self._repushed(unit, interrupted.save)
         except Shutdown:
             pass  # a hard shutdown requeued this job: not finished, not acknowledged
         except BaseException as exc:
@@ -247,10 +247,11 @@ class JobRunner:
             else:
                 self.config.handle_exception(exc, {"context": "acknowledge", "jobstr": unit.job})
 
-    def _repushed(self, unit: UnitOfWork) -> Callable[[UnitOfWork], None] | None:
-        """Push an interrupted job again (kiq.server.interruption); its acknowledgement, held while Redis refuses
-        the push; None (not acknowledged: a reliable fetcher gives it back) when the push fails otherwise."""
-        write, command = interruption.repush_write(self.config, unit)
+    def _repushed(self, unit: UnitOfWork, save: Callable[[], object] | None) -> Callable[[UnitOfWork], None] | None:
+        """Push an interrupted job again (kiq.server.interruption), after the save of its progress Redis refused
+        (if any); its acknowledgement, held while Redis refuses them; None (not acknowledged: a reliable fetcher
+        gives it back) when the push fails otherwise."""
+        write, command = interruption.repush_write(self.config, unit, save)
         try:
             write()
         except Exception as exc:
