@@ -6,6 +6,9 @@ worker only stops taking jobs from those queues. The fetchers read the set at mo
 per process (one ``SMEMBERS`` shared by every fetcher and thread of the process, never one per fetch), and no
 blocking fetch waits longer than ``kiq.fetcher.MAX_BLOCK``: together a pause or an unpause takes effect in every
 worker within ``REFRESH_INTERVAL + MAX_BLOCK`` (under a second) plus a round trip.
+
+While Redis cannot be read, a process keeps the paused set it read last (its fetches fail meanwhile anyway), and
+reads it again at the first fetch after: an unpause (or pause) made during an outage applies once Redis is back.
 """
 
 from __future__ import annotations
@@ -47,10 +50,13 @@ class PausedQueues:
     def _read(self) -> None:
         try:
             names = self.redis.smembers(PAUSED)
-        except RedisError as exc:  # the fetch that follows reports the outage; until then, the last answer holds
+        except RedisError as exc:
+            # the last answer holds (a paused queue stays paused through an outage, never "nothing paused" for a
+            # failed read), and the next ask reads again: the first fetch once Redis is back sees the set as it is
+            # then. The fetch that follows reports the outage, once (kiq.server.processor.RedisOutage).
             log.debug("could not read the paused queues: %s", exc)
-        else:
-            self._keys = frozenset(queue_key(_text(name)) for name in names)
+            return
+        self._keys = frozenset(queue_key(_text(name)) for name in names)
         self._next_read = time.monotonic() + self.interval
 
 

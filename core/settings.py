@@ -38,13 +38,15 @@ def as_int(minimum: int | None = None) -> Callable[[Any], int]:
     return parse
 
 
-def as_float(minimum: float = 0.0) -> Callable[[Any], float]:
+def as_float(minimum: float = 0.0, maximum: float = float("inf")) -> Callable[[Any], float]:
     def parse(raw: Any) -> float:
         if isinstance(raw, bool) or not isinstance(raw, int | float | str):
             raise ValueError(f"expected a number, got {raw!r}")
         value = float(raw)
         if not minimum <= value < float("inf"):  # also refuses NaN
             raise ValueError(f"must be a finite number of at least {minimum}, got {raw!r}")
+        if value > maximum:
+            raise ValueError(f"must be at most {maximum:g}, got {raw!r}")
         return value
 
     return parse
@@ -130,8 +132,10 @@ class Setting:
         return cls(name, default, as_int(minimum), help)
 
     @classmethod
-    def number(cls, name: str, default: float, minimum: float = 0.0, help: str = "") -> Setting:
-        return cls(name, default, as_float(minimum), help)
+    def number(
+        cls, name: str, default: float, minimum: float = 0.0, help: str = "", maximum: float = float("inf")
+    ) -> Setting:
+        return cls(name, default, as_float(minimum, maximum), help)
 
     @classmethod
     def boolean(cls, name: str, default: bool, help: str = "") -> Setting:
@@ -190,6 +194,9 @@ def as_processes(raw: Any) -> int:
 
 DAY = 24 * 60 * 60
 MB = 1024 * 1024
+# the longest ``timeout``: a stop's waits are timed with it (a year of seconds would overflow them), and a worker
+# given more than a day to stop is a typo, not a plan
+MAX_TIMEOUT = DAY
 MIN_MAX_PAYLOAD_BYTES = 1024  # the client skips the size check of a job under a quarter of it (kiq.client)
 
 CORE_SETTINGS = [
@@ -217,7 +224,8 @@ CORE_SETTINGS = [
         25.0,
         0,
         "seconds a stop waits for running jobs before requeueing them; the process exits within this + 2 s "
-        "(the default fits Kubernetes' 30 s terminationGracePeriodSeconds)",
+        "(the default fits Kubernetes' 30 s terminationGracePeriodSeconds); at most a day",
+        maximum=MAX_TIMEOUT,
     ),
     Setting.number("job_timeout", 0.0, 0, "seconds a job may run before kiq.JobTimeout interrupts it; 0: no limit"),
     Setting.number(

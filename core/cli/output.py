@@ -35,10 +35,24 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     if not rows:
         print("(none)")
         return
-    cells = [list(headers), *[[str(cell) for cell in row] for row in rows]]
+    cells = [list(headers), *[[printable(str(cell)) for cell in row] for row in rows]]
     widths = [max(len(row[column]) for row in cells) for column in range(len(headers))]
     for row in cells:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+
+
+def printable(text: str) -> str:
+    """``text`` with what a terminal must not be sent escaped: control characters (an escape sequence in a queue
+    name another producer wrote, a NUL) and the lone surrogates that stand for bytes that are not UTF-8."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else _escaped(char) for char in text)
+
+
+def _escaped(char: str) -> str:
+    if "\udc80" <= char <= "\udcff":  # a byte that is not UTF-8, as surrogateescape decoded it: show the byte
+        return f"\\x{ord(char) - 0xDC00:02x}"
+    return char.encode("unicode_escape").decode()
 
 
 def short(text: str, limit: int) -> str:

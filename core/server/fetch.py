@@ -19,6 +19,7 @@ from ..errors import ConfigError
 from ..fetcher import MIN_BLOCK, TIMEOUT, Capsule, Fetcher, UnitOfWork, pop_script, popped_jobs
 from ..handoff import BatchFetch, Fetched
 from ..keys import queue_key, queue_name
+from ..redis import REFUSALS
 from ..settings import did_you_mean
 
 log = logging.getLogger("kiq")
@@ -78,6 +79,7 @@ class BasicFetch(BatchFetch):
         return [(queue_name(popped[0]), popped[1])] if popped else []
 
     def bulk_requeue(self, units: Sequence[UnitOfWork]) -> None:
+        """Push ``units`` back to their queues; raises what Redis refused with (unreachable, OOM, READONLY)."""
         if not units:
             return
         by_queue: dict[str, list[str]] = {}
@@ -88,6 +90,8 @@ class BasicFetch(BatchFetch):
             for key, jobs in by_queue.items():
                 pipe.rpush(key, *jobs)
             pipe.execute()
+        except REFUSALS:
+            raise  # Redis cannot take them now: the manager holds them (kiq.server.outcomes), never "lost"
         except Exception as exc:
             log.error("failed to push %d jobs back to Redis, they are lost: %s: %r", len(units), exc, units)
             return

@@ -21,10 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import DEFAULT_CAPSULE
 from ..fetcher import Capsule
+from ..keys import queue_key
 from ..payload import parse_payload
+from ..redis import REFUSALS
 from .aio import EventLoop
 from .fetch import fetcher_for
-from .outcomes import OutcomeKeeper
+from .outcomes import Outcome, OutcomeKeeper
 from .processor import JobRunner, Processor, RedisOutage, Slot
 from .time_limit import Watchdog
 
@@ -147,7 +149,12 @@ class Manager:
         )
         for slot in slots:  # the operator sees what hung, and for how long
             log.warning("requeued %s", describe_running(slot))
-        self.fetcher.bulk_requeue(units)
+        try:
+            self.fetcher.bulk_requeue(units)
+        except REFUSALS as exc:  # basic fetch: these are the jobs' only copies, held as job outcomes are
+            for unit in units:
+                requeue = ["RPUSH", queue_key(unit.queue_name), unit.job]
+                self.keeper.hold(Outcome(unit.requeue, requeue, unit, _requeued), exc)
         for processor in busy:
             processor.kill()
         if loop is not None:
@@ -175,3 +182,7 @@ def describe_running(slot: Slot) -> str:
         return "a job that had not started yet"
     job = parse_payload(work[1]) if work[1] else {}
     return f"{job.get('class')} jid={job.get('jid')} after {time.time() - work[2]:.0f} s"
+
+
+def _requeued(unit: UnitOfWork) -> None:
+    """Nothing to acknowledge: a job pushed back to its queue was not done."""

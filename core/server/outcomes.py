@@ -77,6 +77,8 @@ class Outcome:
         unit = self.unit
         if self.command is None:
             what = "finished or recorded, not acknowledged (a reliable fetcher runs it again)"
+        elif self.command[0] == "RPUSH":
+            what = "a stop could not push it back to its queue"
         else:
             what = f"its {self.command[1]} entry was not written"
         replay = {"queue": unit.queue_name, "payload": unit.job, "command": self.command}

@@ -32,8 +32,9 @@ log = logging.getLogger("kiq")
 YOUNG = 10.0  # seconds: a child that dies younger counts toward a growing restart delay
 MAX_RESTART_DELAY = 30.0
 # seconds past ``timeout`` after which the parent kills the children still there: each child exits by itself
-# within EXIT_GRACE (its jobs requeued at ``timeout``); this only ends a child stuck beyond that
-KILL_AFTER = EXIT_GRACE + 0.3
+# within EXIT_GRACE (its jobs requeued at ``timeout``); this only ends a child stuck beyond that (one that ignores
+# TERM, say), early enough that the parent, which reaps the killed children at once, is gone within timeout + 2 s
+KILL_AFTER = EXIT_GRACE + 0.1
 POLL = 0.5  # seconds between two looks at the children
 STOP_POLL = 0.1  # the same while they stop: the parent exits within STOP_POLL of its last child
 OVERRAN = 1  # the exit status of a worker whose stop did not end within EXIT_GRACE (a hook or Redis hanging)
@@ -104,7 +105,11 @@ class Swarm:
                         stopping_since = time.monotonic()
                         self.config.plugins.hook.kiq_swarm_stopping(config=self.config)
                     self._signal_all(name)
-                self._reap(stopping=stopping_since is not None)
+                if stopping_since is not None and time.monotonic() - stopping_since > self.config.timeout + KILL_AFTER:
+                    self._signal_all("KILL")  # children that ignore a stop this long are stuck
+                    self._reap(stopping=True, block=True)
+                else:
+                    self._reap(stopping=stopping_since is not None)
                 if not any(child.pid for child in self.children) and (
                     stopping_since is not None or all(child.restart_at is None for child in self.children)
                 ):
@@ -114,8 +119,6 @@ class Swarm:
                 if stopping_since is None:
                     self._restart_due()
                     self._check_memory()
-                elif time.monotonic() - stopping_since > self.config.timeout + KILL_AFTER:
-                    self._signal_all("KILL")  # children that ignore a stop this long are stuck
 
     def _start(self, child: Child) -> None:
         parent = os.getpid()
@@ -142,11 +145,12 @@ class Swarm:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(child.pid, signum)
 
-    def _reap(self, stopping: bool) -> None:
+    def _reap(self, stopping: bool, block: bool = False) -> None:
+        """Collect the children that exited (with ``block``: wait for each, as after a KILL)."""
         for child in self.children:
             if not child.pid:
                 continue
-            pid, status = os.waitpid(child.pid, os.WNOHANG)
+            pid, status = os.waitpid(child.pid, 0 if block else os.WNOHANG)
             if pid == 0:
                 continue
             code = os.waitstatus_to_exitcode(status)
