@@ -16,7 +16,7 @@ from selenium.webdriver.common.by import By
 
 import kiq
 from kiq.api import Metrics
-from tests.jobs.shop_metrics import FAILING_EVERY, ResizeImage, EmailReceipt, SyncStock
+from tests.jobs.shop_metrics import FAILING_EVERY, EmailReceipt, ResizeImage, SyncStock
 from tests.plugins.metrics.support import free_port, get, scrape, value
 from tests.support import FAST, WorkerProcess, wait_until
 
