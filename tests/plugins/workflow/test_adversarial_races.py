@@ -25,24 +25,19 @@ from tests.jobs.workflow_adversarial import (
     Meet,
     Step,
 )
-from tests.support import FAST, WorkerProcess, wait_until
+from tests.support import WorkerProcess, wait_until
+
+from .conftest import RELIABLE_ENV
 
 pytestmark = pytest.mark.slow
 
 StartWorker = Callable[..., WorkerProcess]
 ARGS = ("-r", "tests.jobs.workflow_adversarial", "-q", "default", "--fetch", "reliable")
-ENV = {
-    **FAST,
-    "KIQ_PLUGINS": "workflow reliable_fetch",
-    "KIQ_RELIABLE_RECOVERY_INTERVAL": "1",
-    "KIQ_RELIABLE_MAX_INTERRUPTS": "1000",  # every interruption here is the test's doing
-}
 
 
 @pytest.fixture
-def config(e2e_config: kiq.Config) -> kiq.Config:
-    e2e_config.add_plugin("workflow")
-    return e2e_config
+def config(e2e_workflow_config: kiq.Config) -> kiq.Config:
+    return e2e_workflow_config
 
 
 def finished(flows: list[workflow.Workflow]) -> Callable[[], bool]:
@@ -64,13 +59,13 @@ def test_a_worker_killed_between_a_steps_end_and_its_successors_push_pushes_it_o
     targets = [(flow_chain, "0", "1"), (flow_chord, "0.1", "1")]
     r.sadd(KILL_AFTER, *(f"{wf.id}:{member}" for wf, member, _ in targets))
     for wf, member, successor in targets:
-        victim = start_worker(*ARGS, "-c", "2", env={**ENV, "WF_ADV_KILL_AFTER": "1"})
+        victim = start_worker(*ARGS, "-c", "2", env={**RELIABLE_ENV, "WF_ADV_KILL_AFTER": "1"})
         wait_until(lambda victim=victim: victim.proc.poll() is not None, 60, message="the worker to kill itself")
         assert r.sismember(ENDED, f"{wf.id}:{member}")
         # killed after perform returned, before the step script ran: nothing recorded, no successor pushed
         found = workflow.status(wf.id)
         assert found is not None and (found.step(member).state, found.step(successor).state) == ("enqueued", "waiting")
-    start_worker(*ARGS, "-c", "2", env=ENV)  # recovers the dead workers' working lists
+    start_worker(*ARGS, "-c", "2", env=RELIABLE_ENV)  # recovers the dead workers' working lists
     wait_until(finished([flow_chain, flow_chord]), 60, interval=0.2, message="both workflows to finish")
     name = step.kiq_name
     assert flow_chain.result() == 1 and flow_chord.result() == [10, 20]
@@ -88,7 +83,7 @@ def test_members_of_many_small_chords_ending_at_the_same_instant_run_each_body_o
     r = config.redis
     flows = [chord([member.s(n * 10 + m) for m in range(3)], Collect.s()).perform_async() for n in range(120)]
     for _ in range(2):
-        start_worker(*ARGS, "-c", "8", env=ENV)
+        start_worker(*ARGS, "-c", "8", env=RELIABLE_ENV)
     wait_until(finished(flows), 90, interval=0.3, message="every chord to finish")
     bodies = [json.loads(raw) for raw in r.lrange(BODIES, 0, -1)]
     assert sorted(body["wf"] for body in bodies) == sorted(wf.id for wf in flows)  # each body once

@@ -17,24 +17,19 @@ from kiq.plugins.workflow import chord, group
 from tests.jobs.workflow import BODIES, HANDLED, REDELIVERED, RUNS, Add, AsyncDouble, Boom, Collect, Const, Handler, Mul
 from tests.support import FAST, WorkerProcess, wait_until
 
+from .conftest import RELIABLE_ENV
+
 pytestmark = pytest.mark.slow
 
 StartWorker = Callable[..., WorkerProcess]
 ARGS = ("-r", "tests.jobs.workflow", "-q", "default", "-c", "4")
 ENV = {**FAST, "KIQ_PLUGINS": "workflow"}
 RELIABLE_ARGS = (*ARGS, "--fetch", "reliable")
-RELIABLE_ENV = {
-    **FAST,
-    "KIQ_PLUGINS": "workflow reliable_fetch",
-    "KIQ_RELIABLE_RECOVERY_INTERVAL": "1",
-    "KIQ_RELIABLE_MAX_INTERRUPTS": "1000",  # every interruption here is the test's doing
-}
 
 
 @pytest.fixture
-def config(e2e_config: kiq.Config) -> kiq.Config:
-    e2e_config.add_plugin("workflow")
-    return e2e_config
+def config(e2e_workflow_config: kiq.Config) -> kiq.Config:
+    return e2e_workflow_config
 
 
 STEPS = 200 * 11 + 200 * 5  # the chords' and the chains'
