@@ -35,7 +35,7 @@ from .job import AsyncJobSetter, Call, Job, JobFunction, JobSetter, job
 from .job_registry import registry
 from .keys import queue_key, queue_name
 from .middleware import Chain, ClientMiddleware, ServerMiddleware, Wrapper
-from .payload import dumps, loads, new_jid, parse_payload
+from .payload import dumps, loads, new_jid, new_public_id, parse_payload
 from .readings import Reading
 from .redis import run_pipeline
 from .server.acknowledgement import hold_acknowledgement, report_failure
@@ -95,6 +95,7 @@ __all__ = [
     "job",
     "loads",
     "new_jid",
+    "new_public_id",
     "parse_payload",
     "pop_script",
     "popped_jobs",

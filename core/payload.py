@@ -98,6 +98,15 @@ def new_jid() -> str:
     return secrets.token_hex(12)
 
 
+def new_public_id() -> str:
+    """128 random bits, URL-safe (22 characters), for ids that grant reading something (a batch's bid, a workflow's
+    id); never starting with ``-``, which a command line (``kiq batches ID``) would take for an option."""
+    while True:
+        token = secrets.token_urlsafe(16)
+        if token[0] != "-":
+            return token
+
+
 def new_jids(count: int) -> list[str]:
     """``count`` job ids from one read of the system's random source (push_bulk makes thousands)."""
     digits = secrets.token_hex(12 * count)

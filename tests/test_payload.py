@@ -12,7 +12,17 @@ import pytest
 
 import kiq.payload
 from kiq.errors import InvalidJobError, JobArgumentError
-from kiq.payload import check_args, check_job, check_options, dumps, encode_checked, finite_seconds, loads, new_jid
+from kiq.payload import (
+    check_args,
+    check_job,
+    check_options,
+    dumps,
+    encode_checked,
+    finite_seconds,
+    loads,
+    new_jid,
+    new_public_id,
+)
 
 
 @pytest.mark.parametrize(
@@ -63,6 +73,12 @@ def test_jid_is_24_hex_and_unique() -> None:
     jids = {new_jid() for _ in range(1000)}
     assert len(jids) == 1000
     assert all(re.fullmatch(r"[0-9a-f]{24}", jid) for jid in jids)
+
+
+def test_a_public_id_is_22_url_safe_characters_and_never_starts_like_an_option() -> None:
+    ids = {new_public_id() for _ in range(5000)}  # ~78 of 5,000 tokens start with "-": regenerated
+    assert len(ids) == 5000
+    assert all(len(token) == 22 and re.fullmatch(r"[A-Za-z0-9_-]+", token) and token[0] != "-" for token in ids)
 
 
 def test_dumps_is_compact_utf8() -> None:

@@ -18,7 +18,8 @@ and ``kiq:batches`` (ZSET: bid -> created_at), the index ``kiq batches`` lists, 
 from __future__ import annotations
 
 import re
-import secrets
+
+import kiq
 
 PREFIX = "kiq:batch:"
 INDEX = "kiq:batches"
@@ -27,8 +28,8 @@ EVENTS = ("complete", "success", "death")
 
 
 def new_bid() -> str:
-    """128 random bits, URL-safe: a bid is as hard to guess as a tracking task id."""
-    return secrets.token_urlsafe(16)
+    """A bid is as hard to guess as a tracking task id: ``kiq.new_public_id()``."""
+    return kiq.new_public_id()
 
 
 def batch_key(bid: str, part: str = "") -> str:

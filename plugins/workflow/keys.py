@@ -19,7 +19,8 @@ and ``kiq:workflows`` (ZSET: id -> created_at), the index ``workflows()`` lists,
 from __future__ import annotations
 
 import re
-import secrets
+
+import kiq
 
 PREFIX = "kiq:wf:"
 INDEX = "kiq:workflows"
@@ -28,8 +29,8 @@ WORKFLOW_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # ours are 22 characters
 
 
 def new_workflow_id() -> str:
-    """128 random bits, URL-safe: a workflow id grants reading its results, like a bid or a task id."""
-    return secrets.token_urlsafe(16)
+    """A workflow id grants reading its results, like a bid or a task id: ``kiq.new_public_id()``."""
+    return kiq.new_public_id()
 
 
 def workflow_key(workflow_id: str, part: str = "") -> str:
