@@ -52,8 +52,9 @@ NOTIFICATIONS = frozenset(
 )  # fmt: skip
 
 # how a job attempt ended, for a JobObserver: it returned, it raised (or a plugin reported its failure with
-# kiq.report_failure), or a hard shutdown requeued it (no attempt: neither processed nor failed)
-AttemptOutcome = Literal["done", "failed", "requeued"]
+# kiq.report_failure), a hard shutdown requeued it (no attempt: neither processed nor failed), or an iterable job
+# stopped between two items, saved its cursor and was pushed again (kiq.Interrupted: no retry, not processed)
+AttemptOutcome = Literal["done", "failed", "requeued", "interrupted"]
 
 
 class JobObserver(Protocol):

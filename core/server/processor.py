@@ -175,10 +175,12 @@ class JobRunner:
                             yield from chain.around((instance, job, queue), _perform_step(call))
                         else:
                             yield call
-                except Shutdown:
+                except Shutdown as stopped:
                     if observers:
-                        self._finished(queue, job, started, "requeued")
-                    raise  # requeued: neither processed nor failed
+                        self._finished(
+                            queue, job, started, "interrupted" if isinstance(stopped, Interrupted) else "requeued"
+                        )
+                    raise  # requeued or pushed again: neither processed nor failed
                 except BaseException:
                     self.failed += 1
                     self.processed += 1

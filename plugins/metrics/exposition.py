@@ -27,7 +27,7 @@ import kiq
 from kiq.api.fleet import FleetGauges
 
 from .snapshot import Snapshot
-from .tally import BUCKETS, DURATION_BUCKETS, FAILED, PROCESSED, SECONDS
+from .tally import BUCKETS, DURATION_BUCKETS, FAILED, INTERRUPTED, PROCESSED, SECONDS
 
 log = logging.getLogger("kiq")
 
@@ -68,17 +68,23 @@ def job_families(snapshot: Snapshot) -> Iterator[Metric]:
     duration = HistogramMetricFamily(
         "kiq_job_duration_seconds", "seconds a job attempt ran, failures included", labels=JOB_LABELS
     )
+    interrupted = CounterMetricFamily(
+        "kiq_iterations_interrupted",
+        "iterable jobs stopped between two items and pushed again (a stop, max_iteration_runtime, the timeout option)",
+        labels=JOB_LABELS,
+    )
     for (queue, name), counts in sorted(snapshot.jobs.items()):
         labels = [queue, name]
         processed.add_metric(labels, counts[PROCESSED])
         failed.add_metric(labels, counts[FAILED])
+        interrupted.add_metric(labels, counts[INTERRUPTED])
         cumulative = 0.0
         buckets: list[tuple[str, float]] = []
-        for bound, count in zip((*DURATION_BUCKETS, float("inf")), counts[BUCKETS:], strict=True):
+        for bound, count in zip((*DURATION_BUCKETS, float("inf")), counts[BUCKETS:INTERRUPTED], strict=True):
             cumulative += count
             buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
         duration.add_metric(labels, buckets, counts[SECONDS])
-    yield from (processed, failed, duration)
+    yield from (processed, failed, duration, interrupted)
 
 
 def reading_families(readings: list[kiq.Reading]) -> Iterator[Metric]:

@@ -27,9 +27,11 @@ from kiq.hookspecs import AttemptOutcome
 
 # upper bounds (seconds, inclusive: Prometheus' ``le``) of the duration histogram's buckets; +Inf follows
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0)
-# a key's counts: [processed, failed, seconds (a float), then one count per bucket, +Inf last] (not cumulative)
+# a key's counts: [processed, failed, seconds (a float), one count per bucket with +Inf last (not cumulative),
+# then the iterable jobs' interruptions (kiq_iterations_interrupted_total)]
 PROCESSED, FAILED, SECONDS, BUCKETS = 0, 1, 2, 3
-SIZE = BUCKETS + len(DURATION_BUCKETS) + 1
+INTERRUPTED = BUCKETS + len(DURATION_BUCKETS) + 1
+SIZE = INTERRUPTED + 1
 MAX_KEYS = 1000
 OTHER = "other"
 
@@ -52,10 +54,10 @@ class JobTally:
         self.busy -= 1
         if outcome == "requeued":
             return
-        try:
-            counts = self.counts[(queue, job.get("wrapped") or job["class"])]
-        except (KeyError, TypeError):  # a new key (or a wrapped name that is no string)
-            counts = self._add(queue, job)
+        if outcome == "interrupted":  # not an attempt that finished: counted apart, no duration
+            self._counts(queue, job)[INTERRUPTED] += 1
+            return
+        counts = self._counts(queue, job)
         counts[0] += 1
         if outcome == "failed":
             counts[1] += 1
@@ -64,6 +66,12 @@ class JobTally:
             counts[3] += 1
         else:
             counts[3 + bisect_left(DURATION_BUCKETS, seconds)] += 1
+
+    def _counts(self, queue: str, job: dict[str, Any]) -> list[float]:
+        try:
+            return self.counts[(queue, job.get("wrapped") or job["class"])]
+        except (KeyError, TypeError):  # a new key (or a wrapped name that is no string)
+            return self._add(queue, job)
 
     def _add(self, queue: str, job: dict[str, Any]) -> list[float]:
         wrapped = job.get("wrapped")

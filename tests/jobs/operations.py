@@ -36,3 +36,16 @@ class FreezableHeartbeat:
         path = os.environ.get(FREEZE_FILE)
         while path and os.path.exists(path):
             time.sleep(0.05)
+
+
+class ShortWalk(kiq.IterableJob):
+    """Walks ``range(count)``, 10 ms an item, pushed again every 0.1 s of runtime: an interruption every ~10 items."""
+
+    kiq_name = "OpsShortWalk"
+    max_iteration_runtime = 0.1
+
+    def build_enumerator(self, count: int, *, cursor: int | None) -> object:
+        return ((item, item) for item in range(cursor or 0, count))
+
+    def each_iteration(self, item: int, count: int) -> None:
+        time.sleep(0.01)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import kiq
-from tests.jobs.operations import FREEZE_FILE, Broken, Fine
+from tests.jobs.operations import FREEZE_FILE, Broken, Fine, ShortWalk
 from tests.plugins.metrics.support import NO_ANSWER, free_port, get, scrape, value
 from tests.support import FAST, ROOT, OwnRedis, WorkerProcess, child_env, redis_server_binary, wait_until
 
@@ -69,6 +69,21 @@ def test_counters_and_the_histogram_count_every_attempt_exactly(
     assert value(after, "kiq_concurrency") == 10
     assert value(after, "kiq_processes") == 1
     worker.stop()
+
+
+def test_an_iterable_jobs_interruptions_are_counted_apart_from_its_attempts(
+    start_worker: StartWorker, e2e_config: kiq.Config
+) -> None:
+    _, port = started(start_worker, "-q", "default")
+    ShortWalk.perform_async(60)  # 0.6 s of items, pushed again every 0.1 s of runtime: several runs
+    walk = {"queue": "default", "class": "OpsShortWalk"}
+    wait_until(lambda: value(scrape(port), "kiq_jobs_processed_total", **walk) == 1, 30, message="the walk's end")
+    after = scrape(port)
+    interruptions = value(after, "kiq_iterations_interrupted_total", **walk)
+    assert interruptions >= 2  # each run ends after 0.1 s of its ~10 ms items
+    assert value(after, "kiq_jobs_failed_total", **walk) == 0
+    assert value(after, "kiq_job_duration_seconds_count", **walk) == 1  # only the run that finished is an attempt
+    assert not e2e_config.redis.exists("retry")  # an interruption is no failure
 
 
 def test_queue_size_is_the_llen_keda_reads_and_latency_the_oldest_jobs_wait(
