@@ -37,13 +37,14 @@ from .keys import queue_key, queue_name
 from .middleware import Chain, ClientMiddleware, ServerMiddleware, Wrapper
 from .payload import dumps, loads, new_jid, new_public_id, parse_payload
 from .readings import Reading
-from .redis import run_pipeline
+from .redis import REDIS_REFUSALS, run_pipeline
 from .server.acknowledgement import hold_acknowledgement, report_failure
 from .settings import Setting
 from .signature import Signature
 from .version import __version__
 
 __all__ = [
+    "REDIS_REFUSALS",
     "ArgumentError",
     "AsyncClient",
     "AsyncJobSetter",

@@ -47,12 +47,14 @@ ENCODING_ERRORS = "surrogateescape"
 # kiq parses itself
 # what Redis says when it cannot take a write now but will later (BusyLoadingError, LOADING, is a ConnectionError):
 # worth holding and retrying (kiq.server.outcomes), unlike an error the same write would meet again
-REFUSALS = (
+REDIS_REFUSALS = (
     redis.ConnectionError,
     redis.TimeoutError,
     redis.exceptions.OutOfMemoryError,
     redis.exceptions.ReadOnlyError,
 )
+"""The errors of a Redis that cannot take a write now but will later (unreachable, a timeout, ``maxmemory``, a
+replica): a plugin that writes for a job catches these to hold its write rather than fail the job."""
 URL_SCHEMES = ("redis://", "rediss://", "unix://", "redis+sentinel://")
 NO_REDIS_URL = (
     "no Redis configured: the redis_url setting (env KIQ_REDIS_URL) is not set and the embedded Redis is turned off "

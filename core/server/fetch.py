@@ -19,7 +19,7 @@ from ..errors import ConfigError
 from ..fetcher import MIN_BLOCK, TIMEOUT, Capsule, Fetcher, UnitOfWork, pop_script, popped_jobs
 from ..handoff import BatchFetch, Fetched
 from ..keys import queue_key, queue_name
-from ..redis import REFUSALS
+from ..redis import REDIS_REFUSALS
 from ..settings import did_you_mean
 
 log = logging.getLogger("kiq")
@@ -90,7 +90,7 @@ class BasicFetch(BatchFetch):
             for key, jobs in by_queue.items():
                 pipe.rpush(key, *jobs)
             pipe.execute()
-        except REFUSALS:
+        except REDIS_REFUSALS:
             raise  # Redis cannot take them now: the manager holds them (kiq.server.outcomes), never "lost"
         except Exception as exc:
             log.error("failed to push %d jobs back to Redis, they are lost: %s: %r", len(units), exc, units)

@@ -23,7 +23,7 @@ from ..config import DEFAULT_CAPSULE
 from ..fetcher import Capsule
 from ..keys import queue_key
 from ..payload import parse_payload
-from ..redis import REFUSALS
+from ..redis import REDIS_REFUSALS
 from .aio import EventLoop
 from .fetch import fetcher_for
 from .outcomes import Outcome, OutcomeKeeper
@@ -151,7 +151,7 @@ class Manager:
             log.warning("requeued %s", describe_running(slot))
         try:
             self.fetcher.bulk_requeue(units)
-        except REFUSALS as exc:  # basic fetch: these are the jobs' only copies, held as job outcomes are
+        except REDIS_REFUSALS as exc:  # basic fetch: these are the jobs' only copies, held as job outcomes are
             for unit in units:
                 requeue = ["RPUSH", queue_key(unit.queue_name), unit.job]
                 self.keeper.hold(Outcome(unit.requeue, requeue, unit, _requeued), exc)

@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..redis import REFUSALS
+from ..redis import REDIS_REFUSALS
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -42,7 +42,7 @@ UNWRITTEN = "unwritten job outcome"  # the start of the ERROR line of each outco
 def refused(exc: BaseException) -> bool:
     """Redis could not take a write now (unreachable, out of memory, read-only, loading): worth holding and
     retrying, unlike an error the same write would meet again (a wrong type, a script error)."""
-    return isinstance(exc, REFUSALS)
+    return isinstance(exc, REDIS_REFUSALS)
 
 
 class Held(Protocol):

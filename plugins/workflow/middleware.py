@@ -16,8 +16,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import redis as redis_py
-
 import kiq
 from kiq.api import DeadSet
 
@@ -30,9 +28,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("kiq.workflow")
 
 STEP_ID = re.compile(r"\d+(?:\.\d+)*")  # a place in the canvas: "0", "1.2.0"
-# Redis cannot take a write now but will later (kiq.server.outcomes holds what it refuses for the same reasons)
-REFUSALS = (redis_py.ConnectionError, redis_py.TimeoutError, redis_py.exceptions.OutOfMemoryError,
-            redis_py.exceptions.ReadOnlyError)  # fmt: skip
 
 
 def step_of(job: dict[str, Any]) -> tuple[str, str] | None:
@@ -94,7 +89,7 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
         pipe.hexists(workflow_key(workflow_id, "steps"), step)
         try:
             state, current, known = pipe.execute()
-        except REFUSALS:  # these reads only spare a run: the step script decides all the same once Redis is back
+        except kiq.REDIS_REFUSALS:  # these reads only spare a run: the step script decides once Redis is back
             state, current, known = "running", None, True
         if state == "failed":  # the workflow is over: its remaining steps never run
             self.plugin.counts.record("skipped", steps.run("skipped", workflow_id, step))
@@ -116,7 +111,7 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
         except Exception as exc:
             try:
                 steps.run("failed", workflow_id, step, error_text(exc, job))
-            except REFUSALS:  # the status only, and the worker logs the outage once
+            except kiq.REDIS_REFUSALS:  # the status only, and the worker logs the outage once
                 log.debug("workflow %s step %s: the failure's status not recorded", workflow_id, step, exc_info=True)
             except Exception:  # the status only: the job's own error is the one to raise
                 log.warning("workflow %s step %s: could not record the failure", workflow_id, step, exc_info=True)
@@ -134,7 +129,7 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
 
         try:
             succeed()
-        except REFUSALS as refusal:
+        except kiq.REDIS_REFUSALS as refusal:
             self.hold(succeed, job, refusal)
 
     def hold(self, write: Callable[[], None], job: dict[str, Any], refusal: BaseException) -> None:
