@@ -33,11 +33,12 @@ from .hookspecs import hookimpl, hookspec
 from .iteration import IterableJob, IterationState, cancel
 from .job import AsyncJobSetter, Call, Job, JobFunction, JobSetter, job
 from .job_registry import registry
-from .keys import queue_key, queue_name
+from .keys import Keyspace, keyspace, queue_key, queue_name
 from .middleware import Chain, ClientMiddleware, ServerMiddleware, Wrapper
 from .payload import dumps, loads, new_jid, new_public_id, parse_payload
 from .readings import Reading
 from .redis import REDIS_REFUSALS, run_pipeline
+from .scripts import LuaScript, lua_script
 from .server.acknowledgement import hold_acknowledgement, report_failure
 from .settings import Setting
 from .signature import Signature
@@ -68,7 +69,9 @@ __all__ = [
     "JobFunction",
     "JobSetter",
     "JobTimeout",
+    "Keyspace",
     "KiqError",
+    "LuaScript",
     "NotReplicated",
     "PayloadTooLarge",
     "PushBufferFull",
@@ -94,7 +97,9 @@ __all__ = [
     "hookimpl",
     "hookspec",
     "job",
+    "keyspace",
     "loads",
+    "lua_script",
     "new_jid",
     "new_public_id",
     "parse_payload",

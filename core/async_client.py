@@ -19,7 +19,8 @@ import redis as redis_py
 from . import sink
 from .client import Client, EncodedJob, check_replicated, listed_queues, note_listed, write_commands, write_jobs
 from .config import config_or_default
-from .redis import connect_async
+from .keys import keyspace
+from .redis import connect_async, is_cluster, pool_of
 from .reliable_push import OUTAGE, behind_held, held, hold
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from .config import Config
 
 # connections belong to the event loop that opened them: one client per loop, config and URL
-_clients: WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[int, str | None], redis_async.Redis]] = (
+_clients: WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[int, str | None, str], redis_async.Redis]] = (
     WeakKeyDictionary()
 )
 POOL_SIZE = 50  # connections per loop; a push waits for a free one rather than fail
@@ -37,10 +38,12 @@ POOL_SIZE = 50  # connections per loop; a push waits for a free one rather than 
 def async_redis(config: Config) -> redis_async.Redis:
     """The config's asyncio Redis client for the running event loop (made on first use in each loop)."""
     clients = _clients.setdefault(asyncio.get_running_loop(), {})
-    key = (id(config), config.redis_url)
+    key = (id(config), config.redis_url, config.slots)
     client = clients.get(key)
     if client is None:
-        client = clients[key] = connect_async(config.redis_url, config.embedded_dir, POOL_SIZE, config.embedded)
+        client = clients[key] = connect_async(
+            config.redis_url, config.embedded_dir, POOL_SIZE, config.embedded, slots=config.slots
+        )
     return client
 
 
@@ -75,7 +78,7 @@ class AsyncClient:
     async def close(self) -> None:
         """Close this loop's connections of the config (e.g. in an app's lifespan shutdown)."""
         clients = _clients.get(asyncio.get_running_loop(), {})
-        client = clients.pop((id(self.config), self.config.redis_url), None)
+        client = clients.pop((id(self.config), self.config.redis_url, self.config.slots), None)
         if client is not None:
             await client.aclose(close_connection_pool=True)  # the pool is ours: close its connections too
 
@@ -88,12 +91,14 @@ class AsyncClient:
         if held and self._redis is None and behind_held(self.config.redis, jobs, self.config, send_now=False):
             return
         connection = self.redis
-        listed = listed_queues(connection.connection_pool)
-        commands = write_commands(jobs, self.config, listed)
+        listed = listed_queues(pool_of(connection))
+        commands = write_commands(jobs, self.config, listed, keyspace(connection))
         try:
             try:
                 replies = await self._send(connection, commands)
             except redis_py.ReadOnlyError:  # a failover left us talking to a replica: once more, on new connections
+                if is_cluster(connection):  # a cluster client follows its failovers itself
+                    raise
                 await connection.connection_pool.disconnect()
                 replies = await self._send(connection, commands)
         except OUTAGE as error:

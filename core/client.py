@@ -20,9 +20,9 @@ from . import sink
 from .arguments import ArgumentPlan
 from .config import config_or_default
 from .errors import ConfigError, InvalidJobError, JobArgumentError, NotReplicated, PayloadTooLarge
-from .keys import QUEUES, SCHEDULE, queue_key
+from .keys import QUEUES, SCHEDULE, Keyspace, keyspace
 from .payload import DEFAULT_OPTIONS, check_args, check_job, encode_checked, finite_seconds, new_jid, new_jids
-from .redis import ENCODING_ERRORS, PerPool, run_pipeline
+from .redis import ENCODING_ERRORS, PerPool, is_cluster, pool_of, run_pipeline
 from .reliable_push import OUTAGE, behind_held, held, hold
 from .settings import MIN_MAX_PAYLOAD_BYTES, did_you_mean
 
@@ -245,30 +245,35 @@ class Client:
 
 def write_jobs(connection: redis.Redis, jobs: list[EncodedJob], config: Config) -> None:
     """One pipelined round trip that writes ``jobs`` (immediate ones by queue, scheduled ones into ``schedule``)."""
-    listed = listed_queues(connection.connection_pool)
-    commands = write_commands(jobs, config, listed)
+    listed = listed_queues(pool_of(connection))
+    commands = write_commands(jobs, config, listed, keyspace(connection))
     try:
         replies = run_pipeline(connection, commands)
     except redis_py.ReadOnlyError:  # a failover left us talking to a replica: once more, on new connections
+        if is_cluster(connection):  # a cluster client follows its failovers itself
+            raise
         connection.connection_pool.disconnect()
         replies = run_pipeline(connection, commands)
     note_listed(commands, listed)
     check_replicated(commands, replies, jobs, config)
 
 
-def write_commands(jobs: list[EncodedJob], config: Config, listed: dict[str, float]) -> list[tuple[Any, ...]]:
+def write_commands(
+    jobs: list[EncodedJob], config: Config, listed: dict[str, float], keys: Keyspace
+) -> list[tuple[Any, ...]]:
     """The commands that write ``jobs``, for one pipelined round trip: ``ZADD schedule`` for the scheduled ones,
     one ``LPUSH`` per queue for the others, with ``SADD queues`` unless ``listed`` (``listed_queues``) says this
     process added the queue within ``QUEUE_LISTED_FOR``; then, with ``push_replicas``, a ``WAIT`` for that many
-    replicas (asynchronous replication loses what a failover finds unreplicated). ``note_listed`` after the write."""
+    replicas (asynchronous replication loses what a failover finds unreplicated). ``note_listed`` after the write.
+    ``keys``: the keyspace of the Redis written to."""
     now = time.monotonic()
     replicas = config.get("push_replicas")  # not config.push_replicas: a setting read as an attribute costs 0.4 µs
     if len(jobs) == 1 and jobs[0][2] is None and not replicas:  # a single push, the common case
         queue, _, _, data = jobs[0]
         if len(data) > SURELY_ALLOWED:  # reading the setting costs 0.15 µs: not for the usual small job
             refuse_oversized(jobs, config.get("max_payload_bytes"))
-        push = ("LPUSH", queue_key(queue), data)
-        return [("SADD", QUEUES, queue), push] if _unlisted(listed, queue, now) else [push]
+        push = ("LPUSH", keys.queue(queue), data)
+        return [("SADD", keys.key(QUEUES), queue), push] if _unlisted(listed, queue, now) else [push]
     refuse_oversized(jobs, config.get("max_payload_bytes"))
     scheduled: dict[str, float] = {}
     queued: dict[str, list[str]] = {}
@@ -279,11 +284,11 @@ def write_commands(jobs: list[EncodedJob], config: Config, listed: dict[str, flo
             scheduled[data] = at
     commands: list[tuple[Any, ...]] = []
     if scheduled:
-        commands.append(("ZADD", SCHEDULE, *(item for data, at in scheduled.items() for item in (at, data))))
+        commands.append(("ZADD", keys.key(SCHEDULE), *(item for data, at in scheduled.items() for item in (at, data))))
     for queue, payloads in queued.items():
         if _unlisted(listed, queue, now):
-            commands.append(("SADD", QUEUES, queue))
-        commands.append(("LPUSH", queue_key(queue), *payloads))
+            commands.append(("SADD", keys.key(QUEUES), queue))
+        commands.append(("LPUSH", keys.queue(queue), *payloads))
     if replicas:
         commands.append(("WAIT", replicas, int(config.push_replicas_timeout * 1000)))
     return commands

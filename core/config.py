@@ -144,7 +144,7 @@ class Config:
             if name == "fetch" and isinstance(value, str):
                 self._load_fetcher_plugin(value)
             self._values[name] = self._parse(name, value, "assignment")
-            if name == "redis_url":
+            if name in ("redis_url", "slots"):
                 self._redis = None
         elif name in _ATTRIBUTES:
             object.__setattr__(self, name, value)
@@ -268,11 +268,19 @@ class Config:
     def redis(self) -> redis.Redis:
         """The pooled Redis client for this config (the embedded server when ``redis_url`` is unset)."""
         if self._redis is None:
-            from .redis import connect
+            from .redis import connect, is_cluster
 
             threads = self.concurrency + sum(concurrency for _, concurrency in self.capsules.values())
             # every processor may hold a connection (BRPOP); plus heartbeat, poller and pushes from jobs
-            self._redis = connect(self.redis_url, self.embedded_dir, pool_size=threads + 5, embedded=self.embedded)
+            redis = connect(
+                self.redis_url, self.embedded_dir, pool_size=threads + 5, embedded=self.embedded, slots=self.slots
+            )
+            if self.push_replicas and is_cluster(redis):
+                raise ConfigError(
+                    f"push_replicas = {self.push_replicas} is not supported on a Redis Cluster (a WAIT would not reach "
+                    "the node that took the push): set push_replicas = 0 (KIQ_PUSH_REPLICAS)"
+                )
+            self._redis = redis
         return self._redis
 
 

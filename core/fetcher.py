@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from .keys import queue_key, queue_name
+from .keys import Keyspace, keyspace
 from .paused_queues import PausedQueues, paused_queues
 from .settings import Queues
 
@@ -57,7 +57,8 @@ class Capsule:
 
     def queue_order(self) -> QueueOrder:
         """The capsule's queue order, leaving out the paused queues: what a fetcher fetches from."""
-        return QueueOrder(self.queues, self.mode, paused_queues(self.config.redis))
+        redis = self.config.redis
+        return QueueOrder(self.queues, self.mode, paused_queues(redis), keyspace(redis))
 
 
 class UnitOfWork(Protocol):
@@ -96,12 +97,16 @@ class QueueOrder:
     """The queue keys to fetch from, in Sidekiq's modes: strict (in the given order), random, or weighted (a
     queue of weight ``w`` comes first in ``w`` out of ``sum(weights)`` fetches, on average); one order per fetch.
     With a ``paused`` view, the paused queues are left out (the others keep their order and weights); every
-    queue may be paused, and then there are no keys."""
+    queue may be paused, and then there are no keys. On a cluster with ``slots = "queue"``, ``groups`` cuts an order
+    into what one command can fetch from (queues of one slot), to fetch from slot after slot."""
 
-    def __init__(self, queues: Queues, mode: str, paused: PausedQueues | None = None) -> None:
+    def __init__(
+        self, queues: Queues, mode: str, paused: PausedQueues | None = None, keys: Keyspace | None = None
+    ) -> None:
         self.strict = mode == "strict"
+        self.keyspace = keys or Keyspace()
         # as Sidekiq: each queue listed max(weight, 1) times; a shuffle + dedupe per fetch gives the weighting
-        self._keys = [queue_key(name) for name, weight in queues for _ in range(max(weight, 1))]
+        self._keys = [self.keyspace.queue(name) for name, weight in queues for _ in range(max(weight, 1))]
         self._distinct = list(dict.fromkeys(self._keys))
         self.paused = paused
 
@@ -115,6 +120,11 @@ class QueueOrder:
         if self.strict:
             return self.distinct
         return self._unpaused(list(dict.fromkeys(random.sample(self._keys, len(self._keys)))))
+
+    def groups(self, keys: list[str]) -> list[list[str]]:
+        """``keys`` (an order of ``keys()``) in runs of one hash slot: a single run but on a cluster whose queues
+        have their own slots."""
+        return self.keyspace.slot_groups(keys)
 
     def _unpaused(self, keys: list[str]) -> list[str]:
         paused = self.paused.keys() if self.paused is not None else None
@@ -147,12 +157,12 @@ return fetched
 """
 
 
-def popped_jobs(reply: list[Any]) -> list[tuple[str, str]]:
-    """(queue name, job) pairs, oldest first, from the reply of a ``pop_script``."""
+def popped_jobs(reply: list[Any], keys: Keyspace) -> list[tuple[str, str]]:
+    """(queue name, job) pairs, oldest first, from the reply of a ``pop_script`` (on a Redis of keyspace ``keys``)."""
     jobs: list[tuple[str, str]] = []
     at = 0
     while at < len(reply):
-        name, count = queue_name(reply[at]), reply[at + 1]
+        name, count = keys.queue_name(reply[at]), reply[at + 1]
         jobs += [(name, job) for job in reply[at + 2 : at + 2 + count]]
         at += 2 + count
     return jobs

@@ -1,8 +1,22 @@
-"""The Redis keys kiq reads and writes: Sidekiq 7's, so a Ruby app and a Python app can share one Redis."""
+"""The Redis keys kiq reads and writes: Sidekiq 7's, so a Ruby app and a Python app can share one Redis.
+
+The constants and functions below give each key's *name*; a ``Keyspace`` (``kiq.keyspace(redis)``) turns a name into
+the key used on a given Redis. On a standalone server (or Sentinel) that is the name itself, Sidekiq's wire format.
+On a Redis Cluster, the keyspace is the one place that hash-tags keys, so that every Lua script and multi-key command
+finds its keys in one slot (``slots`` setting, docs/guide/redis.md):
+
+- ``slots = "one"``: every key under the ``{kiq}`` tag — one slot, so everything kiq does works as on one server;
+- ``slots = "queue"``: each queue's list (and what a fetcher keeps beside it) in the slot of its name
+  (``queue:{<name>}``); every other key under ``{kiq}``. More primaries then carry more queues.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from redis.crc import key_slot
 
 QUEUES = "queues"  # SET of queue names
 QUEUE_PREFIX = "queue:"  # LIST per queue: LPUSH to push, RPOP/BRPOP to fetch (FIFO)
@@ -19,12 +33,98 @@ SIGNALS_TTL = 60  # seconds a remote signal waits for the process's next heartbe
 STATS_TTL = 5 * 365 * 24 * 60 * 60  # the daily counters live five years, as in Sidekiq
 
 
+SHARED_TAG = "{kiq}"  # the hash tag of every key a cluster keeps in kiq's shared slot
+Slots = Literal["one", "queue"]
+SLOTS: tuple[Slots, ...] = ("one", "queue")
+
+
+class Keyspace:
+    """The keys of one Redis: names as Sidekiq writes them on a standalone server (``slots`` None), hash-tagged for
+    a cluster. Every key kiq uses passes through ``key`` (kiq's shared slot), ``queue`` (a queue's list) or
+    ``beside_queue`` (a key that a script uses with a queue's list)."""
+
+    __slots__ = ("_prefix", "_queue_prefix", "slots")
+
+    def __init__(self, slots: Slots | None = None) -> None:
+        if slots is not None and slots not in SLOTS:
+            raise ValueError(f"slots must be one of {', '.join(SLOTS)}, not {slots!r}")
+        self.slots = slots
+        self._prefix = "" if slots is None else SHARED_TAG
+        self._queue_prefix = self._prefix + QUEUE_PREFIX
+
+    @property
+    def cluster(self) -> bool:
+        return self.slots is not None
+
+    def key(self, name: str) -> str:
+        """The key of ``name`` in kiq's shared slot (on a standalone server: ``name`` itself)."""
+        return self._prefix + name
+
+    def queue(self, name: str) -> str:
+        """The LIST of queue ``name``: ``queue:<name>``, ``{kiq}queue:<name>``, or ``queue:{<name>}``."""
+        if self.slots == "queue":
+            return f"{QUEUE_PREFIX}{{{_tag(name)}}}"
+        return self._queue_prefix + name
+
+    def queue_name(self, key: str) -> str:
+        """The name of the queue whose list is ``key`` (the inverse of ``queue``)."""
+        if self.slots == "queue":
+            return key[len(QUEUE_PREFIX) + 1 : -1]
+        return key[len(self._queue_prefix) :]
+
+    def beside_queue(self, queue: str, name: str) -> str:
+        """The key of ``name`` in the slot of queue ``queue``'s list: for a key that a script moves that queue's jobs
+        to or from (a reliable fetcher's working list). ``name`` must hold no brace."""
+        if self.slots == "queue":
+            return f"{name}{{{_tag(queue)}}}"
+        return self._prefix + name
+
+    def slot_groups(self, keys: Sequence[str]) -> list[list[str]]:
+        """``keys`` (in priority order) cut into runs of keys in one hash slot, order kept: what one script or
+        blocking command may take together. Everything is one run but in the ``queue`` layout."""
+        if self.slots != "queue" or len(keys) < 2:
+            return [list(keys)] if keys else []
+        groups: list[list[str]] = []
+        last = -1
+        for key in keys:
+            slot = key_slot(key.encode("utf-8", "surrogateescape"))
+            if slot == last:
+                groups[-1].append(key)
+            else:
+                groups.append([key])
+                last = slot
+        return groups
+
+    def __repr__(self) -> str:
+        return f"Keyspace(slots={self.slots!r})"
+
+
+def _tag(queue: str) -> str:
+    """A queue's name as the hash tag of its keys: Redis hashes what lies between the first ``{`` and the next
+    ``}``, so every key built as ``...{<name>}`` falls in one slot, whatever braces the name holds; but an empty
+    name would make an empty tag (the whole key hashed)."""
+    if not queue:
+        raise ValueError("a queue name must not be empty")
+    return queue
+
+
+STANDALONE = Keyspace()
+
+
+def keyspace(redis: Any) -> Keyspace:
+    """The keyspace of a Redis client: the one ``kiq.redis.connect`` gave it (a cluster's), else a standalone
+    server's (Sidekiq's names)."""
+    found: Keyspace = getattr(redis, "kiq_keyspace", STANDALONE)
+    return found
+
+
 def queue_key(name: str) -> str:
+    """The LIST of queue ``name`` on a standalone server (Sidekiq's ``queue:<name>``)."""
     return QUEUE_PREFIX + name
 
 
 def queue_name(key: str) -> str:
-    """The name of the queue whose key is ``key`` (``queue:<name>``)."""
+    """The name of the queue whose key on a standalone server is ``key`` (``queue:<name>``)."""
     return key[len(QUEUE_PREFIX) :]
 
 

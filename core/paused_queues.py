@@ -20,7 +20,7 @@ from typing import Any
 
 from redis import RedisError
 
-from .keys import PAUSED, queue_key
+from .keys import PAUSED, keyspace
 
 log = logging.getLogger("kiq")
 
@@ -39,7 +39,7 @@ class PausedQueues:
         self._reading = threading.Lock()
 
     def keys(self) -> frozenset[str]:
-        """The ``queue:<name>`` keys of the paused queues."""
+        """The list keys (``kiq.Keyspace.queue``) of the paused queues."""
         if time.monotonic() >= self._next_read and self._reading.acquire(blocking=False):
             try:
                 self._read()
@@ -49,14 +49,14 @@ class PausedQueues:
 
     def _read(self) -> None:
         try:
-            names = self.redis.smembers(PAUSED)
+            names = self.redis.smembers(keyspace(self.redis).key(PAUSED))
         except RedisError as exc:
             # the last answer holds (a paused queue stays paused through an outage, never "nothing paused" for a
             # failed read), and the next ask reads again: the first fetch once Redis is back sees the set as it is
             # then. The fetch that follows reports the outage, once (kiq.server.processor.RedisOutage).
             log.debug("could not read the paused queues: %s", exc)
             return
-        self._keys = frozenset(queue_key(_text(name)) for name in names)
+        self._keys = frozenset(keyspace(self.redis).queue(_text(name)) for name in names if name)
         self._next_read = time.monotonic() + self.interval
 
 
@@ -75,21 +75,21 @@ def paused_queues(redis: Any) -> PausedQueues:
 
 def pause(redis: Any, name: str) -> bool:
     """Pause the queue ``name``; True if it was not paused yet."""
-    return bool(redis.sadd(PAUSED, name))
+    return bool(redis.sadd(keyspace(redis).key(PAUSED), name))
 
 
 def unpause(redis: Any, name: str) -> bool:
     """Unpause the queue ``name``; True if it was paused."""
-    return bool(redis.srem(PAUSED, name))
+    return bool(redis.srem(keyspace(redis).key(PAUSED), name))
 
 
 def is_paused(redis: Any, name: str) -> bool:
-    return bool(redis.sismember(PAUSED, name))
+    return bool(redis.sismember(keyspace(redis).key(PAUSED), name))
 
 
 def paused_names(redis: Any) -> set[str]:
     """The names of the paused queues, read now."""
-    return {_text(name) for name in redis.smembers(PAUSED)}
+    return {_text(name) for name in redis.smembers(keyspace(redis).key(PAUSED))}
 
 
 def _text(name: str | bytes) -> str:

@@ -34,6 +34,7 @@ if HIREDIS_AVAILABLE:
     import hiredis
 
 from .errors import ConfigError
+from .keys import Keyspace, Slots, keyspace
 
 log = logging.getLogger("kiq")
 T = TypeVar("T")
@@ -55,7 +56,8 @@ REDIS_REFUSALS = (
 )
 """The errors of a Redis that cannot take a write now but will later (unreachable, a timeout, ``maxmemory``, a
 replica): a plugin that writes for a job catches these to hold its write rather than fail the job."""
-URL_SCHEMES = ("redis://", "rediss://", "unix://", "redis+sentinel://")
+CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://")
+URL_SCHEMES = ("redis://", "rediss://", "unix://", "redis+sentinel://", *CLUSTER_SCHEMES)
 NO_REDIS_URL = (
     "no Redis configured: the redis_url setting (env KIQ_REDIS_URL) is not set and the embedded Redis is turned off "
     "(embedded = false, env KIQ_EMBEDDED); set redis_url to your Redis, e.g. KIQ_REDIS_URL=redis://host:6379/0"
@@ -113,10 +115,18 @@ def _as_bytes(value: Any) -> bytes:
     raise redis.DataError(f"invalid input of type {type(value).__name__!r} in a Redis command")
 
 
-def connect(url: str | None, embedded_dir: str = ".kiq", pool_size: int = 20, embedded: bool = True) -> redis.Redis:
-    """A pooled client for ``url`` (``redis://``, ``rediss://``, ``unix://``, ``redis+sentinel://``), or for the
-    embedded server when ``url`` is None (a ConfigError when ``embedded`` is off)."""
+def connect(
+    url: str | None, embedded_dir: str = ".kiq", pool_size: int = 20, embedded: bool = True, slots: Slots = "one"
+) -> redis.Redis:
+    """A pooled client for ``url`` (``redis://``, ``rediss://``, ``unix://``, ``redis+sentinel://``,
+    ``redis+cluster://``), or for the embedded server when ``url`` is None (a ConfigError when ``embedded`` is off).
+    A cluster's client carries the keyspace of the ``slots`` layout (``kiq.keyspace``)."""
     url, options = _client_options(url, embedded_dir, pool_size, embedded)
+    if url.startswith(CLUSTER_SCHEMES):
+        from redis.cluster import ClusterNode, RedisCluster
+
+        options["connection_class"] = _SurrogateSafeConnection
+        return _cluster(url, options, slots, RedisCluster, ClusterNode)  # type: ignore[no-any-return]
     if HIREDIS_AVAILABLE:  # without hiredis, redis-py's own packer applies encoding_errors itself
         options["command_packer"] = _SurrogateSafePacker()
     if url.startswith("redis+sentinel://"):
@@ -129,11 +139,16 @@ def connect(url: str | None, embedded_dir: str = ".kiq", pool_size: int = 20, em
 
 
 def connect_async(
-    url: str | None, embedded_dir: str = ".kiq", pool_size: int = 20, embedded: bool = True
+    url: str | None, embedded_dir: str = ".kiq", pool_size: int = 20, embedded: bool = True, slots: Slots = "one"
 ) -> redis_async.Redis:
     """``connect`` for asyncio (kiq.AsyncClient): the same URLs, options and decoding, on ``redis.asyncio``. Its
     connections belong to the event loop that opens them."""
     url, options = _client_options(url, embedded_dir, pool_size, embedded)
+    if url.startswith(CLUSTER_SCHEMES):
+        from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
+        from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+
+        return _cluster(url, options, slots, AsyncRedisCluster, AsyncClusterNode)  # type: ignore[no-any-return]
     if url.startswith("redis+sentinel://"):
         from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 
@@ -170,6 +185,52 @@ def _from_url(pool_class: Any, url: str, options: dict[str, Any]) -> Any:
         raise ConfigError(f"bad redis_url {url!r}: {exc}") from exc
 
 
+class _SurrogateSafeConnection(Connection):
+    """A cluster node's connection, packing as ``_SurrogateSafePacker`` (a cluster client takes a connection class,
+    not a packer)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        if HIREDIS_AVAILABLE:
+            kwargs.setdefault("command_packer", _SurrogateSafePacker())
+        super().__init__(**kwargs)  # type: ignore[no-untyped-call]
+
+
+def _cluster(url: str, options: dict[str, Any], slots: Slots, cluster_class: Any, node_class: Any) -> Any:
+    """A Redis Cluster client for ``redis+cluster://[user:password@]host:port[,host:port...]`` (any nodes: the
+    client learns the others from them), carrying the keyspace of ``slots``."""
+    parsed = urlparse(url)
+    nodes = []
+    for address in parsed.netloc.rpartition("@")[2].split(","):
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigError(f"bad redis_url {url!r}: each cluster node must be host:port, not {address!r}")
+        nodes.append(node_class(host.strip("[]"), int(port)))
+    if parsed.path.strip("/") not in ("", "0"):
+        raise ConfigError(f"bad redis_url {url!r}: a Redis Cluster has only database 0")
+    if parsed.username:
+        options["username"] = unquote(parsed.username)
+    if parsed.password:
+        options["password"] = unquote(parsed.password)
+    if url.startswith("rediss"):
+        options["ssl"] = True
+    if "connection_class" in options:  # only a client made from a URL builds its nodes' pools with the options
+        options["url"] = f"{'rediss' if url.startswith('rediss') else 'redis'}://{nodes[0].host}:{nodes[0].port}"
+    client = cluster_class(startup_nodes=nodes, **options)
+    client.kiq_keyspace = Keyspace(slots)
+    return client
+
+
+def is_cluster(client: Any) -> bool:
+    """Whether ``client`` is a Redis Cluster client (its keys and pipelines follow the cluster's rules)."""
+    return keyspace(client).cluster
+
+
+def pool_of(client: Any) -> Any:
+    """What stands for one Redis in per-Redis state (``PerPool``): a client's connection pool, or the client itself
+    for a cluster (one pool per node)."""
+    return getattr(client, "connection_pool", client)
+
+
 class DedicatedConnection:
     """One connection of a client's pool, kept by one user at a time (a capsule's fetching thread).
 
@@ -180,6 +241,10 @@ class DedicatedConnection:
     """
 
     def __init__(self, client: redis.Redis) -> None:
+        self._cluster: Any = client if is_cluster(client) else None
+        if self._cluster is not None:  # no connection of its own: the cluster client routes each command by its key
+            self.broken = 0
+            return
         self._pool = client.connection_pool
         self._connection: Connection | None = None
         self._master_changes = _master_changes.get(self._pool)
@@ -187,6 +252,8 @@ class DedicatedConnection:
         self.broken = 0  # commands whose connection broke: Redis may have run one whose reply was lost
 
     def command(self, *args: Any) -> Any:
+        if self._cluster is not None:
+            return self._cluster_command(args)
         if self._master_changes[0] != self._seen and self._connection is not None:  # follow_new_master was called
             self._connection.disconnect()  # type: ignore[no-untyped-call]
             self.release()
@@ -220,8 +287,17 @@ class DedicatedConnection:
             self.command("SCRIPT", "LOAD", source)
             return self.command("EVALSHA", sha, len(keys), *keys, *args)
 
+    def _cluster_command(self, args: tuple[Any, ...]) -> Any:
+        try:
+            return self._cluster.execute_command(*args)
+        except redis.ConnectionError:
+            self.broken += 1  # the client may have sent it again to the node that took over the slot
+            raise
+
     def release(self) -> None:
         """Give the connection back to the pool (the next command takes one again)."""
+        if self._cluster is not None:
+            return
         connection, self._connection = self._connection, None
         if connection is not None:
             self._pool.release(connection)
@@ -248,7 +324,13 @@ def run_pipeline(client: redis.Redis, commands: Sequence[Sequence[Any]], raise_o
     the server closed — a timeout, a proxy, a restart, a failover — reconnects). Only these calls use a shelved
     connection and any failure disconnects it, so no reply is ever left unread on it; a broken one is retried as the
     client's ``retry`` says, as redis-py's pipeline does. An error reply is raised once every reply has been read
-    (``raise_on_error=False``: left in its place among the replies, as redis-py's ``execute(raise_on_error=False)``)."""
+    (``raise_on_error=False``: left in its place among the replies, as redis-py's ``execute(raise_on_error=False)``).
+    On a cluster: its pipeline, which sends each node its commands."""
+    if is_cluster(client):
+        pipe = client.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+        return pipe.execute(raise_on_error=raise_on_error)
     pool = client.connection_pool
     shelf = _shelves.get(pool)
     try:

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING
 import redis as redis_py
 
 from .errors import NotReplicated, PushBufferFull
-from .keys import SCHEDULE, queue_key
+from .keys import SCHEDULE, keyspace
+from .redis import pool_of
 from .sink import EncodedJob
 
 if TYPE_CHECKING:
@@ -160,7 +161,7 @@ def behind_held(destination: object, jobs: list[EncodedJob], config: Config, sen
 
 def _key(destination: object) -> int:
     """A buffer's key in ``held``: its Redis client's connection pool (one Redis, whichever client object)."""
-    return id(getattr(destination, "connection_pool", destination))
+    return id(pool_of(destination))
 
 
 def _add(buffer: HeldPushes, jobs: list[EncodedJob], config: Config, error: Exception | None) -> None:
@@ -210,6 +211,7 @@ def _send_at_exit() -> None:
     """One last attempt for each buffer; then every job still held is logged at ERROR as the command that writes
     it, a line per job, to replay by hand (the JSON is the rest of the line after the key, or after the score)."""
     for buffer in list(held.values()):
+        keys = keyspace(buffer.destination)
         if buffer.send(blocking=True, timeout=EXIT_WAIT):
             continue
         with buffer.lock:
@@ -217,7 +219,7 @@ def _send_at_exit() -> None:
             buffer.jobs.clear()
         log.error("reliable push: Redis is still unreachable at exit; %d held job(s) were not sent:", len(lost))
         for queue, _, at, data in lost:
-            command = f"LPUSH {queue_key(queue)}" if at is None else f"ZADD {SCHEDULE} {at!r}"
+            command = f"LPUSH {keys.queue(queue)}" if at is None else f"ZADD {keys.key(SCHEDULE)} {at!r}"
             log.error("reliable push: not sent: %s %s", command, data)
 
 

@@ -205,6 +205,12 @@ CORE_SETTINGS = [
     Setting.boolean(
         "embedded", True, "redis_url unset: use the embedded Redis (not for production); false: that is an error"
     ),
+    Setting.choice(
+        "slots",
+        "one",
+        ("one", "queue"),
+        "on a Redis Cluster (redis+cluster:// URL): one, every key in one hash slot; queue, each queue in its own",
+    ),
     Setting.integer("push_replicas", 0, 0, "a push waits (WAIT) until this many replicas have it; 0: no wait"),
     Setting.number("push_replicas_timeout", 1.0, 0.001, "seconds a push waits for push_replicas"),
     Setting.boolean("reliable_push", False, "a push that finds Redis unreachable is held in memory and sent later"),

@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .. import sink
-from ..keys import DEAD
+from ..keys import DEAD, keyspace
 from ..payload import parse_job
 
 if TYPE_CHECKING:
@@ -27,11 +27,12 @@ def bury(config: Config, jobstr: str) -> None:
         sink.current.bury(jobstr)
         return
     now = time.time()
+    dead = keyspace(config.redis).key(DEAD)
     pipe = config.redis.pipeline(transaction=True)
-    pipe.zadd(DEAD, {jobstr: now})
-    pipe.zremrangebyscore(DEAD, "-inf", now - config.dead_timeout)
+    pipe.zadd(dead, {jobstr: now})
+    pipe.zremrangebyscore(dead, "-inf", now - config.dead_timeout)
     # keep the newest dead_max_jobs (Sidekiq's "0, -max" keeps one fewer than the setting says)
-    pipe.zremrangebyrank(DEAD, 0, -(config.dead_max_jobs + 1))
+    pipe.zremrangebyrank(dead, 0, -(config.dead_max_jobs + 1))
     pipe.execute()
 
 

@@ -18,13 +18,15 @@ from collections.abc import Sequence
 from ..errors import ConfigError
 from ..fetcher import MIN_BLOCK, TIMEOUT, Capsule, Fetcher, UnitOfWork, pop_script, popped_jobs
 from ..handoff import BatchFetch, Fetched
-from ..keys import queue_key, queue_name
+from ..keys import keyspace
 from ..redis import REDIS_REFUSALS
+from ..scripts import lua_script
 from ..settings import did_you_mean
 
 log = logging.getLogger("kiq")
 
-POP_SCRIPT = pop_script()  # KEYS: queue keys in fetch order; ARGV: most jobs
+# KEYS: the keys of queues of one slot, in fetch order; ARGV: most jobs
+POP = lua_script("fetch.pop", pop_script(), lambda keys, queues: [keys.queue(name) for name in queues])
 
 
 class BasicUnitOfWork:
@@ -39,14 +41,17 @@ class BasicUnitOfWork:
         """Nothing to do: the fetch already removed the job from Redis."""
 
     def requeue(self) -> None:
-        self.fetch.capsule.config.redis.rpush(queue_key(self.queue_name), self.job)
+        redis = self.fetch.capsule.config.redis
+        redis.rpush(keyspace(redis).queue(self.queue_name), self.job)
 
     def __repr__(self) -> str:
         return f"BasicUnitOfWork({self.queue_name!r}, {self.job!r})"
 
 
 class BasicFetch(BatchFetch):
-    """The default fetcher (``fetch = "basic"``)."""
+    """The default fetcher (``fetch = "basic"``). On a cluster whose queues have their own slots, one round trip
+    per slot in the queue order, until one has jobs; blocking, it waits on the first slot's queues only (at most
+    ``MAX_BLOCK``, then the order is tried again): a job pushed meanwhile to another slot waits that long at most."""
 
     def __init__(self, capsule: Capsule) -> None:
         if not capsule.queues:
@@ -54,6 +59,7 @@ class BasicFetch(BatchFetch):
         super().__init__(capsule.config.redis)
         self.capsule = capsule
         self.order = capsule.queue_order()
+        self.keys = self.order.keyspace
 
     def retrieve_work(self) -> BasicUnitOfWork | None:
         fetched = self._next_job()
@@ -64,19 +70,21 @@ class BasicFetch(BatchFetch):
         if not keys:  # every queue is paused: wait as a fetch would (the pause is read again meanwhile)
             time.sleep(max(0.0, block))
             return []
-        if len(keys) == 1:
-            jobs: list[str] | None = self.connection.command("RPOP", keys[0], wanted)
-            if jobs:
-                name = queue_name(keys[0])
-                return [(name, job) for job in jobs]
-        else:
-            reply: list[str | int] = self.connection.script(POP_SCRIPT, keys, [wanted])
-            if reply:
-                return popped_jobs(reply)
+        groups = self.order.groups(keys)
+        for group in groups:
+            if len(group) == 1:
+                jobs: list[str] | None = self.connection.command("RPOP", group[0], wanted)
+                if jobs:
+                    name = self.keys.queue_name(group[0])
+                    return [(name, job) for job in jobs]
+            else:
+                reply: list[str | int] = self.connection.script(POP.source, group, [wanted])
+                if reply:
+                    return popped_jobs(reply, self.keys)
         if block < MIN_BLOCK:
             return []
-        popped: list[str] | None = self.connection.command("BRPOP", *keys, round(min(block, TIMEOUT), 3))
-        return [(queue_name(popped[0]), popped[1])] if popped else []
+        popped: list[str] | None = self.connection.command("BRPOP", *groups[0], round(min(block, TIMEOUT), 3))
+        return [(self.keys.queue_name(popped[0]), popped[1])] if popped else []
 
     def bulk_requeue(self, units: Sequence[UnitOfWork]) -> None:
         """Push ``units`` back to their queues; raises what Redis refused with (unreachable, OOM, READONLY)."""
@@ -84,7 +92,7 @@ class BasicFetch(BatchFetch):
             return
         by_queue: dict[str, list[str]] = {}
         for unit in units:
-            by_queue.setdefault(queue_key(unit.queue_name), []).append(unit.job)
+            by_queue.setdefault(self.keys.queue(unit.queue_name), []).append(unit.job)
         try:
             pipe = self.capsule.config.redis.pipeline(transaction=False)
             for key, jobs in by_queue.items():

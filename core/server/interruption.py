@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..keys import QUEUES, queue_key
+from ..keys import QUEUES, keyspace
 from ..payload import dumps, loads
 
 if TYPE_CHECKING:
@@ -48,9 +48,10 @@ def repush_command(unit: UnitOfWork) -> tuple[str, str]:
 def repush(config: Config, queue: str, payload: str, save: Callable[[], object] | None = None) -> None:
     if save is not None:  # the job's progress first: the re-pushed job must find it
         save()
+    keys = keyspace(config.redis)
     with config.redis.pipeline(transaction=False) as pipe:
-        pipe.sadd(QUEUES, queue)
-        pipe.lpush(queue_key(queue), payload)
+        pipe.sadd(keys.key(QUEUES), queue)
+        pipe.lpush(keys.queue(queue), payload)
         pipe.execute()
 
 
@@ -61,4 +62,5 @@ def repush_write(
     write to make (again, while Redis refuses it) and as the Redis command logged to replay it if the worker stops
     first."""
     queue, payload = repush_command(unit)
-    return functools.partial(repush, config, queue, payload, save), ["LPUSH", queue_key(queue), payload]
+    command = ["LPUSH", keyspace(config.redis).queue(queue), payload]
+    return functools.partial(repush, config, queue, payload, save), command

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError, KiqError
 from ..fetcher import Capsule
 from ..job_registry import registry
-from ..keys import PROCESS_TTL, PROCESSES, STATS_TTL, signals_key, stat_key, work_key
+from ..keys import PROCESS_TTL, PROCESSES, STATS_TTL, keyspace, signals_key, stat_key, work_key
 from ..payload import dumps, new_jid
 from ..redis import follow_new_master
 from ..version import __version__
@@ -254,8 +254,9 @@ class Launcher:
 
     def _beat(self) -> None:
         processed, failed = self._totals()
-        key = self.identity
         redis = self.config.redis
+        keys = keyspace(redis)
+        key = keys.key(self.identity)
         try:
             self._flush_stats(processed, failed)
             work: dict[Any, Any] = {
@@ -265,16 +266,16 @@ class Launcher:
                 if (entry := slot.work) is not None
             }
             pipe = redis.pipeline(transaction=True)
-            pipe.unlink(work_key(key))
+            pipe.unlink(keys.key(work_key(self.identity)))
             if work:
-                pipe.hset(work_key(key), mapping=work)
-                pipe.expire(work_key(key), PROCESS_TTL)
+                pipe.hset(keys.key(work_key(self.identity)), mapping=work)
+                pipe.expire(keys.key(work_key(self.identity)), PROCESS_TTL)
             pipe.execute()
             started = time.perf_counter()
             redis.ping()
             rtt_us = int((time.perf_counter() - started) * 1_000_000)
             pipe = redis.pipeline(transaction=True)
-            pipe.sadd(PROCESSES, key)
+            pipe.sadd(keys.key(PROCESSES), self.identity)
             pipe.exists(key)
             fields: dict[Any, Any] = {
                 "info": self.info_json(),
@@ -286,7 +287,7 @@ class Launcher:
             }
             pipe.hset(key, mapping=fields)
             pipe.expire(key, PROCESS_TTL)
-            pipe.rpop(signals_key(key))
+            pipe.rpop(keys.key(signals_key(self.identity)))
             signal_name = pipe.execute()[-1]
         except Exception as exc:
             self.outage.failed(exc, "heartbeat")
@@ -362,11 +363,12 @@ class Launcher:
         if done == 0 and fails == 0:
             return
         day = time.strftime("%Y-%m-%d", time.gmtime())
+        keys = keyspace(self.config.redis)
         pipe = self.config.redis.pipeline(transaction=False)
         for name, count in (("processed", done), ("failed", fails)):
-            pipe.incrby(stat_key(name), count)
-            pipe.incrby(stat_key(name, day), count)
-            pipe.expire(stat_key(name, day), STATS_TTL)
+            pipe.incrby(keys.key(stat_key(name)), count)
+            pipe.incrby(keys.key(stat_key(name, day)), count)
+            pipe.expire(keys.key(stat_key(name, day)), STATS_TTL)
         pipe.execute()
         self._flushed = (processed, failed)
 
@@ -375,9 +377,10 @@ class Launcher:
         down)."""
         try:
             self._flush_stats(*self._totals())
+            keys = keyspace(self.config.redis)
             pipe = self.config.redis.pipeline(transaction=False)
-            pipe.srem(PROCESSES, self.identity)
-            pipe.unlink(self.identity, work_key(self.identity))
+            pipe.srem(keys.key(PROCESSES), self.identity)
+            pipe.unlink(keys.key(self.identity), keys.key(work_key(self.identity)))
             pipe.execute()
         except Exception as exc:
             log.warning("could not remove this process from Redis: %s", exc)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import DEFAULT_CAPSULE
 from ..fetcher import Capsule
-from ..keys import queue_key
+from ..keys import keyspace
 from ..payload import parse_payload
 from ..redis import REDIS_REFUSALS
 from .aio import EventLoop
@@ -153,7 +153,7 @@ class Manager:
             self.fetcher.bulk_requeue(units)
         except REDIS_REFUSALS as exc:  # basic fetch: these are the jobs' only copies, held as job outcomes are
             for unit in units:
-                requeue = ["RPUSH", queue_key(unit.queue_name), unit.job]
+                requeue = ["RPUSH", keyspace(self.capsule.config.redis).queue(unit.queue_name), unit.job]
                 self.keeper.hold(Outcome(unit.requeue, requeue, unit, _requeued), exc)
         for processor in busy:
             processor.kill()

@@ -40,7 +40,7 @@ import redis
 
 from .. import sink
 from ..errors import JobTimeout, Shutdown, error_class
-from ..keys import RETRY
+from ..keys import RETRY, keyspace
 from ..logging import note_failure_outcome
 from ..payload import dumps, epoch, loads
 from . import dead
@@ -206,7 +206,8 @@ class JobRetry:
             sink.current.retry(dumps(job), at)
             return None
         member = dumps(job)
-        _write(lambda: self.config.redis.zadd(RETRY, {member: at}), ["ZADD", RETRY, repr(at), member])
+        key = keyspace(self.config.redis).key(RETRY)
+        _write(lambda: self.config.redis.zadd(key, {member: at}), ["ZADD", key, repr(at), member])
         return None
 
     def _delay_for(

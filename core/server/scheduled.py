@@ -24,8 +24,9 @@ import redis as redis_py
 
 from ..client import Client
 from ..errors import InvalidJobError
-from ..keys import PROCESS_CLEANUP, PROCESSES, RETRY, SCHEDULE
+from ..keys import PROCESS_CLEANUP, PROCESSES, RETRY, SCHEDULE, keyspace
 from ..payload import parse_payload
+from ..scripts import lua_script
 from . import dead
 from .outcomes import refused
 
@@ -38,22 +39,30 @@ log = logging.getLogger("kiq")
 SETS = (RETRY, SCHEDULE)
 
 # returns the first member due at ARGV[1] and removes it, or nil
-ZPOPBYSCORE = """
+ZPOPBYSCORE = lua_script(
+    "scheduled.pop",
+    """
 local jobs = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", ARGV[1], "LIMIT", 0, 1)
 if jobs[1] then
   redis.call("ZREM", KEYS[1], jobs[1])
   return jobs[1]
 end
 return false
-"""
+""",
+    lambda keys, name: [keys.key(name)],
+)
 
 # KEYS: the set. ARGV: score, member. A job whose push failed goes back where it was. ZADD alone is refused when
 # Redis is at maxmemory (noeviction), which would lose the job; inside a script that has already written (the
 # ZREM, a no-op), Redis lets it through: it only restores the memory the pop freed.
-PUT_BACK = """
+PUT_BACK = lua_script(
+    "scheduled.put_back",
+    """
 redis.call("ZREM", KEYS[1], ARGV[2])
 return redis.call("ZADD", KEYS[1], ARGV[1], ARGV[2])
-"""
+""",
+    lambda keys, name: [keys.key(name)],
+)
 
 
 class Poller:
@@ -65,8 +74,9 @@ class Poller:
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
         self._client = Client(config)
-        self._zpopbyscore = config.redis.register_script(ZPOPBYSCORE)
-        self._put_back_script = config.redis.register_script(PUT_BACK)
+        self._keys = keyspace(config.redis)
+        self._zpopbyscore = config.redis.register_script(ZPOPBYSCORE.source)
+        self._put_back_script = config.redis.register_script(PUT_BACK.source)
 
     def start(self) -> None:
         """Start polling in a daemon thread."""
@@ -95,7 +105,7 @@ class Poller:
         for name in SETS:
             while not self._done.is_set():
                 due = time.time() if now is None else now
-                raw = self._zpopbyscore(keys=[name], args=[repr(due)])
+                raw = self._zpopbyscore(keys=ZPOPBYSCORE.keys(self._keys, name), args=[repr(due)])
                 if raw is None:
                     break
                 count += self._enqueue(name, raw, due)
@@ -126,7 +136,7 @@ class Poller:
 
     def _put_back(self, set_name: str, raw: str, score: float) -> None:
         try:
-            self._put_back_script(keys=[set_name], args=[repr(score), raw])
+            self._put_back_script(keys=PUT_BACK.keys(self._keys, set_name), args=[repr(score), raw])
         except redis_py.RedisError:
             log.error("poller: could not put a job back into %r; it is lost: %s", set_name, raw)
             raise
@@ -172,7 +182,7 @@ class Poller:
         return self.config.poll_interval * (2 + random.random())
 
     def process_count(self) -> int:
-        return max(1, int(self.config.redis.scard(PROCESSES)))
+        return max(1, int(self.config.redis.scard(self._keys.key(PROCESSES))))
 
     def random_poll_interval(self) -> float:
         """Seconds until the next poll, at random around ``poll_interval`` times the number of processes N:
@@ -189,14 +199,15 @@ def cleanup_processes(connection: redis_py.Redis) -> int:
 
     At most once a minute across all callers (the ``process_cleanup`` NX lock); returns how many were removed.
     """
-    if not connection.set(PROCESS_CLEANUP, "1", nx=True, ex=60):
+    keys = keyspace(connection)
+    if not connection.set(keys.key(PROCESS_CLEANUP), "1", nx=True, ex=60):
         return 0
-    identities = sorted(connection.sscan_iter(PROCESSES))
+    identities = sorted(connection.sscan_iter(keys.key(PROCESSES)))
     if not identities:
         return 0
     pipe = connection.pipeline(transaction=False)
     for identity in identities:
-        pipe.hget(identity, "info")
+        pipe.hget(keys.key(identity), "info")
     infos = pipe.execute()
     gone = [identity for identity, info in zip(identities, infos, strict=True) if info is None]
-    return int(connection.srem(PROCESSES, *gone)) if gone else 0
+    return int(connection.srem(keys.key(PROCESSES), *gone)) if gone else 0

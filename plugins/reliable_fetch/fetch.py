@@ -236,7 +236,7 @@ class ReliableFetch(kiq.BatchFetch):
         if reply:
             self._idle_pause = IDLE_PAUSE[0]
             self._out_of_memory = False  # try blocking again the next time the queue is empty
-            return kiq.popped_jobs(reply)
+            return kiq.popped_jobs(reply, self.order.keyspace)
         if block < self.min_block:
             return []
         queues = self.order.distinct

@@ -1,0 +1,47 @@
+"""Every Lua script kiq runs, with the function that builds its ``KEYS``: one registry, so a test can check each
+script against the rules that make it run on a Redis Cluster (tests/test_scripts.py):
+
+- a script reads and writes only keys that a call declares in ``KEYS``, or keys it builds by appending to a declared
+  key (``KEYS[1] .. ':pending'``: a key's hash tag is at its start, so the result stays in that key's slot) — never a
+  key named by a literal (``'queue:' .. name`` would be a key of no particular slot);
+- the keys one call declares fall in one hash slot in every layout (``keys`` is called with sample names).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+KeysOf = Callable[..., list[str]]  # (keyspace, *names) -> the KEYS of one call
+
+
+class LuaScript:
+    """A script's source and ``keys(keyspace, *names)``, the KEYS of one call; call sites build them with it."""
+
+    __slots__ = ("keys", "name", "source")
+
+    def __init__(self, name: str, source: str, keys: KeysOf) -> None:
+        self.name = name
+        self.source = source
+        self.keys = keys
+
+    def __repr__(self) -> str:
+        return f"LuaScript({self.name!r})"
+
+
+_registered: dict[str, LuaScript] = {}
+
+
+def lua_script(name: str, source: str, keys: KeysOf) -> LuaScript:
+    """Declare a script: ``name`` is unique (e.g. ``"batch.add"``), ``keys(keyspace, *names)`` builds the KEYS of a
+    call from the names it takes (queue names, ids) — its parameters are named, so the slot test can pass samples."""
+    script = LuaScript(name, source, keys)
+    known = _registered.get(name)
+    if known is not None and known.source != source:
+        raise ValueError(f"two Lua scripts are named {name!r}: give each its own name")
+    _registered[name] = script
+    return script
+
+
+def registered_scripts() -> list[LuaScript]:
+    """The scripts declared so far (those of the modules imported)."""
+    return list(_registered.values())
