@@ -53,9 +53,14 @@ REDIS_REFUSALS = (
     redis.TimeoutError,
     redis.exceptions.OutOfMemoryError,
     redis.exceptions.ReadOnlyError,
+    # a Redis Cluster in a failover: CLUSTERDOWN, TRYAGAIN, a slot no node serves, no node reachable
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.RedisClusterException,
 )
 """The errors of a Redis that cannot take a write now but will later (unreachable, a timeout, ``maxmemory``, a
-replica): a plugin that writes for a job catches these to hold its write rather than fail the job."""
+replica, a cluster failing over): a plugin that writes for a job catches these to hold its write rather than fail
+the job."""
 CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://")
 URL_SCHEMES = ("redis://", "rediss://", "unix://", "redis+sentinel://", *CLUSTER_SCHEMES)
 NO_REDIS_URL = (

@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("kiq")
 
 # what "Redis is unreachable" is: refused or broken connections, timeouts, LOADING after a restart (a
-# ConnectionError in redis-py), no master known to the Sentinels (a ConnectionError too)
-OUTAGE = (redis_py.ConnectionError, redis_py.TimeoutError)
+# ConnectionError in redis-py), no master known to the Sentinels (a ConnectionError too), no cluster node reachable
+OUTAGE = (redis_py.ConnectionError, redis_py.TimeoutError, redis_py.exceptions.RedisClusterException)
 
 FIRST_BACKOFF = 0.05  # seconds until the first attempt after a failed one; doubled per failure up to MAX_BACKOFF
 MAX_BACKOFF = 2.0
