@@ -1,7 +1,8 @@
 """Job metrics against Sidekiq 8's (8.0-8.1.7) own code, which cannot run here (Ruby 3.2): its reader,
-``Sidekiq::Metrics::Query`` (lib/sidekiq/metrics/query.rb), is replayed below key by key and field by field over
-what kiq writes; and what its writer, ``ExecutionTracker#flush`` (lib/sidekiq/metrics/tracking.rb, with
-``Histogram#persist`` in shared.rb), leaves in Redis is a golden fixture read back with ``kiq.api.Metrics``.
+``Sidekiq::Metrics::Query`` (lib/sidekiq/metrics/query.rb), replayed key by key and field by field in
+tests/sidekiq8_metrics.py, reads what kiq writes; and what its writer, ``ExecutionTracker#flush``
+(lib/sidekiq/metrics/tracking.rb, with ``Histogram#persist`` in shared.rb), leaves in Redis is a golden fixture
+read back with ``kiq.api.Metrics``.
 
 Line numbers cite sidekiq/sidekiq at 1bb4aa06 (v8.1.7)."""
 
@@ -16,55 +17,12 @@ import redis
 import kiq
 from kiq.api import Metrics
 from kiq.server.metrics import SIZE, MetricsFlusher, Recorder
+from tests.sidekiq8_metrics import flush, for_job_histogram, histogram_key, query_keys, top_jobs
 
 UTC = datetime.UTC
 # tracking.rb:65-67 comments its own example: "250214|8:4" is the 10 minute bucket of Feb 14 2025, 08:43
 NOW = datetime.datetime(2025, 2, 14, 8, 43, 27, tzinfo=UTC)
 HOURS, MINUTES = 3600, 60
-
-
-# -- Sidekiq 8's Metrics::Query, replayed ----------------------------------------------------------------------
-def minutely_key(at: datetime.datetime) -> str:
-    # query.rb:24  minutely: [60, ->(time) { time.strftime("j|%y%m%d|%-H:%M") }]  (glibc's strftime knows %-H)
-    return at.strftime("j|%y%m%d|%-H:%M")
-
-
-def hourly_key(at: datetime.datetime) -> str:
-    # query.rb:26-30  hourly: [600, ->(time) { m = time.min; mins = (m < 10) ? "0" : m.to_s[0]; ... "%-H:#{mins}" }]
-    mins = "0" if at.minute < 10 else str(at.minute)[0]
-    return at.strftime(f"j|%y%m%d|%-H:{mins}")
-
-
-def histogram_key(klass: str, at: datetime.datetime) -> str:
-    # shared.rb:88-89  window = now.utc.strftime("%-d-%-H:%-M"); key = "h|#{@klass}-#{window}"
-    return f"h|{klass}-" + at.strftime("%-d-%-H:%-M")
-
-
-def query_keys(now: datetime.datetime, minutes: int | None = None, hours: int | None = None) -> list[str]:
-    """The hashes ``top_jobs``/``for_job`` read, newest first (query.rb:39-58): ``hours * 6`` steps of 600 s, or
-    ``minutes`` steps of 60 s, from ``now`` (not truncated) backwards."""
-    if hours is None:
-        minutes = 60 if minutes is None else min(minutes, 480)  # query.rb:39-42: the default and the DoS cap
-    count, stride, key_of = (hours * 6, 600, hourly_key) if hours else (minutes or 60, 60, minutely_key)
-    return [key_of(now - datetime.timedelta(seconds=stride * step)) for step in range(count)]
-
-
-def top_jobs(r: redis.Redis, keys: list[str]) -> dict[str, dict[str, int]]:
-    """query.rb:51-70: HGETALL each hash, ``kls, metric = k.split("|")``, ``v.to_i`` summed per class and metric."""
-    totals: dict[str, dict[str, int]] = {}
-    for key in keys:
-        for field, value in r.hgetall(key).items():
-            kls, metric = field.split("|")[:2]  # Ruby's destructuring keeps the first two parts
-            totals.setdefault(kls, {}).setdefault(metric, 0)
-            totals[kls][metric] += int(value)
-    return totals
-
-
-def for_job_histogram(r: redis.Redis, klass: str, at: datetime.datetime) -> list[int]:
-    """query.rb:107 and shared.rb:56-62, 87-91: ``BITFIELD_RO key GET u16 #0 ... GET u16 #25`` (Query reverses
-    the list for its chart; the order here is the buckets')."""
-    fetch = [word for index in range(26) for word in ("GET", "u16", f"#{index}")]
-    return [int(count) for count in r.execute_command("BITFIELD_RO", histogram_key(klass, at), *fetch)]
 
 
 def test_the_replayed_query_reads_the_keys_sidekiq_8_names() -> None:
@@ -153,6 +111,18 @@ def load(r: redis.Redis, keys: dict[str, tuple[dict[str, int] | str, int]]) -> N
         else:
             r.set(key, bytes.fromhex(value))
         r.expire(key, ttl)
+
+
+def test_the_fixture_is_what_the_replayed_flush_writes(config: kiq.Config, r: redis.Redis) -> None:
+    flush(r, NOW, "HardJob", 5, failed=1, ms=310, buckets={0: 3, 7: 1})
+    flush(r, NOW, "Mailer", 2, ms=40, buckets={1: 2})
+    flush(r, datetime.datetime(2025, 2, 12, 9, 14, 5, tzinfo=UTC), "HardJob", 7, ms=70, buckets={0: 7})
+    for key, (value, ttl) in SIDEKIQ8_WROTE.items():
+        if isinstance(value, dict):
+            assert r.hgetall(key) == {field: str(count) for field, count in value.items()}, key
+        else:
+            assert r.execute_command("GET", key, NEVER_DECODE=True).hex() == value, key
+        assert ttl - MINUTES < r.ttl(key) <= ttl, key
 
 
 def totals(report: Any) -> dict[str, tuple[int, int, int]]:
