@@ -59,6 +59,7 @@ __all__ = [
 MAX_MINUTES = METRICS_TTL // 60  # older minutes have expired
 MAX_HOURS = METRICS_ROLLUP_TTL // 3600  # older 10-minute hashes have expired
 MINUTE, ROLLUP = 60, 600  # seconds of a window's step: a minute, or Sidekiq 8's 10-minute rollup
+_SIZE = len(HISTOGRAM_BOUNDS_MS)
 _BUCKETS: list[tuple[str, int | str]] = [("u16", f"#{index}") for index in range(1, len(HISTOGRAM_BOUNDS_MS))]
 _METRICS = {"p": 0, "f": 1, "ms": 2}  # a field's metric -> its place in [processed, failed, ms]
 
@@ -266,7 +267,7 @@ class Metrics:
                     total[index] += counts[index]
                 if window.step == MINUTE and (counts[0] > counts[1] or counts[2]):
                     timed.append((name, at))
-        histograms = {name: [0] * len(HISTOGRAM_BOUNDS_MS) for name in totals}  # fastest bucket first
+        histograms = {name: [0] * _SIZE for name in totals}  # fastest bucket first
         for (name, _), counts in zip(timed, self._histograms(window, timed), strict=True):
             histogram = histograms[name]
             for index, count in enumerate(counts):
@@ -308,9 +309,6 @@ class Metrics:
         families = len(window.histogram_keys(*timed[0]))
         replies = window.per_bucket(pipe.execute(), families)
         return [_largest([[int(count) for count in counts] for counts in reply], _SIZE) for reply in replies]
-
-
-_SIZE = len(HISTOGRAM_BOUNDS_MS)
 
 
 class _Window:

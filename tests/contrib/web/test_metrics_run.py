@@ -70,7 +70,7 @@ def test_the_metrics_page_and_the_workers_port_show_the_same_run(
     assert value(samples, "kiq_concurrency") == 5 and value(samples, "kiq_processes") == 1
     assert value(samples, "kiq_up") == 1
 
-    # the dashboard's Metrics page: the same runs and failures per class, from Sidekiq 7's metrics keys
+    # the dashboard's Metrics page: the same runs and failures per class, from the metrics keys
     browser.get(dashboard() + "/metrics")
     assert browser.title == "Metrics · kiq"
     cells = [[cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
