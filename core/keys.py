@@ -1,4 +1,5 @@
-"""The Redis keys kiq reads and writes: Sidekiq 7's, so a Ruby app and a Python app can share one Redis.
+"""The Redis keys kiq reads and writes: Sidekiq 7's (and Sidekiq 8's job metrics), so a Ruby app and a Python app
+can share one Redis.
 
 The constants and functions below give each key's *name*; a ``Keyspace`` (``kiq.keyspace(redis)``) turns a name into
 the key used on a given Redis. On a standalone server (or Sentinel) that is the name itself, Sidekiq's wire format.
@@ -143,8 +144,10 @@ def stat_key(name: str, day: str | None = None) -> str:
     return f"stat:{name}" if day is None else f"stat:{name}:{day}"
 
 
-# -- job metrics (Sidekiq 7's lib/sidekiq/metrics: tracking.rb writes them, query.rb reads them) ----------------
-METRICS_TTL = 8 * 60 * 60  # seconds the per-minute metrics hash and histograms live (Sidekiq's SHORT_TERM)
+# -- job metrics (lib/sidekiq/metrics: tracking.rb writes them, query.rb reads them) ------------------------------
+# Two families: Sidekiq 7's (7.0-7.3) and Sidekiq 8's (8.0 on: other names, and 10-minute rollups kept 3 days).
+METRICS_TTL = 8 * 60 * 60  # seconds the per-minute metrics hashes and histograms live (Sidekiq's SHORT_TERM)
+METRICS_ROLLUP_TTL = 3 * 24 * 60 * 60  # seconds Sidekiq 8's 10-minute hashes live (its MID_TERM): the 72 h view
 # Upper bounds (exclusive) in ms of the 26 histogram buckets: a job of ``ms`` counts in the first bucket whose
 # bound is greater than ``ms``. The last one is Sidekiq's "Slow" bucket (1e20 in Ruby).
 HISTOGRAM_BOUNDS_MS: tuple[float, ...] = (
@@ -166,17 +169,35 @@ HISTOGRAM_LABELS: tuple[str, ...] = (
 
 
 def metrics_key(minute: time.struct_time) -> str:
-    """HASH of one UTC minute's counts, ``j|YYYYMMDD|H:M`` (hour and minute not zero-padded), with the fields
-    ``<class>|p`` (processed, failures included), ``<class>|f`` (failed) and ``<class>|ms`` (milliseconds spent in
-    the jobs that succeeded)."""
+    """Sidekiq 7's HASH of one UTC minute's counts, ``j|YYYYMMDD|H:M`` (hour and minute not zero-padded), with the
+    fields ``<class>|p`` (processed, failures included), ``<class>|f`` (failed) and ``<class>|ms`` (milliseconds
+    spent in the jobs that succeeded)."""
     return f"j|{minute.tm_year:04d}{minute.tm_mon:02d}{minute.tm_mday:02d}|{minute.tm_hour}:{minute.tm_min}"
 
 
 def histogram_key(name: str, minute: time.struct_time) -> str:
-    """One class's execution-time histogram of one UTC minute, ``<class>-DD-HH:M`` (day of month and hour
-    zero-padded, minute not): a string of 26 unsigned 16-bit big-endian counters (BITFIELD ``u16 #i``), one per
-    bucket of ``HISTOGRAM_BOUNDS_MS``, saturating at 65,535."""
+    """Sidekiq 7's execution-time histogram of one class in one UTC minute, ``<class>-DD-HH:M`` (day of month and
+    hour zero-padded, minute not): a string of 26 unsigned 16-bit big-endian counters (BITFIELD ``u16 #i``), one
+    per bucket of ``HISTOGRAM_BOUNDS_MS``, saturating at 65,535."""
     return f"{name}-{minute.tm_mday:02d}-{minute.tm_hour:02d}:{minute.tm_min}"
+
+
+def sidekiq8_minute_key(minute: time.struct_time) -> str:
+    """Sidekiq 8's HASH of one UTC minute, ``j|YYMMDD|H:MM`` (two-digit year, hour not zero-padded, minute
+    zero-padded: strftime ``j|%y%m%d|%-H:%M``); the fields are Sidekiq 7's."""
+    return f"j|{minute.tm_year % 100:02d}{minute.tm_mon:02d}{minute.tm_mday:02d}|{minute.tm_hour}:{minute.tm_min:02d}"
+
+
+def sidekiq8_rollup_key(minute: time.struct_time) -> str:
+    """Sidekiq 8's HASH of the UTC ten minutes holding ``minute``, its minute key without the last digit
+    (``j|250214|8:4`` holds 08:40-08:49, ``j|250214|8:0`` 08:00-08:09); the fields are Sidekiq 7's."""
+    return sidekiq8_minute_key(minute)[:-1]
+
+
+def sidekiq8_histogram_key(name: str, minute: time.struct_time) -> str:
+    """Sidekiq 8's histogram of one class in one UTC minute, ``h|<class>-D-H:M`` (nothing zero-padded: strftime
+    ``%-d-%-H:%-M``); the layout is Sidekiq 7's (``histogram_key``)."""
+    return f"h|{name}-{minute.tm_mday}-{minute.tm_hour}:{minute.tm_min}"
 
 
 # -- iterable jobs (Sidekiq 7.3's lib/sidekiq/job/iterable.rb) --------------------------------------------------

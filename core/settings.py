@@ -79,6 +79,17 @@ def as_choice(*choices: str) -> Callable[[Any], str]:
     return parse
 
 
+def as_int_choice(*choices: int) -> Callable[[Any], int]:
+    def parse(raw: Any) -> int:
+        text = raw.strip() if isinstance(raw, str) else raw
+        value = int(text) if isinstance(text, str) and text.isdigit() else text
+        if isinstance(value, bool) or value not in choices:
+            raise ValueError(f"expected one of {', '.join(map(str, choices))}, got {raw!r}")
+        return int(value)
+
+    return parse
+
+
 def as_str_list(raw: Any) -> list[str]:
     """A list of strings; from the environment, a comma- or space-separated string."""
     if isinstance(raw, str):
@@ -251,7 +262,16 @@ CORE_SETTINGS = [
     Setting.number("dead_timeout", 180.0 * DAY, 0, "seconds a job stays in the dead set"),
     Setting.number("poll_interval", 5.0, 0.1, "average seconds between scheduled/retry polls"),
     Setting.number("heartbeat_interval", 10.0, 0.1, "seconds between heartbeats"),
-    Setting.boolean("metrics", True, "per-job-class execution metrics in Sidekiq 7's format, written each heartbeat"),
+    Setting.boolean(
+        "metrics", True, "per-job-class execution metrics in Sidekiq's format, written each heartbeat (sidekiq_wire)"
+    ),
+    Setting(
+        "sidekiq_wire",
+        7,
+        as_int_choice(7, 8),
+        "the Sidekiq major whose wire forms kiq writes: 7 (read by Sidekiq 6.x, 7.x and 8.x; job metrics in both "
+        "7's and 8's keys) or 8 (a fleet of Sidekiq 8 only: job metrics in 8's keys only)",
+    ),
     Setting.text("tag", None, "a tag shown with this process in the process list"),
     Setting.choice("log_level", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"), "log level of the worker"),
     Setting.choice("log_format", "plain", ("plain", "json"), "log line format of the worker"),

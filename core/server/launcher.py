@@ -5,7 +5,7 @@ Every ``heartbeat_interval`` seconds the heartbeat writes Sidekiq 7's process re
 ``busy``, ``beat``, ``quiet``, ``rss``, ``rtt_us`` (expires in 60 s); HASH ``<identity>:work`` (thread id →
 ``{"queue", "payload", "run_at"}``, from the processors' in-memory state); it adds the processed/failed
 counters to ``stat:processed``/``stat:failed`` and the daily ``stat:*:YYYY-MM-DD`` keys, and the per-class job
-metrics to Sidekiq 7's metrics keys (kiq.server.metrics); and it pops a signal (TSTP, TERM, TTIN) that the API
+metrics to Sidekiq's metrics keys (kiq.server.metrics); and it pops a signal (TSTP, TERM, TTIN) that the API
 left in ``<identity>-signals``.
 """
 

@@ -1,4 +1,5 @@
-"""Per-job-class execution metrics, in Sidekiq 7's Redis format, so its Web UI and ``kiq.api.Metrics`` show them.
+"""Per-job-class execution metrics, in Sidekiq's Redis format, so its Web UI (7.x and 8.x) and ``kiq.api.Metrics`` show
+them.
 
 Each job runner (a processor thread, a capsule's event loop) counts the jobs it finished in a ``Recorder``: per
 display class (``wrapped`` for ActiveJob-style wrappers, else ``class``), cumulative failures, the time of the jobs
@@ -9,9 +10,12 @@ successful flush, and only then remembers the copy: a flush that Redis refused i
 next one; nothing is counted twice.
 
 Sidekiq's rules (lib/sidekiq/metrics/tracking.rb): a failed job counts in ``p`` and ``f`` but not in ``ms`` or the
-histogram; a job requeued by a shutdown counts nowhere (as in ``stat:processed``). A flush is one MULTI/EXEC:
-``HINCRBY`` into the minute's hash ``j|YYYYMMDD|H:M``, ``BITFIELD <class>-DD-HH:M OVERFLOW SAT INCRBY u16 #i n``
-per histogram, 8-hour TTLs (kiq.keys).
+histogram; a job requeued by a shutdown counts nowhere (as in ``stat:processed``). A flush is one MULTI/EXEC of
+``HINCRBY`` into each hash of the layout and ``BITFIELD <histogram> OVERFLOW SAT INCRBY u16 #i n`` per class and
+histogram family, with their TTLs (kiq.keys). The layout follows ``sidekiq_wire``: 7 (the default) writes Sidekiq
+7's minute hash and histogram and Sidekiq 8's minute hash, 10-minute hash and ``h|`` histogram, so the Web UI of
+either major shows kiq's jobs; 8 writes Sidekiq 8's only. Writing both costs a few commands per class and flush,
+not per job (docs/performance.md, "Job metrics in two key families": bench/metrics_keys.py).
 """
 
 from __future__ import annotations
@@ -19,11 +23,21 @@ from __future__ import annotations
 import threading
 import time
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..keys import HISTOGRAM_BOUNDS_MS, METRICS_TTL, histogram_key, metrics_key
+from ..keys import (
+    HISTOGRAM_BOUNDS_MS,
+    METRICS_ROLLUP_TTL,
+    METRICS_TTL,
+    histogram_key,
+    keyspace,
+    metrics_key,
+    sidekiq8_histogram_key,
+    sidekiq8_minute_key,
+    sidekiq8_rollup_key,
+)
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -41,6 +55,22 @@ def display_class(job: dict[str, Any]) -> str:
     """The class a job is shown under: the wrapped one of an ActiveJob-style wrapper, else its own."""
     wrapped = job.get("wrapped")
     return wrapped if wrapped.__class__ is str and wrapped else job["class"]
+
+
+class KeyLayout(NamedTuple):
+    """The metrics keys a flush writes: hashes of counts (the key of a UTC minute, its TTL in seconds) and
+    histograms (the key of a class and minute; TTL ``METRICS_TTL``)."""
+
+    hashes: tuple[tuple[Callable[[time.struct_time], str], int], ...]
+    histograms: tuple[Callable[[str, time.struct_time], str], ...]
+
+
+SIDEKIQ7_KEYS = KeyLayout(((metrics_key, METRICS_TTL),), (histogram_key,))
+SIDEKIQ8_KEYS = KeyLayout(
+    ((sidekiq8_minute_key, METRICS_TTL), (sidekiq8_rollup_key, METRICS_ROLLUP_TTL)), (sidekiq8_histogram_key,)
+)
+BOTH_KEYS = KeyLayout(SIDEKIQ7_KEYS.hashes + SIDEKIQ8_KEYS.hashes, SIDEKIQ7_KEYS.histograms + SIDEKIQ8_KEYS.histograms)
+LAYOUTS = {7: BOTH_KEYS, 8: SIDEKIQ8_KEYS}  # sidekiq_wire -> what a flush writes
 
 
 class Recorder:
@@ -89,8 +119,9 @@ class Recorder:
 class MetricsFlusher:
     """Writes the recorders' new counts to Redis (the launcher's heartbeat, and once more at shutdown)."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, layout: KeyLayout | None = None) -> None:
         self.config = config
+        self.layout = LAYOUTS[config.sidekiq_wire] if layout is None else layout
         self._lock = threading.Lock()  # a stop's last flush may overlap a slow heartbeat's
 
     def flush(self, recorders: Iterable[Recorder], now: float | None = None) -> int:
@@ -121,26 +152,30 @@ class MetricsFlusher:
             return len(written)
 
     def _write(self, deltas: dict[str, list[int]], minute: time.struct_time) -> None:
-        key = metrics_key(minute)
+        keys = keyspace(self.config.redis)
+        hashes = [(keys.key(key_of(minute)), ttl) for key_of, ttl in self.layout.hashes]
         pipe = self.config.redis.pipeline(transaction=True)
         for name, delta in deltas.items():  # [failed, ms, histogram...]
             failed = delta[FAILED]
             processed = failed + sum(delta[HISTOGRAM:])
-            if processed:
-                pipe.hincrby(key, f"{name}|p", processed)
-            if failed:
-                pipe.hincrby(key, f"{name}|f", failed)
+            fields = {"p": processed, "f": failed}
             if processed > failed or delta[SECONDS]:  # Sidekiq writes ms for every class that had a success
-                pipe.hincrby(key, f"{name}|ms", delta[SECONDS])
+                fields["ms"] = delta[SECONDS]
+            for key, _ in hashes:
+                for metric, count in fields.items():
+                    if count or metric == "ms":
+                        pipe.hincrby(key, f"{name}|{metric}", count)
             if any(delta[HISTOGRAM:]):
-                gram = histogram_key(name, minute)
-                increments = pipe.bitfield(gram, default_overflow="SAT")  # counters stop at 65,535, as in Sidekiq
-                for index, count in enumerate(delta[HISTOGRAM:]):
-                    if count:
-                        increments.incrby("u16", f"#{index}", count)
-                increments.execute()  # queued in the transaction
-                pipe.expire(gram, METRICS_TTL)
-        pipe.expire(key, METRICS_TTL)
+                for histogram_of in self.layout.histograms:
+                    gram = keys.key(histogram_of(name, minute))
+                    increments = pipe.bitfield(gram, default_overflow="SAT")  # counters stop at 65,535, as Sidekiq
+                    for index, count in enumerate(delta[HISTOGRAM:]):
+                        if count:
+                            increments.incrby("u16", f"#{index}", count)
+                    increments.execute()  # queued in the transaction
+                    pipe.expire(gram, METRICS_TTL)
+        for key, ttl in hashes:
+            pipe.expire(key, ttl)
         # an error refusing the transaction (unreachable, maxmemory, read-only replica) raises here: nothing written
         results = pipe.execute(raise_on_error=False)
         errors = [result for result in results if isinstance(result, Exception)]

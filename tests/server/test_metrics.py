@@ -1,4 +1,5 @@
-"""Job metrics written by a worker (kiq.server.metrics): Sidekiq 7's keys and BITFIELD layout, every job counted
+"""Job metrics written by a worker (kiq.server.metrics): Sidekiq 7's and 8's keys and BITFIELD layout (what Sidekiq
+8's query reads is replayed in tests/server/test_metrics_sidekiq8.py), every job counted
 exactly once through heartbeats, the last flush at shutdown, concurrent runner threads and writes Redis refused;
 nothing at all with ``metrics = false``."""
 
@@ -18,13 +19,17 @@ import redis
 
 import kiq
 from kiq.api import Metrics
-from kiq.keys import HISTOGRAM_BOUNDS_MS, METRICS_TTL
+from kiq.keys import HISTOGRAM_BOUNDS_MS, METRICS_ROLLUP_TTL, METRICS_TTL
 from kiq.server.launcher import Launcher
 from kiq.server.metrics import MAX_CLASSES, MetricsFlusher, Recorder
 from tests.support import short_block, wait_until
 
 BUCKETS = len(HISTOGRAM_BOUNDS_MS)
 OURS = "tests.metrics."  # the prefix of this module's class names
+# SCAN patterns of each family's count hashes (a glob's ``?`` is one character)
+SIDEKIQ7_HASHES = "j|????????|*"  # j|YYYYMMDD|H:M
+SIDEKIQ8_MINUTES = "j|??????|*:??"  # j|YYMMDD|H:MM
+SIDEKIQ8_ROLLUPS = "j|??????|*:?"  # j|YYMMDD|H:M, M the tens of minutes
 
 
 class Quick(kiq.Job):
@@ -71,19 +76,20 @@ class Crawl(kiq.Job):
 
 
 # -- reading back what was written, key by key (SCAN is fine in a test) ---------------------------------------
-def counts(r: redis.Redis) -> dict[str, int]:
-    """The fields of this module's classes (``tests.metrics.*``) in every ``j|*`` minute hash, summed over the
-    minutes (other test sessions may share the server and write their own classes' metrics meanwhile)."""
+def counts(r: redis.Redis, family: str = SIDEKIQ7_HASHES) -> dict[str, int]:
+    """The fields of this module's classes (``tests.metrics.*``) in every count hash of a family (Sidekiq 7's
+    minutes by default), summed (other test sessions may share the server and write their own classes' metrics
+    meanwhile)."""
     total: Counter[str] = Counter()
-    for key in r.scan_iter("j|*"):
+    for key in r.scan_iter(family):
         total.update({field: int(value) for field, value in r.hgetall(key).items() if field.startswith(OURS)})
     return dict(total)
 
 
-def histogram(r: redis.Redis, name: str) -> list[int]:
-    """One class's histogram, summed over its minute keys."""
+def histogram(r: redis.Redis, name: str, prefix: str = "") -> list[int]:
+    """One class's histogram, summed over its minute keys: Sidekiq 7's, or with ``prefix="h|"`` Sidekiq 8's."""
     total = [0] * BUCKETS
-    for key in r.scan_iter(f"{name}-*"):
+    for key in r.scan_iter(f"{prefix}{name}-*"):
         for index, count in enumerate(read_buckets(r, key)):
             total[index] += count
     return total
@@ -97,9 +103,9 @@ def read_buckets(r: redis.Redis, key: str) -> list[int]:
 
 
 def metric_keys(r: redis.Redis) -> list[str]:
-    """The histograms of this module's classes, and the minute hashes that hold any of their fields."""
+    """The histograms of this module's classes, and the count hashes that hold any of their fields."""
     hashes = [key for key in r.scan_iter("j|*") if any(field.startswith(OURS) for field in r.hkeys(key))]
-    return hashes + list(r.scan_iter(f"{OURS}*"))
+    return hashes + list(r.scan_iter(f"{OURS}*")) + list(r.scan_iter(f"h|{OURS}*"))
 
 
 @pytest.fixture
@@ -166,8 +172,14 @@ def test_a_worker_counts_every_class_in_sidekiqs_keys(
     assert sum(histogram(r, "tests.metrics.AsyncQuick")) == 5
     assert sum(histogram(r, "tests.metrics.Shop::Mailer")) == 1
     assert histogram(r, "tests.metrics.Boom") == [0] * BUCKETS and histogram(r, "tests.metrics.Declined") == [0] * 26
+    # Sidekiq 8's minute and 10-minute hashes and its histograms hold the same (sidekiq_wire = 7 writes both)
+    assert counts(r, SIDEKIQ8_MINUTES) == counts(r, SIDEKIQ8_ROLLUPS) == written
+    for name in ("Quick", "AsyncQuick", "Shop::Mailer", "Boom"):
+        assert histogram(r, f"{OURS}{name}", prefix="h|") == histogram(r, f"{OURS}{name}"), name
+    rollups = set(r.scan_iter(SIDEKIQ8_ROLLUPS))
     for key in metric_keys(r):
-        assert METRICS_TTL - 60 < r.ttl(key) <= METRICS_TTL, key
+        ttl = METRICS_ROLLUP_TTL if key in rollups else METRICS_TTL
+        assert ttl - 60 < r.ttl(key) <= ttl, key
     # and the reader agrees with the keys
     report = Metrics(config).top_jobs(minutes=5)
     quick = report.job("tests.metrics.Quick")

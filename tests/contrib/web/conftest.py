@@ -93,3 +93,17 @@ def console_errors(browser: Any) -> list[str]:
 def screenshot(browser: Any, path: Path) -> Path:
     browser.save_screenshot(str(path))
     return path
+
+
+def save_top(browser: Any, tmp_path: Path, name: str, height: int) -> None:
+    """The top ``height`` pixels of the page (a table and its note, without a screen of empty page) as
+    ``<name>.png`` in ``tmp_path`` and, with ``KIQ_WEB_SCREENSHOTS=<dir>``, in that directory (the docs' images)."""
+    size = browser.get_window_size()
+    browser.set_window_size(size["width"], height)
+    try:
+        browser.save_screenshot(str(tmp_path / f"{name}.png"))
+        if shots := os.environ.get("KIQ_WEB_SCREENSHOTS"):
+            Path(shots).mkdir(parents=True, exist_ok=True)
+            browser.save_screenshot(str(Path(shots) / f"{name}.png"))
+    finally:
+        browser.set_window_size(size["width"], size["height"])

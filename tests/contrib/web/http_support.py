@@ -21,7 +21,7 @@ import httpx
 import redis
 
 import kiq
-from kiq.keys import histogram_key, metrics_key
+from kiq.keys import histogram_key, metrics_key, sidekiq8_histogram_key, sidekiq8_minute_key, sidekiq8_rollup_key
 from tests.support import ROOT, child_env, fresh_config, spare_url
 
 MARKUP = '<script>alert(1)</script>"><img src=x onerror=alert(1)>'
@@ -276,14 +276,15 @@ def add_process(
 
 
 def add_metrics(connection: redis.Redis, name: str | bytes) -> None:
-    """A minute of a job class's execution metrics, as a worker's heartbeat writes them (``name`` may be bytes
-    that are not UTF-8)."""
+    """A minute of a job class's execution metrics, as a worker's heartbeat writes them by default: in Sidekiq 7's
+    and 8's keys (``name`` may be bytes that are not UTF-8)."""
     minute = time.gmtime()
     text = name if isinstance(name, str) else name.decode("utf-8", "surrogateescape")
     fields = {f"{text}|{metric}".encode("utf-8", "surrogateescape"): count for metric, count in METRICS.items()}
-    connection.hset(metrics_key(minute), mapping=fields)  # type: ignore[arg-type]
-    histogram = histogram_key(text, minute).encode("utf-8", "surrogateescape")
-    connection.bitfield(histogram).incrby("u16", "#4", 2).execute()
+    for key in (metrics_key, sidekiq8_minute_key, sidekiq8_rollup_key):
+        connection.hset(key(minute), mapping=fields)  # type: ignore[arg-type]
+    for histogram in (histogram_key, sidekiq8_histogram_key):
+        connection.bitfield(histogram(text, minute).encode("utf-8", "surrogateescape")).incrby("u16", "#4", 2).execute()
 
 
 METRICS = {"p": 3, "f": 1, "ms": 250}  # runs (failures included), failures, milliseconds of the successes

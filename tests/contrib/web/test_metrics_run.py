@@ -6,7 +6,6 @@ Grafana cannot run here, so this page is the screenshot docs/guide/operations.md
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,10 +19,9 @@ from tests.jobs.shop_metrics import FAILING_EVERY, EmailReceipt, ResizeImage, Sy
 from tests.plugins.metrics.support import free_port, get, scrape, value
 from tests.support import FAST, WorkerProcess, wait_until
 
-from .conftest import console_errors
+from .conftest import console_errors, save_top
 
 pytestmark = pytest.mark.slow
-SHOTS = os.environ.get("KIQ_WEB_SCREENSHOTS")
 RECEIPTS, IMAGES, SKUS, WAITING = 60, 30, 24, 12
 FAILED_SKUS = len(range(0, SKUS, FAILING_EVERY))
 
@@ -72,21 +70,13 @@ def test_the_metrics_page_and_the_workers_port_show_the_same_run(
     assert value(samples, "kiq_concurrency") == 5 and value(samples, "kiq_processes") == 1
     assert value(samples, "kiq_up") == 1
 
-    # the dashboard's Metrics page: the same runs and failures per class, from Sidekiq 7's metrics keys
+    # the dashboard's Metrics page: the same runs and failures per class, from the metrics keys
     browser.get(dashboard() + "/metrics")
     assert browser.title == "Metrics · kiq"
     cells = [[cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
              for row in browser.find_elements(By.CSS_SELECTOR, "#metrics tbody tr")]  # fmt: skip
     assert {row[0]: (int(row[1]), int(row[2])) for row in cells} == expected
     assert all(row[5] != "–" and row[6] != "–" for row in cells)  # p50 and p95 from real durations
-    size = browser.get_window_size()
-    browser.set_window_size(size["width"], 540)  # the table and its note, without a screen of empty page
-    try:
-        browser.save_screenshot(str(tmp_path / "metrics.png"))
-        if SHOTS:
-            Path(SHOTS).mkdir(parents=True, exist_ok=True)
-            browser.save_screenshot(str(Path(SHOTS) / "metrics.png"))
-    finally:
-        browser.set_window_size(size["width"], size["height"])
+    save_top(browser, tmp_path, "metrics", 540)
     assert console_errors(browser) == []
     worker.stop()

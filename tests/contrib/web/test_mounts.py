@@ -264,7 +264,7 @@ def test_the_pages_answer_and_every_link_stays_under_the_prefix(site: Site) -> N
                 followed[link] = site.get(link).status
     assert {link for link, status in followed.items() if status != 200} == set()
     expected = {f"{prefix}/queues/alpha", f"{prefix}/queues/alpha?page=2", f"{prefix}/dead/{DEAD_KEY}",
-                f"{prefix}/metrics/Greet?minutes=60", f"{prefix}/busy", f"{prefix}/"}  # fmt: skip
+                f"{prefix}/metrics/Greet?period=1h", f"{prefix}/busy", f"{prefix}/"}  # fmt: skip
     assert expected <= set(followed)
     for asset, kind in (("kiq.css", "text/css"), ("kiq.js", "text/javascript")):
         answer = site.get(f"{prefix}/static/{asset}")
