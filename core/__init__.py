@@ -38,13 +38,14 @@ from .middleware import Chain, ClientMiddleware, ServerMiddleware, Wrapper
 from .payload import dumps, loads, new_jid, new_public_id, parse_payload
 from .readings import Reading
 from .redis import REDIS_REFUSALS, run_pipeline
-from .scripts import LuaScript, lua_script
+from .scripts import ENQUEUE_LUA, LuaScript, enqueue_keys, lua_script
 from .server.acknowledgement import hold_acknowledgement, report_failure
 from .settings import Setting
 from .signature import Signature
 from .version import __version__
 
 __all__ = [
+    "ENQUEUE_LUA",
     "REDIS_REFUSALS",
     "ArgumentError",
     "AsyncClient",
@@ -92,6 +93,7 @@ __all__ = [
     "configure_server",
     "default_config",
     "dumps",
+    "enqueue_keys",
     "error_class",
     "hold_acknowledgement",
     "hookimpl",

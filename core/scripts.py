@@ -10,6 +10,12 @@ script against the rules that make it run on a Redis Cluster (tests/test_scripts
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .keys import QUEUE_PREFIX, QUEUES, SCHEDULE
+
+if TYPE_CHECKING:
+    from .keys import Keyspace
 
 KeysOf = Callable[..., list[str]]  # (keyspace, *names) -> the KEYS of one call
 
@@ -45,3 +51,28 @@ def lua_script(name: str, source: str, keys: KeysOf) -> LuaScript:
 def registered_scripts() -> list[LuaScript]:
     """The scripts declared so far (those of the modules imported)."""
     return list(_registered.values())
+
+
+# A Lua function for a script that pushes a job while it holds keys of kiq's shared slot (a batch's callback, a
+# workflow's next step); the script's KEYS[k...] are ``enqueue_keys(keyspace)``. ``job`` is the payload's JSON text
+# without its closing brace. Pushed as the client pushes (SADD queues, LPUSH queue:<name>, with ``enqueued_at``);
+# but in the ``queue`` layout a queue's list is in a slot of its own, out of the script's reach: the job goes into
+# the schedule set, due ``now``, and a worker's poller pushes it within a poll interval (atomic: at least once).
+ENQUEUE_LUA = """
+local function enqueue(k, queue, job, now)
+  if KEYS[k + 1] then
+    redis.call('SADD', KEYS[k], queue)
+    redis.call('LPUSH', KEYS[k + 1] .. queue, job .. ',"enqueued_at":' .. now .. '}')
+  else
+    redis.call('ZADD', KEYS[k], now, job .. '}')
+  end
+end
+"""
+
+
+def enqueue_keys(keyspace: Keyspace) -> list[str]:
+    """The KEYS of ``ENQUEUE_LUA``'s ``enqueue``, all in kiq's shared slot: the ``queues`` set and the prefix of a
+    queue's list (``queue:``, ``{kiq}queue:``), or in the ``queue`` layout the ``schedule`` set alone."""
+    if keyspace.slots == "queue":
+        return [keyspace.key(SCHEDULE)]
+    return [keyspace.key(QUEUES), keyspace.key(QUEUE_PREFIX)]

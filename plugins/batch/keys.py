@@ -13,6 +13,10 @@ Per batch ``<bid>`` (all expiring: ``batch_expiry`` after the last change, ``bat
     kiq:batch:<bid>:kids     HASH  child bid -> running | complete | success
 
 and ``kiq:batches`` (ZSET: bid -> created_at), the index ``kiq batches`` lists, pruned as batches expire.
+
+These are the names on a standalone server; every key goes through the keyspace of the Redis it is sent to
+(``kiq.keyspace``): on a Redis Cluster all of them are in kiq's shared slot (``{kiq}kiq:batch:<bid>``), in both
+layouts, so the batch program and the status reads (a MULTI) reach every batch of the tree.
 """
 
 from __future__ import annotations
@@ -32,9 +36,14 @@ def new_bid() -> str:
     return kiq.new_public_id()
 
 
-def batch_key(bid: str, part: str = "") -> str:
-    """``kiq:batch:<bid>`` or one of its sets (``part`` ``jids``, ``pending``, ...)."""
-    return f"{PREFIX}{bid}:{part}" if part else PREFIX + bid
+def batch_key(keys: kiq.Keyspace, bid: str, part: str = "") -> str:
+    """``kiq:batch:<bid>`` or one of its sets (``part`` ``jids``, ``pending``, ...), in the keyspace ``keys``."""
+    return keys.key(f"{PREFIX}{bid}:{part}" if part else PREFIX + bid)
+
+
+def index_key(keys: kiq.Keyspace) -> str:
+    """The index of batches, ``kiq:batches``, in the keyspace ``keys``."""
+    return keys.key(INDEX)
 
 
 def checked_bid(bid: object) -> str:

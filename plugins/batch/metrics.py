@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import kiq
 
-from .keys import INDEX, batch_key
+from .keys import batch_key, index_key
 
 MAX_EXAMINED = 10_000
 
 
 def fleet_readings(config: kiq.Config) -> list[kiq.Reading]:
     redis = config.redis
-    bids: list[str] = redis.zrevrange(INDEX, 0, MAX_EXAMINED - 1)  # type: ignore[assignment]
+    keys = kiq.keyspace(redis)
+    bids: list[str] = redis.zrevrange(index_key(keys), 0, MAX_EXAMINED - 1)  # type: ignore[assignment]
     pipe = redis.pipeline(transaction=False)
-    pipe.zcard(INDEX)
+    pipe.zcard(index_key(keys))
     for bid in bids:
-        pipe.exists(batch_key(bid))
-        pipe.hexists(batch_key(bid), "complete_at")
+        pipe.exists(batch_key(keys, bid))
+        pipe.hexists(batch_key(keys, bid), "complete_at")
     total, *replies = pipe.execute()
     existing = replies[0::2]
     complete = replies[1::2]

@@ -14,8 +14,10 @@ pushes the callback job (``LPUSH``), so no two runs can both fire it and no cras
 A child's events settle it in its parent (and its callbacks join the parent as jobs) in the same run, up the tree;
 a death fires for the batch and each ancestor, once each.
 
-The keys are built from bids inside the program (a parent is only known in Redis), so batches need one Redis
-server, not a cluster, as Sidekiq's do.
+A batch's keys are built from bids inside the program (a parent is only known in Redis), by appending to the prefix
+key ``kiq:batch:`` that each call declares in KEYS: on a Redis Cluster that is ``{kiq}kiq:batch:``, so every batch
+is in kiq's shared slot. A callback is pushed by ``kiq.ENQUEUE_LUA``: in the cluster's ``queue`` layout, where a
+queue's list is in a slot of its own, it goes into the schedule set, due now, and a poller pushes it.
 """
 
 from __future__ import annotations
@@ -27,13 +29,19 @@ from redis import exceptions as redis_errors
 
 import kiq
 
-# ARGV: the change, the time (epoch seconds, as text), the TTLs while pending and after success, its own arguments.
-SOURCE = """
+from .keys import PREFIX, index_key
+
+# KEYS: the prefix of a batch's keys, the index, and ``kiq.enqueue_keys``. ARGV: the change, the time (epoch
+# seconds, as text), the TTLs while pending and after success, its own arguments.
+SOURCE = (
+    kiq.ENQUEUE_LUA
+    + """
 local op, now = ARGV[1], ARGV[2]
 local pending_ttl, done_ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
 local PARTS = {'', ':jids', ':pending', ':failed', ':died', ':open', ':kids'}
+local INDEX = KEYS[2]
 
-local function key(bid, part) return 'kiq:batch:' .. bid .. (part or '') end
+local function key(bid, part) return KEYS[1] .. bid .. (part or '') end
 
 local function keep(bid, ttl)
   for _, part in ipairs(PARTS) do redis.call('EXPIRE', key(bid, part), ttl) end
@@ -58,8 +66,7 @@ local function push_callback(bid, event)
     end
     keep(parent, pending_ttl)
   end
-  redis.call('SADD', 'queues', queue)
-  redis.call('LPUSH', 'queue:' .. queue, string.sub(payload, 1, -2) .. ',"enqueued_at":' .. now .. '}')
+  enqueue(3, queue, string.sub(payload, 1, -2), now)
 end
 
 -- once per batch and event: the marker is set after the push, so a push that fails leaves it unset
@@ -144,9 +151,9 @@ if op == 'create' then
   end
   redis.call('HSET', key(bid), 'created_at', created_at, unpack(ARGV, 9))
   redis.call('SADD', key(bid, ':open'), token)
-  redis.call('ZADD', 'kiq:batches', created_at, bid)
-  for _, old in ipairs(redis.call('ZRANGE', 'kiq:batches', 0, 9)) do  -- the index forgets expired batches
-    if redis.call('EXISTS', key(old)) == 0 then redis.call('ZREM', 'kiq:batches', old) end
+  redis.call('ZADD', INDEX, created_at, bid)
+  for _, old in ipairs(redis.call('ZRANGE', INDEX, 0, 9)) do  -- the index forgets expired batches
+    if redis.call('EXISTS', key(old)) == 0 then redis.call('ZREM', INDEX, old) end
   end
   keep(bid, pending_ttl)
 elseif op == 'open' or op == 'add' then
@@ -174,6 +181,12 @@ else
 end
 return 'ok'
 """
+)
+SCRIPT = kiq.lua_script(
+    "batch.change",
+    SOURCE,
+    lambda keys: [keys.key(PREFIX), index_key(keys), *kiq.enqueue_keys(keys)],
+)
 
 # what a change answers besides "ok": the batch cannot take it
 EXISTS, GONE, SUCCEEDED, PARENT_FINAL = "exists", "gone", "succeeded", "parent"
@@ -185,6 +198,7 @@ class Changes:
     def __init__(self, config: kiq.Config) -> None:
         self.config = config
         self.script = config.redis.register_script(SOURCE)
+        self.keys = SCRIPT.keys(kiq.keyspace(config.redis))
 
     def argv(self, op: str, bid: str, *rest: str) -> list[Any]:
         expiry: int = self.config.get("batch_expiry")
@@ -193,12 +207,12 @@ class Changes:
 
     def run(self, argv: list[Any]) -> str:
         """Run one change now; its answer ("ok", or why the batch cannot take it)."""
-        return str(self.script(keys=[], args=argv))
+        return str(self.script(keys=self.keys, args=argv))
 
     def run_many(self, argvs: list[list[Any]]) -> list[Any]:
         """Run changes in one round trip; each one's answer, or the error Redis gave it (changes are idempotent:
         a run that fails can be sent again)."""
-        commands = [("EVALSHA", self.script.sha, 0, *argv) for argv in argvs]
+        commands = [("EVALSHA", self.script.sha, len(self.keys), *self.keys, *argv) for argv in argvs]
         replies = kiq.run_pipeline(self.config.redis, commands, raise_on_error=False)
         if any(isinstance(reply, redis_errors.NoScriptError) for reply in replies):  # a restarted or flushed Redis
             self.config.redis.script_load(SOURCE)
@@ -208,4 +222,5 @@ class Changes:
     async def run_async(self, argv: list[Any]) -> str:
         """Run one change from asyncio code, on the event loop's connection of the config."""
         redis = kiq.AsyncClient(self.config).redis
-        return str(await redis.register_script(SOURCE)(keys=[], args=argv))
+        keys = SCRIPT.keys(kiq.keyspace(redis))
+        return str(await redis.register_script(SOURCE)(keys=keys, args=argv))

@@ -9,7 +9,7 @@ from typing import Any
 
 import kiq
 
-from .keys import INDEX, batch_key, checked_bid
+from .keys import batch_key, checked_bid, index_key
 
 FIELDS = ("info", "parent", "created_at", "complete_at", "success_at", "death_at")
 SETS = ("jids", "pending", "failed", "died", "open")
@@ -50,12 +50,13 @@ class BatchStatus:
         return {**dataclasses.asdict(self), "complete": self.complete, "success": self.success}
 
 
-def queue_reads(pipe: Any, bid: str) -> None:
-    """Queue on ``pipe`` (sync or asyncio) the reads of one batch; ``parse`` makes its status of their replies."""
-    pipe.hmget(batch_key(bid), *FIELDS)
+def queue_reads(pipe: Any, keys: kiq.Keyspace, bid: str) -> None:
+    """Queue on ``pipe`` (sync or asyncio, of a Redis whose keyspace is ``keys``) the reads of one batch; ``parse``
+    makes its status of their replies."""
+    pipe.hmget(batch_key(keys, bid), *FIELDS)
     for part in SETS:
-        pipe.scard(batch_key(bid, part))
-    pipe.hgetall(batch_key(bid, "kids"))
+        pipe.scard(batch_key(keys, bid, part))
+    pipe.hgetall(batch_key(keys, bid, "kids"))
 
 
 READS = 2 + len(SETS)  # replies per batch
@@ -92,21 +93,23 @@ def _time(value: str | None) -> float | None:
 
 def status(bid: str, config: kiq.Config | None = None) -> BatchStatus | None:
     """The status of batch ``bid``, or None if there is no such batch (never created, or expired)."""
-    pipe = (config or kiq.default_config()).redis.pipeline(transaction=True)
-    queue_reads(pipe, checked_bid(bid))
+    redis = (config or kiq.default_config()).redis
+    pipe = redis.pipeline(transaction=True)
+    queue_reads(pipe, kiq.keyspace(redis), checked_bid(bid))
     return parse(bid, pipe.execute())
 
 
 def batches(config: kiq.Config | None = None, limit: int = 50) -> list[BatchStatus]:
     """The newest ``limit`` batches that still exist, newest first (the expired ones leave the index)."""
     redis = (config or kiq.default_config()).redis
-    bids = [str(bid) for bid in redis.zrevrange(INDEX, 0, limit - 1)]
+    keys = kiq.keyspace(redis)
+    bids = [str(bid) for bid in redis.zrevrange(index_key(keys), 0, limit - 1)]
     pipe = redis.pipeline(transaction=False)
     for bid in bids:
-        queue_reads(pipe, bid)
+        queue_reads(pipe, keys, bid)
     found, gone = collect(bids, pipe.execute())
     if gone:
-        redis.zrem(INDEX, *gone)
+        redis.zrem(index_key(keys), *gone)
     return found
 
 

@@ -17,7 +17,7 @@ import kiq
 from kiq.tabs import Cell, Facts, Heading, Link, Pager, Tab, Table, TabRequest, TabView, When
 
 from .cli import state
-from .keys import BID, INDEX
+from .keys import BID, index_key
 from .status import collect, queue_reads, status
 
 PAGE_SIZE = 25
@@ -40,14 +40,15 @@ def render(config: kiq.Config, request: TabRequest) -> TabView:
 def batch_list(config: kiq.Config, request: TabRequest) -> TabView:
     page = request.page
     start = (page - 1) * PAGE_SIZE
-    bids = [str(bid) for bid in config.redis.zrevrange(INDEX, start, start + PAGE_SIZE)]  # one more: is there more?
+    keys = kiq.keyspace(config.redis)
+    bids = [str(bid) for bid in config.redis.zrevrange(index_key(keys), start, start + PAGE_SIZE)]  # one more: more?
     shown = bids[:PAGE_SIZE]
     pipe = config.redis.pipeline(transaction=False)
     for bid in shown:
-        queue_reads(pipe, bid)
+        queue_reads(pipe, keys, bid)
     found, gone = collect(shown, pipe.execute() if shown else [])
     if gone:
-        config.redis.zrem(INDEX, *gone)
+        config.redis.zrem(index_key(keys), *gone)
     rows: list[list[Cell]] = [
         [
             Link(batch.bid, batch.bid),

@@ -14,6 +14,10 @@ Per workflow ``<id>`` (every key expires ``workflow_retention`` seconds after th
     kiq:wf:<id>:error    HASH  step id -> the step's last error, "Class: message"
 
 and ``kiq:workflows`` (ZSET: id -> created_at), the index ``workflows()`` lists, pruned as workflows expire.
+
+These are the names on a standalone server; every key goes through the keyspace of the Redis it is sent to
+(``kiq.keyspace``): on a Redis Cluster all of them are in kiq's shared slot (``{kiq}kiq:wf:<id>``), in both layouts,
+so the step program and the status reads (a MULTI) reach a workflow's keys together.
 """
 
 from __future__ import annotations
@@ -33,13 +37,18 @@ def new_workflow_id() -> str:
     return kiq.new_public_id()
 
 
-def workflow_key(workflow_id: str, part: str = "") -> str:
-    """``kiq:wf:<id>`` or one of its parts (``steps``, ``state``, ...)."""
-    return f"{PREFIX}{workflow_id}:{part}" if part else PREFIX + workflow_id
+def workflow_key(keys: kiq.Keyspace, workflow_id: str, part: str = "") -> str:
+    """``kiq:wf:<id>`` or one of its parts (``steps``, ``state``, ...), in the keyspace ``keys``."""
+    return keys.key(f"{PREFIX}{workflow_id}:{part}" if part else PREFIX + workflow_id)
 
 
-def all_keys(workflow_id: str) -> list[str]:
-    return [workflow_key(workflow_id), *(workflow_key(workflow_id, part) for part in PARTS)]
+def all_keys(keys: kiq.Keyspace, workflow_id: str) -> list[str]:
+    return [workflow_key(keys, workflow_id), *(workflow_key(keys, workflow_id, part) for part in PARTS)]
+
+
+def index_key(keys: kiq.Keyspace) -> str:
+    """The index of workflows, ``kiq:workflows``, in the keyspace ``keys``."""
+    return keys.key(INDEX)
 
 
 def checked_workflow_id(workflow_id: object) -> str:

@@ -17,7 +17,7 @@ import time
 
 import kiq
 
-from .keys import INDEX, workflow_key
+from .keys import index_key, workflow_key
 from .scripts import UNCHANGED, WORKFLOW_FAILED, WORKFLOW_SUCCEEDED
 
 MAX_EXAMINED = 10_000
@@ -60,12 +60,13 @@ class WorkflowCounts:
 
 def fleet_readings(config: kiq.Config) -> list[kiq.Reading]:
     redis = config.redis
+    keys = kiq.keyspace(redis)
     since = time.time() - float(config.get("workflow_retention"))
-    ids: list[str] = redis.zrevrangebyscore(INDEX, "+inf", since, start=0, num=MAX_EXAMINED)  # type: ignore[assignment]
+    ids: list[str] = redis.zrevrangebyscore(index_key(keys), "+inf", since, start=0, num=MAX_EXAMINED)  # type: ignore[assignment]
     pipe = redis.pipeline(transaction=False)
-    pipe.zcount(INDEX, since, "+inf")
+    pipe.zcount(index_key(keys), since, "+inf")
     for workflow_id in ids:
-        pipe.hget(workflow_key(workflow_id), "state")
+        pipe.hget(workflow_key(keys, workflow_id), "state")
     retained, *states = pipe.execute()
     return [
         kiq.Reading("kiq_workflows_retained", retained, help="workflows in Redis (started within workflow_retention)"),

@@ -84,9 +84,10 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
         workflow_id, step = found
         steps = self.plugin.steps(self.config)
         pipe = self.config.redis.pipeline(transaction=False)
-        pipe.hget(workflow_key(workflow_id), "state")
-        pipe.hget(workflow_key(workflow_id, "state"), step)
-        pipe.hexists(workflow_key(workflow_id, "steps"), step)
+        keys = steps.keyspace
+        pipe.hget(workflow_key(keys, workflow_id), "state")
+        pipe.hget(workflow_key(keys, workflow_id, "state"), step)
+        pipe.hexists(workflow_key(keys, workflow_id, "steps"), step)
         try:
             state, current, known = pipe.execute()
         except kiq.REDIS_REFUSALS:  # these reads only spare a run: the step script decides once Redis is back

@@ -12,8 +12,10 @@ and running it twice for the same step changes nothing the second time:
   the run that pushes the on_error handler, so it is pushed once.
 - ``skipped``: a step found its workflow failed before it ran.
 
-Every change refreshes the workflow's expiry (``workflow_retention``). The keys are built inside the program from
-the workflow id, as the batch plugin's are, so workflows need one Redis server, not a cluster.
+Every change refreshes the workflow's expiry (``workflow_retention``). A call declares the workflow's key
+``kiq:wf:<id>`` in KEYS, and the program appends to it for the workflow's other keys (on a Redis Cluster all in
+kiq's shared slot). A step is pushed by ``kiq.ENQUEUE_LUA``: in the cluster's ``queue`` layout, where a queue's list
+is in a slot of its own, it goes into the schedule set, due now, and a poller pushes it.
 """
 
 from __future__ import annotations
@@ -25,10 +27,15 @@ import redis
 
 import kiq
 
-# ARGV: the change, the workflow id, the step id, the time (epoch seconds, as text), the retention, its arguments
-SOURCE = """
-local op, wf, step, now, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
-local base = 'kiq:wf:' .. wf
+from .keys import workflow_key
+
+# KEYS: the workflow's key and ``kiq.enqueue_keys``. ARGV: the change, the step id, the time (epoch seconds, as
+# text), the retention, its own arguments.
+SOURCE = (
+    kiq.ENQUEUE_LUA
+    + """
+local op, step, now, ttl = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local base = KEYS[1]
 local function key(part) return base .. ':' .. part end
 
 local function keep()
@@ -46,13 +53,10 @@ local function join(pieces, given)
     elseif kind == 'R' then out[i] = redis.call('HGET', key('result'), string.sub(piece, 2)) or 'null'
     else out[i] = given end
   end
-  return table.concat(out) .. ',"enqueued_at":' .. now .. '}'
+  return table.concat(out)
 end
 
-local function push(queue, payload)
-  redis.call('SADD', 'queues', queue)
-  redis.call('LPUSH', 'queue:' .. queue, payload)
-end
+local function push(queue, job) enqueue(2, queue, job, now) end
 
 -- every successor's count, and the pieces of each it would push, still there: Redis expires a workflow's keys one
 -- by one, and a step that ends in between must write nothing rather than half a workflow
@@ -102,29 +106,33 @@ if not intact(graph) then return -1 end
 local change = 1
 if op == 'succeeded' then
   redis.call('HSET', key('state'), step, 'succeeded')
-  redis.call('HSET', key('result'), step, ARGV[6])
+  redis.call('HSET', key('result'), step, ARGV[5])
   if state == 'running' then change = finish(graph) end
 elseif op == 'failed' then
   redis.call('HSET', key('state'), step, 'failed')
-  redis.call('HSET', key('error'), step, ARGV[6])
+  redis.call('HSET', key('error'), step, ARGV[5])
 elseif op == 'died' then
   redis.call('HSET', key('state'), step, 'dead')
-  redis.call('HSET', key('error'), step, ARGV[6])
+  redis.call('HSET', key('error'), step, ARGV[5])
   if state == 'running' then
     if graph['tolerant'] then
       redis.call('HSET', key('result'), step, 'null')
       change = finish(graph)
     else
-      redis.call('HSET', base, 'state', 'failed', 'finished_at', now, 'error', ARGV[7])
+      redis.call('HSET', base, 'state', 'failed', 'finished_at', now, 'error', ARGV[6])
       change = 3
       local handler = redis.call('HGET', base, 'on_error')
-      if handler then push(redis.call('HGET', base, 'on_error_queue'), join(cjson.decode(handler), ARGV[8])) end
+      if handler then push(redis.call('HGET', base, 'on_error_queue'), join(cjson.decode(handler), ARGV[7])) end
     end
   end
 end
 keep()
 return change
 """
+)
+SCRIPT = kiq.lua_script(
+    "workflow.step", SOURCE, lambda keys, workflow_id: [workflow_key(keys, workflow_id), *kiq.enqueue_keys(keys)]
+)
 
 # what a run answers (the program's return value): the metrics count steps and workflows from it, with no read
 UNCHANGED, CHANGED, WORKFLOW_SUCCEEDED, WORKFLOW_FAILED = 0, 1, 2, 3
@@ -139,14 +147,16 @@ class Steps:
     def __init__(self, config: kiq.Config) -> None:
         self.config = config
         self.script = config.redis.register_script(SOURCE)
+        self.keyspace = kiq.keyspace(config.redis)
 
     def run(self, op: str, workflow_id: str, step: str, *args: str) -> int:
         """Apply ``op`` to ``step``: ``UNCHANGED`` (done before, the workflow is over or expired, or it has no such
         step), ``CHANGED``, or ``WORKFLOW_SUCCEEDED`` / ``WORKFLOW_FAILED`` when this change ended the workflow (once
         per workflow)."""
-        argv: list[Any] = [op, workflow_id, step, repr(time.time()), self.config.get("workflow_retention"), *args]
+        keys = SCRIPT.keys(self.keyspace, workflow_id)
+        argv: list[Any] = [op, step, repr(time.time()), self.config.get("workflow_retention"), *args]
         try:
-            return max(int(self.script(keys=[], args=argv)), UNCHANGED)  # -1: no such step, nothing written
+            return max(int(self.script(keys=keys, args=argv)), UNCHANGED)  # -1: no such step, nothing written
         except redis.ResponseError as error:
             if OOM_IN_SCRIPT in str(error):  # Redis < 7 says maxmemory's refusal of a script's write so
                 raise redis.exceptions.OutOfMemoryError(str(error)) from error  # held and retried, as on Redis 7

@@ -25,11 +25,12 @@ import kiq.testing
 from .errors import WorkflowError
 from .graph import Step, link
 from .handle import Workflow
-from .keys import INDEX, all_keys, new_workflow_id, workflow_key
+from .keys import all_keys, index_key, new_workflow_id, workflow_key
 from .pieces import Pieces, compact, input_pieces, split_payload
 from .shape import Shape
 
 BATCH = 1000  # steps per round trip
+QUEUES = "queues"  # the set of queue names a push adds its queue to (Sidekiq's)
 HANDLER_INPUTS = 3  # an on_error handler's .s() gets (workflow id, jid, error)
 
 
@@ -47,13 +48,15 @@ def start(
 ) -> Workflow:
     """Start the workflow of ``steps`` (a canvas's, ``Canvas.add``) whose result is ``result``."""
     config = config or kiq.default_config()
-    workflow_id, encoded, batches = _prepare(steps, result, handler, config)
     redis = config.redis
+    keys = kiq.keyspace(redis)
+    workflow_id, encoded, batches = _prepare(steps, result, handler, config, keys)
     try:
         for commands in batches:
             kiq.run_pipeline(redis, commands)
     except redis_py.RedisError as error:
-        raise _taken_back(workflow_id, encoded, error, lambda undo: kiq.run_pipeline(redis, undo)) from error
+        undo = _undo_commands(keys, workflow_id, encoded)
+        raise _taken_back(workflow_id, error, lambda: kiq.run_pipeline(redis, undo)) from error
     return Workflow(workflow_id, config)
 
 
@@ -62,8 +65,9 @@ async def start_async(
 ) -> Workflow:
     """``start`` without blocking the event loop on Redis."""
     config = config or kiq.default_config()
-    workflow_id, encoded, batches = _prepare(steps, result, handler, config)
     redis = kiq.AsyncClient(config).redis
+    keys = kiq.keyspace(redis)
+    workflow_id, encoded, batches = _prepare(steps, result, handler, config, keys)
     try:
         for commands in batches:
             pipe = redis.pipeline(transaction=False)
@@ -71,7 +75,7 @@ async def start_async(
                 pipe.execute_command(*command)
             await pipe.execute()
     except redis_py.RedisError as error:
-        undo = _undo_commands(workflow_id, encoded)
+        undo = _undo_commands(keys, workflow_id, encoded)
         try:
             pipe = redis.pipeline(transaction=False)
             for command in undo:
@@ -83,17 +87,15 @@ async def start_async(
     return Workflow(workflow_id, config)
 
 
-def _undo_commands(workflow_id: str, encoded: list[Encoded]) -> list[tuple[Any, ...]]:
+def _undo_commands(keys: kiq.Keyspace, workflow_id: str, encoded: list[Encoded]) -> list[tuple[Any, ...]]:
     """What takes a start back: the workflow's keys, its index entry and the first steps it may have pushed."""
-    pushed = [("LREM", kiq.queue_key(item.queue), 1, item.payload) for item in encoded if item.pieces is None]
-    return [("DEL", *all_keys(workflow_id)), ("ZREM", INDEX, workflow_id), *pushed]
+    pushed = [("LREM", keys.queue(item.queue), 1, item.payload) for item in encoded if item.pieces is None]
+    return [("DEL", *all_keys(keys, workflow_id)), ("ZREM", index_key(keys), workflow_id), *pushed]
 
 
-def _taken_back(
-    workflow_id: str, encoded: list[Encoded], error: redis_py.RedisError, run: Callable[[list[Any]], object]
-) -> WorkflowError:
+def _taken_back(workflow_id: str, error: redis_py.RedisError, undo: Callable[[], object]) -> WorkflowError:
     try:
-        run(_undo_commands(workflow_id, encoded))
+        undo()
     except redis_py.RedisError as undo_error:
         return _start_refused(workflow_id, error, undo_error)
     return _start_refused(workflow_id, error, None)
@@ -105,7 +107,8 @@ def _start_refused(workflow_id: str, error: BaseException, undo_error: BaseExcep
     else:
         left = (
             f"it could not be taken back either ({type(undo_error).__name__}: {undo_error}): delete the keys "
-            f'kiq:wf:{workflow_id}* and its first steps (payloads with "wf":"{workflow_id}") from their queues, '
+            f"kiq:wf:{workflow_id}* ({{kiq}}kiq:wf:{workflow_id}* on a Redis Cluster) and its first steps (payloads "
+            f'with "wf":"{workflow_id}") from their queues, '
             "or let them expire (workflow_retention) and let those steps run as steps of a gone workflow"
         )
     return WorkflowError(
@@ -115,9 +118,10 @@ def _start_refused(workflow_id: str, error: BaseException, undo_error: BaseExcep
 
 
 def _prepare(
-    steps: list[Step], result: Shape, handler: kiq.Signature | None, config: kiq.Config
+    steps: list[Step], result: Shape, handler: kiq.Signature | None, config: kiq.Config, keys: kiq.Keyspace
 ) -> tuple[str, list[Encoded], list[list[tuple[Any, ...]]]]:
-    """The workflow's id, its encoded steps and the commands that start it, in round trips."""
+    """The workflow's id, its encoded steps and the commands that start it (on a Redis of keyspace ``keys``), in
+    round trips."""
     if kiq.testing.mode() is not None:
         raise WorkflowError(
             "kiq.testing's fake and inline modes do not run workflows (their steps are pushed by Redis itself): "
@@ -129,7 +133,7 @@ def _prepare(
     client = kiq.Client(config)
     encoded = [_encode(client, workflow_id, step) for step in steps]
     on_error = None if handler is None else _encode_handler(client, workflow_id, handler)
-    return workflow_id, encoded, list(_commands(workflow_id, result, encoded, on_error, config))
+    return workflow_id, encoded, list(_commands(keys, workflow_id, result, encoded, on_error, config))
 
 
 def _stand_in() -> str:
@@ -189,37 +193,48 @@ def _graph_entry(item: Encoded) -> str:
 
 
 def _commands(
-    workflow_id: str, result: Shape, encoded: list[Encoded], handler: tuple[str, Pieces] | None, config: kiq.Config
+    keys: kiq.Keyspace,
+    workflow_id: str,
+    result: Shape,
+    encoded: list[Encoded],
+    handler: tuple[str, Pieces] | None,
+    config: kiq.Config,
 ) -> Iterator[list[tuple[Any, ...]]]:
+    """Not a transaction (a cluster's ``queue`` layout keeps each queue in a slot of its own): the graph first, then
+    the first steps, so a step that finishes at once finds the graph."""
     retention = config.get("workflow_retention")
     now = time.time()
     for start in range(0, len(encoded), BATCH):
         batch = encoded[start : start + BATCH]
-        commands: list[tuple[Any, ...]] = [("HSET", workflow_key(workflow_id, "steps"), *_pairs(batch, _graph_entry))]
+        commands: list[tuple[Any, ...]] = [
+            ("HSET", workflow_key(keys, workflow_id, "steps"), *_pairs(batch, _graph_entry))
+        ]
         waiting = [item for item in batch if item.pieces is not None]
         if waiting:
-            commands.append(("HSET", workflow_key(workflow_id, "payload"), *_pairs(waiting, _pieces_text)))
-            commands.append(("HSET", workflow_key(workflow_id, "wait"), *_pairs(waiting, _wait_count)))
+            commands.append(("HSET", workflow_key(keys, workflow_id, "payload"), *_pairs(waiting, _pieces_text)))
+            commands.append(("HSET", workflow_key(keys, workflow_id, "wait"), *_pairs(waiting, _wait_count)))
         if start + BATCH >= len(encoded):  # the last batch of the graph: the workflow exists from here on
             meta: dict[str, Any] = {"state": "running", "created_at": repr(now), "left": len(encoded),
                                     "result": compact(result)}  # fmt: skip
             if handler is not None:
                 meta["on_error_queue"], meta["on_error"] = handler[0], compact(handler[1])
-            commands.append(("HSET", workflow_key(workflow_id), *(part for pair in meta.items() for part in pair)))
-            commands.extend(("EXPIRE", key, retention) for key in all_keys(workflow_id))
-            commands.append(("ZADD", INDEX, repr(now), workflow_id))
-            commands.append(("ZREMRANGEBYSCORE", INDEX, "-inf", repr(now - retention)))
+            commands.append(
+                ("HSET", workflow_key(keys, workflow_id), *(part for pair in meta.items() for part in pair))
+            )
+            commands.extend(("EXPIRE", key, retention) for key in all_keys(keys, workflow_id))
+            commands.append(("ZADD", index_key(keys), repr(now), workflow_id))
+            commands.append(("ZREMRANGEBYSCORE", index_key(keys), "-inf", repr(now - retention)))
         yield commands
     first = [item for item in encoded if item.pieces is None]
     for start in range(0, len(first), BATCH):
         batch = first[start : start + BATCH]
-        states = workflow_key(workflow_id, "state")
+        states = workflow_key(keys, workflow_id, "state")
         # made here, after the graph's EXPIREs: without its own, it would outlive the workflow if no step ever ends
         commands = [("HSET", states, *(p for item in batch for p in (item.step.id, "enqueued"))),
                     ("EXPIRE", states, retention)]  # fmt: skip
         for queue in dict.fromkeys(item.queue for item in batch):
-            commands.append(("SADD", "queues", queue))
-            commands.append(("LPUSH", kiq.queue_key(queue), *(item.payload for item in batch if item.queue == queue)))
+            commands.append(("SADD", keys.key(QUEUES), queue))
+            commands.append(("LPUSH", keys.queue(queue), *(item.payload for item in batch if item.queue == queue)))
         yield commands
 
 

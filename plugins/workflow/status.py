@@ -12,7 +12,7 @@ from typing import Any
 
 import kiq
 
-from .keys import INDEX, checked_workflow_id, workflow_key
+from .keys import checked_workflow_id, index_key, workflow_key
 from .shape import Shape, resolve
 
 FIELDS = ("state", "created_at", "finished_at", "error", "result")
@@ -72,11 +72,12 @@ class WorkflowPage:
     cursor: str | None
 
 
-def queue_reads(pipe: Any, workflow_id: str) -> None:
-    """Queue on ``pipe`` (sync or asyncio) the reads of one workflow; ``parse`` makes its status of the replies."""
-    pipe.hmget(workflow_key(workflow_id), *FIELDS)
+def queue_reads(pipe: Any, keys: kiq.Keyspace, workflow_id: str) -> None:
+    """Queue on ``pipe`` (sync or asyncio, of a Redis whose keyspace is ``keys``) the reads of one workflow; ``parse``
+    makes its status of the replies."""
+    pipe.hmget(workflow_key(keys, workflow_id), *FIELDS)
     for part in ("steps", "state", "result", "error"):
-        pipe.hgetall(workflow_key(workflow_id, part))
+        pipe.hgetall(workflow_key(keys, workflow_id, part))
 
 
 def parse(workflow_id: str, replies: list[Any]) -> WorkflowStatus | None:
@@ -130,8 +131,9 @@ def _order(step: str) -> list[int]:
 
 def status(workflow_id: str, config: kiq.Config | None = None) -> WorkflowStatus | None:
     """The status of workflow ``workflow_id``, or None if there is no such workflow (never made, or expired)."""
-    pipe = (config or kiq.default_config()).redis.pipeline(transaction=True)
-    queue_reads(pipe, checked_workflow_id(workflow_id))
+    redis = (config or kiq.default_config()).redis
+    pipe = redis.pipeline(transaction=True)
+    queue_reads(pipe, kiq.keyspace(redis), checked_workflow_id(workflow_id))
     return parse(workflow_id, pipe.execute())
 
 
@@ -154,4 +156,5 @@ def workflows(limit: int = 50, cursor: str | None = None, config: kiq.Config | N
     Each start drops the ids older than ``workflow_retention`` from the index; an id listed may still be gone (its
     ``status`` is None) when it expired sooner."""
     start, stop = page_range(cursor, limit)
-    return page(start, limit, (config or kiq.default_config()).redis.zrevrange(INDEX, start, stop))
+    redis = (config or kiq.default_config()).redis
+    return page(start, limit, redis.zrevrange(index_key(kiq.keyspace(redis)), start, stop))

@@ -79,8 +79,9 @@ def workflow_list(config: kiq.Config, request: TabRequest) -> TabView:
     page = request.page
     listed = workflows(PAGE_SIZE, str((page - 1) * PAGE_SIZE) if page > 1 else None, config)
     pipe = config.redis.pipeline(transaction=False)
+    keys = kiq.keyspace(config.redis)
     for workflow_id in listed.ids:
-        queue_reads(pipe, workflow_id)
+        queue_reads(pipe, keys, workflow_id)
     replies = pipe.execute() if listed.ids else []
     per = len(replies) // len(listed.ids) if listed.ids else 0
     found = [parse(workflow_id, replies[n * per : (n + 1) * per]) for n, workflow_id in enumerate(listed.ids)]

@@ -93,8 +93,8 @@ def test_a_10000_member_chord_starts_in_a_round_trip_per_1000_steps_and_its_body
     monkeypatch.undo()
     assert len(round_trips) == 11 + 10  # the graph (10,001 steps), then the 10,000 first steps
     assert r.llen("queue:default") == 10_000
-    assert r.hlen(workflow_key(wf.id, "payload")) == 1  # the body's pieces only
+    assert r.hlen(workflow_key(kiq.keyspace(r), wf.id, "payload")) == 1  # the body's pieces only
     drain(config)
     assert wf.result() == sum(range(10_000))
     assert r.hget(RUNS, f"WfTotal:{wf.id}:1") == "1"
-    assert json.loads(r.hget(workflow_key(wf.id, "result"), "1")) == sum(range(10_000))
+    assert json.loads(r.hget(workflow_key(kiq.keyspace(r), wf.id, "result"), "1")) == sum(range(10_000))
