@@ -52,13 +52,13 @@ class FleetGauges:
     def _read(self) -> list[Reading]:
         redis = self.config.redis
         keys = keyspace(redis)
-        pipe = redis.pipeline(transaction=False)  # on a cluster, one per primary: the queues may be on several
+        pipe = redis.pipeline(transaction=False)
         pipe.smembers(keys.key(QUEUES))
         for name in (RETRY, DEAD, SCHEDULE):
             pipe.zcard(keys.key(name))
         pipe.smembers(keys.key(PROCESSES))
         queue_names, retries, dead, scheduled, identities = pipe.execute()
-        queues = sorted(queue_names)
+        queues = sorted(name for name in queue_names if name)
         processes = sorted(identities) if self.processes else []
         pipe = redis.pipeline(transaction=False)
         for name in queues:
