@@ -1,7 +1,7 @@
 """The plugins on a real Redis Cluster, in both key layouts: a unique job's lock held at the push and released by a
 worker, each limiter kind limiting (sync and asyncio) and listed, periodic ticks enqueued once by two schedulers,
-results kept and read, expired jobs dropped and counted, the metrics port's queue sizes, ActiveJob pushes and the
-OTel plugin's spans.
+results kept and read, expired jobs dropped and counted, the metrics port's queue sizes, a tracked task, ActiveJob
+pushes and the OTel plugin's spans.
 
 Runs when ``KIQ_TEST_CLUSTER_URL`` names a cluster (``redis+cluster://127.0.0.1:7000``; ``bash cluster.sh start``
 makes one), in the layouts of ``KIQ_TEST_CLUSTER_SLOTS`` (``one``, ``queue``, or both comma-separated: the default).
@@ -37,11 +37,13 @@ from kiq.plugins.periodic.store import LAST_TICKS, publish
 from kiq.plugins.unique import dropped_counts, lock_holder, lock_key
 from kiq.tabs import Table, TabRequest, When
 from tests.jobs import expiry as expiry_jobs
+from tests.jobs import tracking as tracking_jobs
 from tests.jobs import unique as unique_jobs
 from tests.jobs.periodic import Tick
 from tests.jobs.results import Price
 from tests.plugins.metrics.support import free_port, get, scrape, value
 from tests.support import FAST, WorkerProcess, wait_until
+from tests.tracking_support import track
 
 CLUSTER_URL = os.environ.get("KIQ_TEST_CLUSTER_URL")
 LAYOUTS = os.environ.get("KIQ_TEST_CLUSTER_SLOTS") or "one,queue"
@@ -224,6 +226,30 @@ def test_the_metrics_port_reads_the_queues_and_sets_of_the_cluster(
     assert value(samples, "kiq_queue_latency_seconds", queue="alpha") < 600
     assert value(samples, "kiq_scheduled_set_size") == 1 and value(samples, "kiq_retry_set_size") == 0
     assert value(samples, "kiq_limiter_reschedules_total", limiter="bucket:api") == 4
+    assert get(port, "/readyz")[0] == 200  # the cluster answers its PING
+
+
+# -- tracking ---------------------------------------------------------------------------------------------------------
+def test_a_tracked_task_runs_and_converges_on_the_cluster(
+    cluster: kiq.Config, start_worker: Callable[..., WorkerProcess], tmp_path: Path
+) -> None:
+    database = f"sqlite:///{tmp_path / 'tracking.db'}"
+    tracker = track(cluster, database)  # the tracking plugin keeps nothing in Redis: its pushes go through the keyspace
+    try:
+        task_id = tracker.create_task(tracking_jobs.SlowEnroll, [[n, "fail" if n == 3 else "ok"] for n in range(6)])
+        worker = start_worker("-r", "tests.jobs.tracking", plugins="tracking", KIQ_TRACKING_DATABASE_URL=database)
+
+        def task() -> dict[str, Any]:
+            found = tracker.task(task_id, with_events=False)
+            assert found is not None
+            return found
+
+        wait_until(lambda: task()["complete"], 30, message=f"the task to complete\n{worker.output()}")
+        assert task()["counts"] == {"enqueued": 0, "working": 0, "finished": 5, "failed": 1, "error": 0}
+        assert cluster.redis.llen(tracking_jobs.DONE) == 6
+    finally:
+        tracker.writer.close(5)
+        tracker.store.engine.dispose()
 
 
 # -- ActiveJob and OTel -----------------------------------------------------------------------------------------------
