@@ -34,5 +34,6 @@ class ExpiryPlugin:
 
 def expired_counts(config: kiq.Config | None = None) -> dict[str, int]:
     """How many jobs were dropped because their deadline had passed, by job class (every worker on the Redis)."""
-    counts = (config or kiq.default_config()).redis.hgetall(EXPIRED)
+    redis = (config or kiq.default_config()).redis
+    counts = redis.hgetall(kiq.keyspace(redis).key(EXPIRED))
     return {str(name): int(count) for name, count in counts.items()}

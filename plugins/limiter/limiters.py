@@ -22,6 +22,7 @@ import redis as redis_py
 import kiq
 
 from . import scripts
+from .scripts import KEY_PREFIX
 from .waits import waits
 
 if TYPE_CHECKING:
@@ -29,9 +30,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kiq.limiter")
 
-KEY_PREFIX = "kiq:limiter:"
-REGISTRY = "kiq:limiters"  # HASH: "<kind>:<name>" -> the limiter's definition (JSON), for the listing
-OVERRATED = "kiq:limiter:overrated"  # HASH: "<kind>:<name>" -> jobs rescheduled because that limiter was full
 DEFAULT_WAIT = 5.0  # seconds a `with` waits for room before OverLimit (Sidekiq Enterprise's default)
 
 
@@ -67,7 +65,7 @@ class Limiter:
     """What the three kinds share: a name, a limit, the wait for room, and the ``with`` protocol."""
 
     kind: ClassVar[str]
-    script: ClassVar[str]
+    script: ClassVar[kiq.LuaScript]
 
     def __init__(self, name: str, limit: int, wait_timeout: float, config: kiq.Config | None) -> None:
         if not isinstance(name, str) or not name:
@@ -78,7 +76,7 @@ class Limiter:
         self.limit = limit
         self.wait_timeout = seconds(wait_timeout, f"{self.kind} limiter {name!r}: wait_timeout", allow_zero=True)
         self.config = config
-        self.key = f"{KEY_PREFIX}{self.kind}:{name}"
+        self.key = f"{KEY_PREFIX}{self.kind}:{name}"  # the name of its state's key (kiq.keyspace(redis).key)
         self.field = f"{self.kind}:{name}"
 
     def definition(self) -> dict[str, Any]:
@@ -103,36 +101,38 @@ class Limiter:
 
     def acquire(self) -> Lease:
         """Room for one, waiting up to ``wait_timeout`` seconds; ``OverLimit`` when there is none by then."""
-        config = self.config or kiq.default_config()
-        script = config.redis.register_script(self.script)
+        redis = (self.config or kiq.default_config()).redis
+        script = redis.register_script(self.script.source)
+        keys = self.script.keys(kiq.keyspace(redis), self.key)
         deadline = time.monotonic() + self.wait_timeout
         token = kiq.new_jid()
-        granted = self._granted(script(keys=[self.key, REGISTRY], args=self.script_args(token)), token, deadline)
+        granted = self._granted(script(keys=keys, args=self.script_args(token)), token, deadline)
         if isinstance(granted, Lease):  # room at once: no wait to count
             return granted
         with waits.waiting(self.field):
             while True:
                 time.sleep(granted)
                 token = kiq.new_jid()
-                reply = script(keys=[self.key, REGISTRY], args=self.script_args(token))
+                reply = script(keys=keys, args=self.script_args(token))
                 granted = self._granted(reply, token, deadline)
                 if isinstance(granted, Lease):
                     return granted
 
     async def acquire_async(self) -> Lease:
         """``acquire`` for an ``async def`` job (``async with limiter:``): it waits without blocking the event loop."""
-        config = self.config or kiq.default_config()
-        script = kiq.AsyncClient(config).redis.register_script(self.script)
+        redis = kiq.AsyncClient(self.config or kiq.default_config()).redis
+        script = redis.register_script(self.script.source)
+        keys = self.script.keys(kiq.keyspace(redis), self.key)
         deadline = time.monotonic() + self.wait_timeout
         token = kiq.new_jid()
-        granted = self._granted(await script(keys=[self.key, REGISTRY], args=self.script_args(token)), token, deadline)
+        granted = self._granted(await script(keys=keys, args=self.script_args(token)), token, deadline)
         if isinstance(granted, Lease):
             return granted
         with waits.waiting(self.field):
             while True:
                 await asyncio.sleep(granted)
                 token = kiq.new_jid()
-                reply = await script(keys=[self.key, REGISTRY], args=self.script_args(token))
+                reply = await script(keys=keys, args=self.script_args(token))
                 granted = self._granted(reply, token, deadline)
                 if isinstance(granted, Lease):
                     return granted
@@ -198,11 +198,11 @@ class ConcurrentLimiter(Limiter):
         return [self.limit, math.ceil(self.lock_timeout * 1000), token, self.field, self._definition]
 
     def in_use(self, redis: redis.Redis, now_ms: float) -> int:
-        return int(redis.zcount(self.key, f"({now_ms}", "+inf"))
+        return int(redis.zcount(kiq.keyspace(redis).key(self.key), f"({now_ms}", "+inf"))
 
     def release(self, lease: Lease) -> None:
         try:
-            lease.redis.zrem(self.key, lease.token)
+            lease.redis.zrem(kiq.keyspace(lease.redis).key(self.key), lease.token)
         except redis_py.RedisError as exc:  # the work inside succeeded: the slot comes back at its lock timeout
             log.warning("%s: could not free a slot (it frees after %g s): %s", self.describe(), self.lock_timeout, exc)
 
@@ -234,7 +234,7 @@ class WindowLimiter(RateLimiter):
         return [self.limit, math.ceil(self.interval * 1000), token, self.field, self._definition]
 
     def in_use(self, redis: redis.Redis, now_ms: float) -> int:
-        return int(redis.zcount(self.key, f"({now_ms - self.interval * 1000}", "+inf"))
+        return int(redis.zcount(kiq.keyspace(redis).key(self.key), f"({now_ms - self.interval * 1000}", "+inf"))
 
 
 class BucketLimiter(RateLimiter):
@@ -248,7 +248,7 @@ class BucketLimiter(RateLimiter):
         return [self.limit, math.ceil(self.interval * 1000), self.field, self._definition]
 
     def in_use(self, redis: redis.Redis, now_ms: float) -> int:
-        tokens, at = redis.hmget(self.key, ["tokens", "at"])
+        tokens, at = redis.hmget(kiq.keyspace(redis).key(self.key), ["tokens", "at"])
         if tokens is None or at is None:
             return 0
         refilled = float(tokens) + max(0.0, now_ms - float(at)) * self.limit / (self.interval * 1000)

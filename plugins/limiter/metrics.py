@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import kiq
 
-from .limiters import OVERRATED
+from .scripts import OVERRATED
 from .waits import MAX_LIMITERS, OTHER, waits
 
 WAITS_HELP = "acquisitions of a limiter that had to wait for room (they ended with room or OverLimit)"
@@ -27,7 +27,8 @@ def process_readings() -> list[kiq.Reading]:
 
 def fleet_readings(config: kiq.Config) -> list[kiq.Reading]:
     """The fleet's reschedules per limiter (the first MAX_LIMITERS by name, the rest summed as "other")."""
-    counts: dict[str, str] = config.redis.hgetall(OVERRATED)  # type: ignore[assignment]
+    redis = config.redis
+    counts: dict[str, str] = redis.hgetall(kiq.keyspace(redis).key(OVERRATED))  # type: ignore[assignment]
     per_label: dict[str, float] = {}
     for index, (field, count) in enumerate(sorted(counts.items())):
         label = field if index < MAX_LIMITERS else OTHER

@@ -19,7 +19,8 @@ import redis as redis_py
 import kiq
 from kiq.api import ScheduledSet
 
-from .limiters import OVERRATED, OverLimit
+from .limiters import OverLimit
+from .scripts import OVERRATED
 
 log = logging.getLogger("kiq.limiter")
 
@@ -47,7 +48,8 @@ class OverLimitMiddleware(kiq.ServerMiddleware):
         payload["overrated"] = overrated
         ScheduledSet(self.config).schedule(time.time() + delay, payload)
         try:
-            self.config.redis.hincrby(OVERRATED, over.limiter.field, 1)
+            redis = self.config.redis
+            redis.hincrby(kiq.keyspace(redis).key(OVERRATED), over.limiter.field, 1)
         except redis_py.RedisError as exc:  # a statistic: the job is rescheduled, it must not fail now
             log.warning("could not count a reschedule of %s: %s", over.limiter.describe(), exc)
         log.info("%s %s: %s; rescheduled in %.1f s (%d of at most %d times)", job.get("class"), job.get("jid"),

@@ -11,7 +11,8 @@ from typing import Any
 
 import kiq
 
-from .limiters import OVERRATED, REGISTRY, Limiter, bucket, concurrent, window
+from .limiters import Limiter, bucket, concurrent, window
+from .scripts import LISTING
 
 log = logging.getLogger("kiq.limiter")
 
@@ -47,14 +48,12 @@ def limiter_states(config: kiq.Config | None = None) -> list[LimiterState]:
     """Every limiter used on the config's Redis, by kind and name. A limiter used with different definitions in
     different processes is shown with the last one used."""
     redis = (config or kiq.default_config()).redis
-    pipe = redis.pipeline(transaction=False)
-    pipe.hgetall(REGISTRY)
-    pipe.hgetall(OVERRATED)
-    pipe.time()
-    definitions, overrated, (secs, micros) = pipe.execute()
-    now_ms = secs * 1000 + micros / 1000
+    listing = redis.register_script(LISTING.source)
+    (secs, micros), definitions, overrated = listing(keys=LISTING.keys(kiq.keyspace(redis)))
+    now_ms = int(secs) * 1000 + int(micros) / 1000
+    counts = _fields(overrated)
     states = []
-    for field, text in sorted(definitions.items()):
+    for field, text in sorted(_fields(definitions).items()):
         try:
             definition = json.loads(text)
             limiter = _FROM_DEFINITION[definition["kind"]](definition)
@@ -68,7 +67,12 @@ def limiter_states(config: kiq.Config | None = None) -> list[LimiterState]:
                 limiter.limit,
                 limiter.limit_text(),
                 limiter.in_use(redis, now_ms),
-                int(overrated.get(field, 0)),
+                int(counts.get(field, 0)),
             )
         )
     return states
+
+
+def _fields(flat: list[str]) -> dict[str, str]:
+    """A hash read by a script (``HGETALL``: fields and values in turn) as a dict."""
+    return dict(zip(flat[::2], flat[1::2], strict=True))

@@ -129,17 +129,27 @@ class Telemetry:
         self, operation: str, queue: str, config: kiq.Config, connection: redis.Redis
     ) -> tuple[Attributes, Attributes]:
         """The span attributes every job of this queue shares, and the metrics' subset of them."""
-        pool = connection.connection_pool
+        pool = getattr(connection, "connection_pool", connection)  # a cluster's client has a pool per node
         identity = config.identity  # a worker's process identity, set by the launcher
         key = (operation, queue, pool, identity)
         cached = self._attributes.get(key)
         if cached is None:
-            span_attributes = _shared_attributes(operation, queue, pool.connection_kwargs)
+            span_attributes = _shared_attributes(operation, queue, _server(pool))
             metric_attributes = {name: value for name, value in span_attributes.items() if name != OPERATION_TYPE}
             if isinstance(identity, str):
                 span_attributes[CLIENT_ID] = identity
             cached = self._attributes[key] = (span_attributes, metric_attributes)
         return cached
+
+
+def _server(pool: Any) -> dict[str, Any]:
+    """Where a client's commands go: its pool's connection options; for a cluster's client (many nodes, one pool
+    each), the node it asks first."""
+    if not hasattr(pool, "connection_kwargs"):
+        node = pool.get_default_node()
+        return {"host": node.host, "port": node.port}
+    options: dict[str, Any] = pool.connection_kwargs
+    return options
 
 
 def _shared_attributes(operation: str, queue: str, server: dict[str, Any]) -> Attributes:

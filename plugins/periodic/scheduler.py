@@ -17,7 +17,7 @@ import redis as redis_py
 import kiq
 
 from .entries import PeriodicJob, shown
-from .store import CLAIM, LAST_TICKS
+from .store import CLAIM
 
 log = logging.getLogger("kiq.periodic")
 
@@ -34,7 +34,8 @@ class Scheduler:
         # worker may have enqueued them
         self.missed: dict[str, int] = {}
         self._client = kiq.Client(config)
-        self._claim = config.redis.register_script(CLAIM)
+        self._claim = config.redis.register_script(CLAIM.source)
+        self._claim_keys = CLAIM.keys(kiq.keyspace(config.redis))
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kiq-periodic", daemon=True)
 
@@ -78,7 +79,7 @@ class Scheduler:
     def fire(self, job: PeriodicJob, job_class: type[kiq.Job], tick: float) -> str | None:
         """Claim ``tick`` of ``job`` and, if this process won it, push the job; its jid, else None."""
         try:
-            if not self._claim(keys=[LAST_TICKS], args=[job.id, int(tick)]):
+            if not self._claim(keys=self._claim_keys, args=[job.id, int(tick)]):
                 return None
             jid = self._client.push(self.item(job, job_class, tick))
         except Exception as exc:  # Redis away, or a push refused: reported, and the next tick comes as usual

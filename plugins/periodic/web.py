@@ -39,7 +39,7 @@ def render(config: kiq.Config, declared: Callable[[], list[PeriodicJob]], reques
     running = {status.job.id for status in found}
     idle = [job for job in declared() if job.id not in running]
     if idle:
-        last_ticks = config.redis.hmget(LAST_TICKS, [job.id for job in idle])
+        last_ticks = config.redis.hmget(kiq.keyspace(config.redis).key(LAST_TICKS), [job.id for job in idle])
         blocks += [
             Heading("Declared here, run by no live worker"),
             Text(

@@ -15,7 +15,7 @@ async def result(jid: str, config: kiq.Config | None = None, wait: float = 0.0) 
     """``kiq.plugins.results.result`` without blocking the event loop (it awaits while it waits)."""
     redis = kiq.AsyncClient(refuse_unkept(jid, config or kiq.default_config())).redis
     for pause in pauses(wait):
-        text = await redis.get(result_key(jid))
+        text = await redis.get(result_key(redis, jid))
         if text is not None or pause is None:
             return answer(jid, text)
         await asyncio.sleep(pause)

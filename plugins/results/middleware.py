@@ -30,7 +30,7 @@ watched: ContextVar[Watched | None] = ContextVar("kiq_results_job", default=None
 
 
 def save(redis: redis.Redis, job: dict[str, Any], record: str, ttl: float) -> None:
-    redis.set(result_key(str(job.get("jid"))), record, px=max(1, round(ttl * 1000)))
+    redis.set(result_key(redis, str(job.get("jid"))), record, px=max(1, round(ttl * 1000)))
 
 
 class ResultsClientMiddleware(kiq.ClientMiddleware):

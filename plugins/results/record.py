@@ -16,8 +16,9 @@ import kiq
 PREFIX = "kiq:result:"
 
 
-def result_key(jid: str) -> str:
-    return PREFIX + jid
+def result_key(redis: Any, jid: str) -> str:
+    """The key of ``jid``'s record on ``redis`` (a sync or asyncio client): in kiq's shared slot on a cluster."""
+    return kiq.keyspace(redis).key(PREFIX + jid)
 
 
 def value_record(job: dict[str, Any], value: Any) -> tuple[str, str | None]:

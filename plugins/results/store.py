@@ -69,7 +69,7 @@ def result(jid: str, config: kiq.Config | None = None, wait: float = 0.0) -> Any
     none, ``ResultError`` if the job's value could not be kept (the message says why)."""
     redis = refuse_unkept(jid, config or kiq.default_config()).redis
     for pause in pauses(wait):
-        text = redis.get(result_key(jid))
+        text = redis.get(result_key(redis, jid))
         if text is not None or pause is None:
             return answer(jid, text)
         time.sleep(pause)

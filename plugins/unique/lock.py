@@ -1,4 +1,6 @@
 """The lock of a unique job: one Redis key per (class, queue, arguments), whose value is the jid of the job holding it.
+On a Redis Cluster every lock is in kiq's shared slot (``kiq.keyspace``), beside the dropped counter its script
+writes too; a job's payload keeps the lock's name (``unique_key``), turned into the key of the Redis it is used on.
 
 Only the holder releases it (compare-and-delete in Lua), so a job whose lock expired and was taken by a newer push of
 the same job cannot release the newer job's lock. Every lock has a TTL: a job whose worker died, or whose release was
@@ -23,27 +25,36 @@ UNTIL = ("success", "start")
 
 # KEYS: the lock, the dropped counter. ARGV: the jid, the TTL in ms, the job's class.
 # 1: the lock is now the jid's; 0: another job holds it, and the push is counted as dropped (one round trip for both).
-ACQUIRE = """
+ACQUIRE = kiq.lua_script(
+    "unique.acquire",
+    """
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return 1
 end
 redis.call('HINCRBY', KEYS[2], ARGV[3], 1)
 return 0
-"""
+""",
+    lambda keys, lock: [keys.key(lock), keys.key(DROPPED)],
+)
 
 # KEYS: the lock. ARGV: the jid. Deletes the lock only while this jid holds it. 1: released.
-RELEASE = """
+RELEASE = kiq.lua_script(
+    "unique.release",
+    """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0
-"""
+""",
+    lambda keys, lock: [keys.key(lock)],
+)
 
 
 def lock_key(job_class: str, queue: str, args: list[Any], kwargs: dict[str, Any] | None = None) -> str:
-    """The lock's key for a job: a digest of its wire class name, queue and arguments, keyword arguments included
-    (object keys sorted, so equal arguments give one key whatever their order; a job without keyword arguments
-    keeps the key it always had). Raises TypeError/ValueError for arguments that are not JSON."""
+    """The name of a job's lock (its key on a standalone Redis; on any, ``kiq.keyspace(redis).key(name)``): a digest
+    of its wire class name, queue and arguments, keyword arguments included (object keys sorted, so equal arguments
+    give one key whatever their order; a job without keyword arguments keeps the key it always had). Raises
+    TypeError/ValueError for arguments that are not JSON."""
     identity = json.dumps(
         [job_class, queue, args, kwargs] if kwargs else [job_class, queue, args], sort_keys=True, separators=(",", ":")
     )
@@ -79,14 +90,16 @@ class Locks:
     go to another Redis than the config's: ``kiq.Client(config, redis=...)``)."""
 
     def __init__(self, redis: redis.Redis) -> None:
-        self._acquire = redis.register_script(ACQUIRE)
-        self._release = redis.register_script(RELEASE)
+        self._acquire = redis.register_script(ACQUIRE.source)
+        self._release = redis.register_script(RELEASE.source)
 
-    def acquire(self, redis: redis.Redis, key: str, jid: str, ttl: float, job_class: str) -> bool:
-        """Take the lock for ``jid``; False, with the push counted as dropped, when another job holds it."""
+    def acquire(self, redis: redis.Redis, lock: str, jid: str, ttl: float, job_class: str) -> bool:
+        """Take the lock named ``lock`` for ``jid``; False, with the push counted as dropped, when another job holds
+        it."""
         ttl_ms = max(1, math.ceil(ttl * 1000))
-        return bool(self._acquire(keys=[key, DROPPED], args=[jid, ttl_ms, job_class], client=redis))
+        keys = ACQUIRE.keys(kiq.keyspace(redis), lock)
+        return bool(self._acquire(keys=keys, args=[jid, ttl_ms, job_class], client=redis))
 
-    def release(self, redis: redis.Redis, key: str, jid: str) -> bool:
-        """Release the lock if ``jid`` still holds it; True when it did."""
-        return bool(self._release(keys=[key], args=[jid], client=redis))
+    def release(self, redis: redis.Redis, lock: str, jid: str) -> bool:
+        """Release the lock named ``lock`` if ``jid`` still holds it; True when it did."""
+        return bool(self._release(keys=RELEASE.keys(kiq.keyspace(redis), lock), args=[jid], client=redis))
