@@ -80,7 +80,10 @@ class AsyncClient:
         clients = _clients.get(asyncio.get_running_loop(), {})
         client = clients.pop((id(self.config), self.config.redis_url, self.config.slots), None)
         if client is not None:
-            await client.aclose(close_connection_pool=True)  # the pool is ours: close its connections too
+            if is_cluster(client):
+                await client.aclose()  # a cluster client closes its nodes' connections
+            else:
+                await client.aclose(close_connection_pool=True)  # the pool is ours: close its connections too
 
     async def _write(self, jobs: list[EncodedJob]) -> None:
         if sink.current is not None:  # kiq.testing's fake or inline mode
