@@ -35,7 +35,7 @@ from .job import AsyncJobSetter, Call, Job, JobFunction, JobSetter, job
 from .job_registry import registry
 from .keys import queue_key, queue_name
 from .middleware import Chain, ClientMiddleware, ServerMiddleware, Wrapper
-from .payload import dumps, loads, new_jid, new_public_id, parse_payload
+from .payload import dumps, epoch_seconds, loads, new_jid, new_public_id, parse_payload, wire_time
 from .readings import Reading
 from .redis import REDIS_REFUSALS, run_pipeline
 from .server.acknowledgement import hold_acknowledgement, report_failure
@@ -89,6 +89,7 @@ __all__ = [
     "configure_server",
     "default_config",
     "dumps",
+    "epoch_seconds",
     "error_class",
     "hold_acknowledgement",
     "hookimpl",
@@ -105,4 +106,5 @@ __all__ = [
     "registry",
     "report_failure",
     "run_pipeline",
+    "wire_time",
 ]

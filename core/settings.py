@@ -79,6 +79,19 @@ def as_choice(*choices: str) -> Callable[[Any], str]:
     return parse
 
 
+def as_int_choice(*choices: int) -> Callable[[Any], int]:
+    """One of a few integers, given as a number (TOML, code) or its digits (the environment)."""
+
+    def parse(raw: Any) -> int:
+        value = raw.strip() if isinstance(raw, str) else raw
+        for choice in choices:
+            if (type(value) is int and value == choice) or value == str(choice):
+                return choice
+        raise ValueError(f"expected one of {', '.join(map(str, choices))}, got {raw!r}")
+
+    return parse
+
+
 def as_str_list(raw: Any) -> list[str]:
     """A list of strings; from the environment, a comma- or space-separated string."""
     if isinstance(raw, str):
@@ -246,6 +259,13 @@ CORE_SETTINGS = [
     Setting.number("poll_interval", 5.0, 0.1, "average seconds between scheduled/retry polls"),
     Setting.number("heartbeat_interval", 10.0, 0.1, "seconds between heartbeats"),
     Setting.boolean("metrics", True, "per-job-class execution metrics in Sidekiq 7's format, written each heartbeat"),
+    Setting(
+        "sidekiq_wire",
+        7,
+        as_int_choice(7, 8),
+        "7: write payload times (created_at, enqueued_at, failed_at, retried_at, discarded_at) as float seconds, "
+        "read by Sidekiq 6.x/7.x/8.x; 8: as integer milliseconds, Sidekiq 8's form (only when every Sidekiq is 8.x)",
+    ),
     Setting.text("tag", None, "a tag shown with this process in the process list"),
     Setting.choice("log_level", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"), "log level of the worker"),
     Setting.choice("log_format", "plain", ("plain", "json"), "log line format of the worker"),

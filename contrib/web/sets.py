@@ -166,6 +166,15 @@ def _row(view: View, kind: SetPage, entry: SortedEntry, form_id: str) -> list[Ma
     return cells
 
 
+def payload_time(entry: SortedEntry, field: str, seconds: float | None) -> Node:
+    """A payload time (``seconds``, as the API read it: Sidekiq 8's integer ms or float seconds) as a date; a stored
+    value that is no time at all (another producer's string, a bool...) shown as stored, saying so."""
+    stored = entry.item.get(field)
+    if seconds is None and stored is not None:
+        return el("span", f"not a time: {stored!r:.60} (Sidekiq writes float seconds or integer ms)", class_="error")
+    return when(seconds)
+
+
 def job_page(view: View, kind: SetPage, key: str) -> Page:
     entry = find_entry(kind.make(view.config), key)
     items: list[tuple[str, Node]] = [
@@ -175,13 +184,13 @@ def job_page(view: View, kind: SetPage, key: str) -> Page:
         *([("Keyword arguments", el("code", shown(entry.kwargs)))] if entry.kwargs else []),
         ("JID", entry.jid),
         (kind.when_label, when(entry.score)),
-        ("Created", when(entry.created_at)),
-        ("Enqueued", when(entry.enqueued_at)),
+        ("Created", payload_time(entry, "created_at", entry.created_at)),
+        ("Enqueued", payload_time(entry, "enqueued_at", entry.enqueued_at)),
     ]
     if entry.error_class or entry.retry_count is not None:
         items += [
-            ("Failed", when(entry.failed_at)),
-            ("Retried", when(entry.retried_at)),
+            ("Failed", payload_time(entry, "failed_at", entry.failed_at)),
+            ("Retried", payload_time(entry, "retried_at", entry.retried_at)),
             ("Retry count", entry.retry_count),
         ]
     buttons = [view.action(f"{kind.path}/{key}", label, {"op": label}, danger=label != "Retry now")

@@ -277,7 +277,7 @@ def run_processes(args: argparse.Namespace, config: Config) -> int:
             f"{process.busy}/{process['concurrency'] or '?'}",
             _state(process),
             ago(process.beat),
-            when(float(process["started_at"]), args.utc) if process["started_at"] else "",
+            when(process.started_at, args.utc) if process.started_at is not None else "",
             f"{int(process['rss'] or 0) // 1024} MB",
         ]
         for process in listed

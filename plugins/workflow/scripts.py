@@ -25,9 +25,11 @@ import redis
 
 import kiq
 
-# ARGV: the change, the workflow id, the step id, the time (epoch seconds, as text), the retention, its arguments
+# ARGV: the change, the workflow id, the step id, the time (epoch seconds, as text), the time as a pushed job's
+# enqueued_at (kiq.wire_time: the sidekiq_wire setting's form), the retention, its arguments
 SOURCE = """
-local op, wf, step, now, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+local op, wf, step, now, enqueued_at = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local ttl = tonumber(ARGV[6])
 local base = 'kiq:wf:' .. wf
 local function key(part) return base .. ':' .. part end
 
@@ -46,7 +48,7 @@ local function join(pieces, given)
     elseif kind == 'R' then out[i] = redis.call('HGET', key('result'), string.sub(piece, 2)) or 'null'
     else out[i] = given end
   end
-  return table.concat(out) .. ',"enqueued_at":' .. now .. '}'
+  return table.concat(out) .. ',"enqueued_at":' .. enqueued_at .. '}'
 end
 
 local function push(queue, payload)
@@ -102,23 +104,23 @@ if not intact(graph) then return -1 end
 local change = 1
 if op == 'succeeded' then
   redis.call('HSET', key('state'), step, 'succeeded')
-  redis.call('HSET', key('result'), step, ARGV[6])
+  redis.call('HSET', key('result'), step, ARGV[7])
   if state == 'running' then change = finish(graph) end
 elseif op == 'failed' then
   redis.call('HSET', key('state'), step, 'failed')
-  redis.call('HSET', key('error'), step, ARGV[6])
+  redis.call('HSET', key('error'), step, ARGV[7])
 elseif op == 'died' then
   redis.call('HSET', key('state'), step, 'dead')
-  redis.call('HSET', key('error'), step, ARGV[6])
+  redis.call('HSET', key('error'), step, ARGV[7])
   if state == 'running' then
     if graph['tolerant'] then
       redis.call('HSET', key('result'), step, 'null')
       change = finish(graph)
     else
-      redis.call('HSET', base, 'state', 'failed', 'finished_at', now, 'error', ARGV[7])
+      redis.call('HSET', base, 'state', 'failed', 'finished_at', now, 'error', ARGV[8])
       change = 3
       local handler = redis.call('HGET', base, 'on_error')
-      if handler then push(redis.call('HGET', base, 'on_error_queue'), join(cjson.decode(handler), ARGV[8])) end
+      if handler then push(redis.call('HGET', base, 'on_error_queue'), join(cjson.decode(handler), ARGV[9])) end
     end
   end
 end
@@ -144,7 +146,9 @@ class Steps:
         """Apply ``op`` to ``step``: ``UNCHANGED`` (done before, the workflow is over or expired, or it has no such
         step), ``CHANGED``, or ``WORKFLOW_SUCCEEDED`` / ``WORKFLOW_FAILED`` when this change ended the workflow (once
         per workflow)."""
-        argv: list[Any] = [op, workflow_id, step, repr(time.time()), self.config.get("workflow_retention"), *args]
+        now = time.time()
+        enqueued_at = repr(kiq.wire_time(now, self.config.sidekiq_wire))
+        argv: list[Any] = [op, workflow_id, step, repr(now), enqueued_at, self.config.get("workflow_retention"), *args]
         try:
             return max(int(self.script(keys=[], args=argv)), UNCHANGED)  # -1: no such step, nothing written
         except redis.ResponseError as error:
