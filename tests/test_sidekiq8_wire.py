@@ -7,6 +7,8 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +26,7 @@ from kiq.server.launcher import Launcher
 from kiq.server.scheduled import Poller
 from tests.cli.helpers import Cli
 from tests.sidekiq8_support import fixture, seconds, write_sidekiq8_data
-from tests.support import OwnRedis, Unit, run_async
+from tests.support import OwnRedis, Unit, child_env, run_async
 from tests.tracking_support import work_off
 
 
@@ -344,3 +346,14 @@ def test_connections_name_kiq_in_client_setinfo(tmp_path: Path) -> None:
         client.close()
     finally:
         server.stop()
+
+
+# -- the executable: Sidekiq 8.1.2+ ships a `kiq` of its own ------------------------------------------------
+@pytest.mark.parametrize("command", [["kiq"], ["pykiq"], ["-m", "kiq"]])
+def test_every_spelling_of_the_cli_runs(command: list[str]) -> None:
+    """``kiq``, ``pykiq`` (for an image that also holds Sidekiq's ``kiq``) and ``python -m kiq`` are one CLI."""
+    bin_dir = Path(sys.executable).parent
+    args = [sys.executable, *command] if command[0] == "-m" else [str(bin_dir / command[0])]
+    done = subprocess.run([*args, "--help"], capture_output=True, text=True, timeout=60, env=child_env())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: kiq") and "worker" in done.stdout and "retries" in done.stdout
