@@ -264,6 +264,7 @@ def test_kiq_writes_times_in_the_form_sidekiq_wire_says(config: kiq.Config, r: r
     client = kiq.Client(config)
     client.push({"class": "Pushed", "args": [1], "queue": "other"})
     client.push_bulk({"class": "Bulk", "args": [[1], [2]], "queue": "bulk"})
+    run_async(config, lambda: kiq.AsyncClient(config).push({"class": "Awaited", "args": [], "queue": "async"}))
     Fails.perform_async()
     Fails.set(queue="later").perform_in(3600)
     Discards.perform_async()
@@ -278,7 +279,7 @@ def test_kiq_writes_times_in_the_form_sidekiq_wire_says(config: kiq.Config, r: r
     seen: dict[str, int] = {}
     for key, job in written(r):
         seen[key] = seen.get(key, 0) + check_times(job, wire, since, key)
-    assert seen == {"queue:other": 2, "queue:bulk": 4, "queue:later": 2, "dead": 4}
+    assert seen == {"queue:other": 2, "queue:bulk": 4, "queue:async": 2, "queue:later": 2, "dead": 4}
     assert [job["class"] for job in deaths.jobs] == [Discards.kiq_name, Fails.kiq_name]
     for job in deaths.jobs:
         check_times(job, wire, since, "a death hook's job")
