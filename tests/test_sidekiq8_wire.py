@@ -216,7 +216,8 @@ class Deaths:
 
 def written(r: redis.Redis) -> Iterator[tuple[str, dict[str, Any]]]:
     """Every job payload in Redis, with where it is; and every score, ``beat`` and ``started_at`` checked to be
-    float seconds on the way (what Sidekiq reads with ``Time.at``)."""
+    float seconds on the way (what Sidekiq reads with ``Time.at``). A running job's ``run_at`` is integer seconds,
+    Sidekiq's ``Time.now.to_i`` (tests/server/test_launcher.py)."""
     for key in sorted(r.scan_iter()):
         kind = r.type(key)
         if kind == "list" and key.startswith("queue:"):
@@ -226,11 +227,6 @@ def written(r: redis.Redis) -> Iterator[tuple[str, dict[str, Any]]]:
             for raw, score in r.zrange(key, 0, -1, withscores=True):
                 assert 1.7e9 < score < 1e10, f"{key} score {score}: not epoch seconds"
                 yield key, json.loads(raw)
-        elif kind == "hash" and key.endswith(":work"):
-            for raw in r.hvals(key):
-                work = json.loads(raw)
-                assert type(work["run_at"]) is int and 1.7e9 < work["run_at"] < 1e10  # Sidekiq: Time.now.to_i
-                yield key, json.loads(work["payload"])
         elif kind == "hash" and r.hexists(key, "info"):
             info = json.loads(r.hget(key, "info") or "")
             beat = r.hget(key, "beat") or ""
