@@ -79,6 +79,11 @@ def test_wire_time_and_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # -- the fixtures, read by the API -------------------------------------------------------------------------
 @pytest.fixture
+def cli(config: kiq.Config, capsys: pytest.CaptureFixture[str]) -> Cli:
+    return Cli(config, capsys)
+
+
+@pytest.fixture
 def sidekiq8(r: redis.Redis) -> float:
     """Sidekiq 8's data in Redis; returns the processes' heartbeat time."""
     beat = time.time()
@@ -147,22 +152,23 @@ def test_process_queues_and_weights_from_capsules_alone(config: kiq.Config, r: r
     assert set(process.capsules) == {"a", "b"}
 
 
-def test_bad_times_make_the_time_unknown_not_an_error(config: kiq.Config, r: redis.Redis) -> None:
+def test_bad_times_make_the_time_unknown_not_an_error(config: kiq.Config, r: redis.Redis, cli: Cli) -> None:
     bad = {"class": "HardJob", "args": [], "jid": "ab" * 12, "queue": "default", "retry": True,
            "created_at": "yesterday", "enqueued_at": True, "failed_at": math.inf, "retried_at": 10**40}  # fmt: skip
     r.zadd("retry", {json.dumps(bad, allow_nan=True): 1764064819.5})
     r.lpush("queue:default", json.dumps(bad, allow_nan=True))
     [entry] = list(RetrySet(config))
     assert (entry.created_at, entry.enqueued_at, entry.failed_at, entry.retried_at) == (None, None, None, None)
+    assert entry.unreadable_time("created_at") == (
+        "not a time: 'yesterday' (Sidekiq writes float seconds or integer milliseconds)"
+    )
+    assert entry.unreadable_time("enqueued_at").startswith("not a time: True")
+    assert entry.unreadable_time("discarded_at") is None  # missing: nothing to say
     assert Queue("default", config).latency == 0.0
+    assert "not a time: True" in cli("queues", "default")  # the listing says why it shows no date
 
 
 # -- the fixtures, read by the CLI -------------------------------------------------------------------------
-@pytest.fixture
-def cli(config: kiq.Config, capsys: pytest.CaptureFixture[str]) -> Cli:
-    return Cli(config, capsys)
-
-
 def test_the_cli_shows_sidekiq8_times_as_dates(cli: Cli, sidekiq8: float) -> None:
     [row] = [line for line in cli("queues").splitlines() if line.startswith("default")]
     latency = float(row.split()[2].rstrip("s"))

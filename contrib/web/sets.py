@@ -17,7 +17,7 @@ from kiq.api import DeadSet, JobSet, RetrySet, ScheduledSet, SortedEntry, iterat
 
 from . import iteration
 from .html import Markup, Node, el, link, number, pager, pretty, table, when
-from .view import NotFound, Page, Refused, View, action_name, arguments, shown, truncated
+from .view import NotFound, Page, Refused, View, action_name, arguments, payload_time, shown, truncated
 
 PAGE_SIZE = 25
 FILTER_WINDOW = 100_000  # entries a filter request looks at: ~0.1 s on a local Redis (docs/guide/dashboard.md)
@@ -164,15 +164,6 @@ def _row(view: View, kind: SetPage, entry: SortedEntry, form_id: str) -> list[Ma
         error = f"{entry.error_class}: {entry.error_message}" if entry.error_class else ""
         cells += [truncated(error), number(entry.retry_count) if entry.retry_count is not None else ""]
     return cells
-
-
-def payload_time(entry: SortedEntry, field: str, seconds: float | None) -> Node:
-    """A payload time (``seconds``, as the API read it: Sidekiq 8's integer ms or float seconds) as a date; a stored
-    value that is no time at all (another producer's string, a bool...) shown as stored, saying so."""
-    stored = entry.item.get(field)
-    if seconds is None and stored is not None:
-        return el("span", f"not a time: {stored!r:.60} (Sidekiq writes float seconds or integer ms)", class_="error")
-    return when(seconds)
 
 
 def job_page(view: View, kind: SetPage, key: str) -> Page:

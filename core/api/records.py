@@ -110,6 +110,14 @@ class JobRecord:
         """When a discarded job was discarded (Sidekiq 8.0.8+, kiq: set before the death hooks run)."""
         return epoch_seconds(self.item.get("discarded_at"))
 
+    def unreadable_time(self, field: str) -> str | None:
+        """For a payload time that is stored but is no time (another producer's string, a bool, a float in
+        milliseconds...): what to show instead of a date, naming the value; None when it is missing or readable."""
+        stored = self.item.get(field)
+        if stored is None or epoch_seconds(stored) is not None:
+            return None
+        return f"not a time: {stored!r:.60} (Sidekiq writes float seconds or integer milliseconds)"
+
     @property
     def error_class(self) -> str | None:
         return self.item.get("error_class")

@@ -14,7 +14,7 @@ import httpx
 import kiq
 from tests.sidekiq8_support import fixture, write_sidekiq8_data
 
-from .http_support import Document, entry_key, failed, parse
+from .http_support import Document, enqueue, entry_key, failed, parse
 
 
 def utc(epoch: float) -> str:
@@ -66,7 +66,10 @@ def test_a_payload_time_that_is_no_time_is_named_on_the_jobs_page(
 ) -> None:
     entry = failed("odd", failed_at="yesterday", enqueued_at=True)
     e2e_config.redis.zadd("retry", {json.dumps(entry): 1_700_000_000})
+    enqueue(e2e_config.redis, "default", entry)
     with httpx.Client(base_url=dashboard()) as client:
+        queue = parse(client.get("/queues/default").raise_for_status().text)
+        assert queue.column("jobs", 3) == ["not a time: True (Sidekiq writes float seconds or integer milliseconds)"]
         response = client.get(f"/retries/{entry_key(1_700_000_000, 'odd')}")
         assert response.status_code == 200
         shown = facts(parse(response.text))
