@@ -35,7 +35,7 @@ from .job import AsyncJobSetter, Call, Job, JobFunction, JobSetter, job
 from .job_registry import registry
 from .keys import Keyspace, keyspace, queue_key, queue_name
 from .middleware import Chain, ClientMiddleware, ServerMiddleware, Wrapper
-from .payload import dumps, loads, new_jid, new_public_id, parse_payload
+from .payload import dumps, epoch_seconds, loads, new_jid, new_public_id, parse_payload, wire_time
 from .readings import Reading
 from .redis import REDIS_REFUSALS, run_pipeline
 from .scripts import ENQUEUE_LUA, LuaScript, enqueue_keys, lua_script
@@ -94,6 +94,7 @@ __all__ = [
     "default_config",
     "dumps",
     "enqueue_keys",
+    "epoch_seconds",
     "error_class",
     "hold_acknowledgement",
     "hookimpl",
@@ -112,4 +113,5 @@ __all__ = [
     "registry",
     "report_failure",
     "run_pipeline",
+    "wire_time",
 ]

@@ -21,7 +21,16 @@ from .arguments import ArgumentPlan
 from .config import config_or_default
 from .errors import ConfigError, InvalidJobError, JobArgumentError, NotReplicated, PayloadTooLarge
 from .keys import QUEUES, SCHEDULE, Keyspace, keyspace
-from .payload import DEFAULT_OPTIONS, check_args, check_job, encode_checked, finite_seconds, new_jid, new_jids
+from .payload import (
+    DEFAULT_OPTIONS,
+    check_args,
+    check_job,
+    encode_checked,
+    finite_seconds,
+    new_jid,
+    new_jids,
+    wire_time,
+)
 from .redis import ENCODING_ERRORS, PerPool, is_cluster, pool_of, run_pipeline
 from .reliable_push import OUTAGE, behind_held, held, hold
 from .settings import MIN_MAX_PAYLOAD_BYTES, did_you_mean
@@ -140,7 +149,7 @@ class Client:
         no_middleware = self.config.client_middleware.idle()
         if no_middleware:  # else a middleware may change any field of any job: each is checked in full
             check_job(template)  # the fields every job shares, once; then only each job's own arguments
-        now = time.time()  # one enqueued_at for the jobs written without middleware, as Sidekiq's per batch
+        now = self._wire_now()  # one enqueued_at for the jobs written without middleware, as Sidekiq's per batch
         hook = self.config.plugins.hook
         with self.config.plugins.enter(
             hook.kiq_push_bulk(config=self.config, queue=template["queue"], count=len(all_args))
@@ -204,8 +213,13 @@ class Client:
         if "retry_for" in job:
             job["retry_for"] = int(finite_seconds(job["retry_for"], "job 'retry_for'"))
         job.setdefault("jid", new_jid())
-        job.setdefault("created_at", time.time())
+        if "created_at" not in job:
+            job["created_at"] = self._wire_now()
         return job_class, job, arity, plan
+
+    def _wire_now(self) -> float | int:
+        """The time now as a payload carries it (``sidekiq_wire``: float seconds, or Sidekiq 8's integer ms)."""
+        return wire_time(time.time(), self.config.sidekiq_wire)
 
     def _encode_through_chain(self, job_class: JobClass | str, job: dict[str, Any]) -> EncodedJob | None:
         """The job through the client middleware, then checked and encoded as the innermost layer: a refusal is
@@ -214,12 +228,12 @@ class Client:
         chain = self.config.client_middleware
         if chain.idle():
             check_job(job)
-            return _encode(job, time.time())
+            return _encode(job, self._wire_now())
         encoded: list[EncodedJob] = []
 
         def encode() -> dict[str, Any]:
             check_job(job)
-            encoded.append(_encode(job, time.time()))
+            encoded.append(_encode(job, self._wire_now()))
             return job
 
         redis = self.redis if sink.current is None or self.config.redis_url else None  # fake mode: no server
@@ -479,12 +493,12 @@ def _bulk_times(at: Any, count: int) -> list[float]:
     return [finite_seconds(at, "push_bulk 'at'")] * count
 
 
-def _encode(job: dict[str, Any], now: float) -> EncodedJob:
+def _encode(job: dict[str, Any], now: float | int) -> EncodedJob:
     """Stamp and encode a checked job as it goes to Redis: ``enqueued_at`` for the queue, or the schedule's score
     without ``at`` and ``enqueued_at`` (the poller stamps it when the job is due), as Sidekiq writes them."""
     if "at" in job:
         at = finite_seconds(job["at"], "job 'at'")  # again: a middleware may have changed it
         wire = {key: value for key, value in job.items() if key != "at" and key != "enqueued_at"}
         return job["queue"], str(job["jid"]), at, encode_checked(wire)
-    job["enqueued_at"] = now  # a finite float: the check before needs no second look
+    job["enqueued_at"] = now  # a finite number: the check before needs no second look
     return job["queue"], str(job["jid"]), None, encode_checked(job)

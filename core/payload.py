@@ -18,7 +18,7 @@ import math
 import secrets
 import uuid
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 from .errors import InvalidJobError, InvalidPayload, JobArgumentError
 
@@ -130,20 +130,34 @@ def finite_seconds(value: object, what: str) -> float:
 # Sidekiq's defaults for a job's options (a payload that lacks them gets these)
 DEFAULT_OPTIONS: dict[str, Any] = {"retry": True, "queue": "default"}
 
-# an epoch in milliseconds is larger than any epoch in seconds this side of the year 5000
-_MILLIS_THRESHOLD = 100_000_000_000
+# The payload times Sidekiq 8 writes as integer milliseconds (6.x/7.x, and kiq by default: float seconds).
+WIRE_TIME_FIELDS = ("created_at", "enqueued_at", "failed_at", "retried_at", "discarded_at")
+# the latest time shown as a date (datetime's limit, year 9999): past it a value is not a time but a unit mix-up
+_LAST_EPOCH = 253_402_300_799.0
 
 
-def epoch(value: Any) -> float | None:
-    """A payload timestamp as float epoch seconds (None when missing or not a number). Sidekiq 8 writes
-    ``created_at``/``enqueued_at`` as integer milliseconds; those are converted."""
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return number / 1000.0 if number > _MILLIS_THRESHOLD else number
+def epoch_seconds(value: Any, integers: Literal["ms", "seconds"] = "ms") -> float | None:
+    """A time read from Redis as float epoch seconds, or None when missing or not a time.
+
+    For the payload times (``WIRE_TIME_FIELDS``) Sidekiq 8's rule (``api.rb`` ``time_from_timestamp``): a JSON
+    float is seconds (Sidekiq 6.x/7.x, kiq), an integer is milliseconds (8.x). ``integers="seconds"`` is for
+    the times Sidekiq keeps in seconds whatever their type (a work entry's ``run_at``, ``Time.now.to_i``).
+    A bool, a string, NaN or infinity, or a time before 1970 or after 9999 is None: one bad field written by
+    another producer makes that time unknown, never a page or a listing that fails."""
+    kind = type(value)
+    if kind is int:  # compared as an int first: one too large for a float would overflow the division
+        scale = 1000 if integers == "ms" else 1
+        return value / scale if 0 <= value <= _LAST_EPOCH * scale else None
+    if kind is float:
+        return value if 0.0 <= value <= _LAST_EPOCH else None  # NaN fails both comparisons
+    return None  # None, bool (an int subclass: the exact type check leaves it out), a string, a list...
+
+
+def wire_time(seconds: float, sidekiq_wire: int) -> float | int:
+    """A payload time (``WIRE_TIME_FIELDS``) as kiq writes it: float epoch seconds, which Sidekiq 6.x, 7.x and
+    8.x all read; with ``sidekiq_wire = 8``, integer milliseconds, Sidekiq 8's own form (for fleets of 8.x only:
+    Sidekiq 7 would read them as seconds, tens of thousands of years ahead)."""
+    return int(seconds * 1000) if sidekiq_wire == 8 else seconds
 
 
 # -- reading a payload from Redis ---------------------------------------------------------------------------

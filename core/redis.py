@@ -35,6 +35,7 @@ if HIREDIS_AVAILABLE:
 
 from .errors import ConfigError
 from .keys import Keyspace, Slots, keyspace
+from .version import __version__
 
 log = logging.getLogger("kiq")
 T = TypeVar("T")
@@ -170,6 +171,7 @@ def _client_options(url: str | None, embedded_dir: str, pool_size: int, embedded
         "max_connections": pool_size,
         "socket_connect_timeout": 5,
         "health_check_interval": 30,
+        **_library_name(),
     }
     if url is None and not embedded:
         raise ConfigError(NO_REDIS_URL)
@@ -181,6 +183,18 @@ def _client_options(url: str | None, embedded_dir: str, pool_size: int, embedded
     if not url.startswith("unix:"):
         options["socket_keepalive"] = True  # notice a dead server behind a silent network
     return url, options
+
+
+def _library_name() -> dict[str, Any]:
+    """What kiq's connections tell ``CLIENT SETINFO``, so ``CLIENT LIST`` shows which library holds them: kiq as a
+    library on redis-py, named the way Sidekiq 8.1.5+ names itself (``lib-name=redis-client(sidekiq_v8.1.7)``):
+    ``lib-name=redis-py(kiq_v0.1.0) lib-ver=<redis-py's version>``. A server before Redis 7.2 has no SETINFO:
+    redis-py ignores its error, and the connection works as before."""
+    try:
+        from redis.driver_info import DriverInfo
+    except ImportError:  # redis-py before driver_info: the keywords it later deprecated, with the same values
+        return {"lib_name": f"redis-py(kiq_v{__version__})", "lib_version": redis.__version__}
+    return {"driver_info": DriverInfo().add_upstream_driver("kiq", __version__)}
 
 
 def _from_url(pool_class: Any, url: str, options: dict[str, Any]) -> Any:

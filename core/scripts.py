@@ -55,14 +55,15 @@ def registered_scripts() -> list[LuaScript]:
 
 # A Lua function for a script that pushes a job while it holds keys of kiq's shared slot (a batch's callback, a
 # workflow's next step); the script's KEYS[k...] are ``enqueue_keys(keyspace)``. ``job`` is the payload's JSON text
-# without its closing brace. Pushed as the client pushes (SADD queues, LPUSH queue:<name>, with ``enqueued_at``);
-# but in the ``queue`` layout a queue's list is in a slot of its own, out of the script's reach: the job goes into
-# the schedule set, due ``now``, and a worker's poller pushes it within a poll interval (atomic: at least once).
+# without its closing brace; ``now`` the time in epoch seconds, ``enqueued_at`` its wire form (``kiq.wire_time``).
+# Pushed as the client pushes (SADD queues, LPUSH queue:<name>, with ``enqueued_at``); but in the ``queue`` layout a
+# queue's list is in a slot of its own, out of the script's reach: the job goes into the schedule set, due ``now``,
+# and a worker's poller pushes it within a poll interval (atomic: at least once).
 ENQUEUE_LUA = """
-local function enqueue(k, queue, job, now)
+local function enqueue(k, queue, job, now, enqueued_at)
   if KEYS[k + 1] then
     redis.call('SADD', KEYS[k], queue)
-    redis.call('LPUSH', KEYS[k + 1] .. queue, job .. ',"enqueued_at":' .. now .. '}')
+    redis.call('LPUSH', KEYS[k + 1] .. queue, job .. ',"enqueued_at":' .. enqueued_at .. '}')
   else
     redis.call('ZADD', KEYS[k], now, job .. '}')
   end

@@ -80,12 +80,14 @@ def as_choice(*choices: str) -> Callable[[Any], str]:
 
 
 def as_int_choice(*choices: int) -> Callable[[Any], int]:
+    """One of a few integers, given as a number (TOML, code) or its digits (the environment)."""
+
     def parse(raw: Any) -> int:
-        text = raw.strip() if isinstance(raw, str) else raw
-        value = int(text) if isinstance(text, str) and text.isdigit() else text
-        if isinstance(value, bool) or value not in choices:
-            raise ValueError(f"expected one of {', '.join(map(str, choices))}, got {raw!r}")
-        return int(value)
+        value = raw.strip() if isinstance(raw, str) else raw
+        for choice in choices:
+            if (type(value) is int and value == choice) or value == str(choice):
+                return choice
+        raise ValueError(f"expected one of {', '.join(map(str, choices))}, got {raw!r}")
 
     return parse
 
@@ -269,8 +271,9 @@ CORE_SETTINGS = [
         "sidekiq_wire",
         7,
         as_int_choice(7, 8),
-        "the Sidekiq major whose wire forms kiq writes: 7 (read by Sidekiq 6.x, 7.x and 8.x; job metrics in both "
-        "7's and 8's keys) or 8 (a fleet of Sidekiq 8 only: job metrics in 8's keys only)",
+        "the Sidekiq major whose wire forms kiq writes: 7 (payload times as float seconds, read by Sidekiq 6.x, "
+        "7.x and 8.x; job metrics in both 7's and 8's keys) or 8 (a fleet of Sidekiq 8 only: times as integer "
+        "milliseconds, job metrics in 8's keys only)",
     ),
     Setting.text("tag", None, "a tag shown with this process in the process list"),
     Setting.choice("log_level", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"), "log level of the worker"),

@@ -22,7 +22,7 @@ def busy(view: View) -> Page:
         rows.append([
             el("span", identity, class_="identity"),
             process.tag, labels,
-            when(process["started_at"]),
+            when(process.started_at),
             f"{number(process.busy)} / {number(int(process['concurrency'] or 0))}",
             megabytes(int(process["rss"] or 0)),
             el("span", duration(process.seconds_since_beat), title=state),

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from kiq.api import JobRecord, Queue
 
-from .html import Markup, duration, el, link, number, pager, table, when
-from .view import NotFound, Page, Refused, View, arguments, truncated
+from .html import Markup, duration, el, link, number, pager, table
+from .view import NotFound, Page, Refused, View, arguments, payload_time, truncated
 
 PAGE_SIZE = 25
 # how far around its shown position a job is looked for when deleting it (other jobs moved the list meanwhile)
@@ -54,7 +54,7 @@ def queue_page(view: View, name: str) -> Page:
             record.display_class,
             arguments(record.display_args, record.kwargs) if record.parsed else el("code", truncated(record.value)),
             record.jid,
-            when(record.enqueued_at),
+            payload_time(record, "enqueued_at", record.enqueued_at),
             view.action(f"queues/{name}", "Delete",
                         {"op": "delete", "jid": record.jid or "", "index": str(start + offset)}, danger=True),
         ])  # fmt: skip

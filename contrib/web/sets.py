@@ -17,7 +17,7 @@ from kiq.api import DeadSet, JobSet, RetrySet, ScheduledSet, SortedEntry, iterat
 
 from . import iteration
 from .html import Markup, Node, el, link, number, pager, pretty, table, when
-from .view import NotFound, Page, Refused, View, action_name, arguments, shown, truncated
+from .view import NotFound, Page, Refused, View, action_name, arguments, payload_time, shown, truncated
 
 PAGE_SIZE = 25
 FILTER_WINDOW = 100_000  # entries a filter request looks at: ~0.1 s on a local Redis (docs/guide/dashboard.md)
@@ -175,13 +175,13 @@ def job_page(view: View, kind: SetPage, key: str) -> Page:
         *([("Keyword arguments", el("code", shown(entry.kwargs)))] if entry.kwargs else []),
         ("JID", entry.jid),
         (kind.when_label, when(entry.score)),
-        ("Created", when(entry.created_at)),
-        ("Enqueued", when(entry.enqueued_at)),
+        ("Created", payload_time(entry, "created_at", entry.created_at)),
+        ("Enqueued", payload_time(entry, "enqueued_at", entry.enqueued_at)),
     ]
     if entry.error_class or entry.retry_count is not None:
         items += [
-            ("Failed", when(entry.failed_at)),
-            ("Retried", when(entry.retried_at)),
+            ("Failed", payload_time(entry, "failed_at", entry.failed_at)),
+            ("Retried", payload_time(entry, "retried_at", entry.retried_at)),
             ("Retry count", entry.retry_count),
         ]
     buttons = [view.action(f"{kind.path}/{key}", label, {"op": label}, danger=label != "Retry now")

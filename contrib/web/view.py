@@ -11,10 +11,11 @@ from urllib.parse import parse_qs, quote
 
 from kiq import __version__
 
-from .html import Markup, Node, el, href, link
+from .html import Markup, Node, el, href, link, when
 
 if TYPE_CHECKING:
     import kiq
+    from kiq.api import JobRecord
 
     from ..http import Request
 
@@ -172,6 +173,13 @@ def shown(value: object) -> str:
 
 def truncated(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def payload_time(record: JobRecord, field: str, seconds: float | None) -> Node:
+    """A payload time (``seconds``, as the API read it: Sidekiq 8's integer ms or float seconds) as a date; a stored
+    value that is no time at all (another producer's string, a bool...) shown as stored, saying so."""
+    problem = record.unreadable_time(field)
+    return el("span", problem, class_="error") if problem else when(seconds)
 
 
 def arguments(args: list[Any], kwargs: dict[str, Any]) -> Markup:

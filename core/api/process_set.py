@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from ..config import config_or_default
 from ..errors import KiqError
 from ..keys import PROCESSES, SIGNALS_TTL, signals_key, work_key
-from ..payload import epoch, parse_job
+from ..payload import epoch_seconds, parse_job
 from ..server.scheduled import cleanup_processes
 from .records import display_arguments, payload_args, payload_kwargs
 
@@ -58,6 +58,11 @@ class Process:
         return float(self.attributes.get("beat") or 0.0)
 
     @property
+    def started_at(self) -> float | None:
+        """When the process started (epoch seconds; every Sidekiq writes ``Time.now.to_f``), None if unreadable."""
+        return epoch_seconds(self.attributes.get("started_at"), integers="seconds")
+
+    @property
     def stopping(self) -> bool:
         """True once the process stopped fetching (quieted, or shutting down)."""
         return self.attributes.get("quiet") == "true"
@@ -88,8 +93,33 @@ class Process:
         return self.attributes.get("tag")
 
     @property
+    def capsules(self) -> dict[str, dict[str, Any]]:
+        """Capsule name -> ``{"concurrency", "mode", "weights": {queue: weight}}``, as Sidekiq 8.0.9+ and kiq
+        write them; {} for a Sidekiq 6.x/7.x process, whose ``info`` has none."""
+        capsules = self.attributes.get("capsules")
+        if not isinstance(capsules, dict):
+            return {}
+        return {name: capsule for name, capsule in capsules.items() if isinstance(capsule, dict)}
+
+    @property
     def queues(self) -> list[str]:
-        return list(self.attributes.get("queues") or [])
+        """The queues it fetches from: ``queues`` (6.x-8.x, kiq), else the capsules' (Sidekiq 9 drops ``queues``)."""
+        queues = self.attributes.get("queues")
+        if isinstance(queues, list):
+            return [str(name) for name in queues]
+        return list(dict.fromkeys(str(name) for capsule in self.capsules.values() for name in _weights(capsule)))
+
+    @property
+    def weights(self) -> dict[str, int]:
+        """Queue -> weight over its capsules, as Sidekiq 8's ``Process#weights`` (two capsules sharing a queue: the
+        last one's weight); from the older ``weights`` list when the record has no capsules."""
+        merged: dict[str, int] = {}
+        capsules = self.capsules
+        sources = [_weights(capsule) for capsule in capsules.values()] if capsules else self.attributes.get("weights")
+        for weights in sources if isinstance(sources, list) else []:
+            if isinstance(weights, dict):
+                merged.update({str(queue): weight for queue, weight in weights.items() if type(weight) is int})
+        return merged
 
     def signal(self, name: str) -> None:
         """Queue a signal (TSTP, TERM, TTIN) for the process; its heartbeat runs it within a few seconds."""
@@ -113,6 +143,11 @@ class Process:
 
     def as_dict(self) -> dict[str, Any]:
         return {**self.attributes, "quiet": self.stopping, "state": self.state}
+
+
+def _weights(capsule: dict[str, Any]) -> dict[str, Any]:
+    weights = capsule.get("weights")
+    return weights if isinstance(weights, dict) else {}
 
 
 class ProcessSet:
@@ -139,12 +174,16 @@ class ProcessSet:
         identities = sorted(redis.sscan_iter(PROCESSES))
         pipe = redis.pipeline(transaction=False)
         for identity in identities:
-            pipe.hmget(identity, "info", "busy", "beat", "quiet", "rss", "rtt_us")
-        for identity, (info, busy, beat, quiet, rss, rtt_us) in zip(identities, pipe.execute(), strict=True):
+            pipe.hmget(identity, "info", "concurrency", "busy", "beat", "quiet", "rss", "rtt_us")
+        for identity, (info, concurrency, busy, beat, quiet, rss, rtt_us) in zip(
+            identities, pipe.execute(), strict=True
+        ):
             attributes = parse_job(info) if info is not None else None
             if attributes is None:  # stopped between the two reads, or not a registry entry
                 continue
             attributes.setdefault("identity", identity)
+            if concurrency is not None and concurrency.isdigit():  # Sidekiq 8.1.2+ keeps it out of ``info``
+                attributes["concurrency"] = int(concurrency)
             attributes.update(
                 busy=int(busy or 0), beat=float(beat or 0), quiet=quiet, rss=int(rss or 0), rtt_us=int(rtt_us or 0)
             )
@@ -196,7 +235,7 @@ class Work(NamedTuple):
 
     @property
     def run_at(self) -> float | None:
-        return epoch(self.work.get("run_at"))
+        return epoch_seconds(self.work.get("run_at"), integers="seconds")  # Sidekiq: Time.now.to_i
 
     @property
     def payload(self) -> dict[str, Any]:

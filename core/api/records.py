@@ -1,7 +1,7 @@
 """``JobRecord``: one job as it sits in Redis (a queue entry or a sorted-set member), read-only accessors.
 
-Times are returned as float epoch seconds (Sidekiq 7's format). Sidekiq 8 writes ``enqueued_at`` and
-``created_at`` as integer milliseconds; those are converted, so a shared Redis reads the same either way.
+Times are returned as float epoch seconds, read by Sidekiq 8's rule (``kiq.epoch_seconds``): a JSON float is
+seconds (Sidekiq 6.x/7.x, kiq), an integer milliseconds (8.x); a value that is not a time reads as None.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import config_or_default
 from ..job_registry import registry
 from ..keys import queue_key
-from ..payload import epoch, parse_job, printable
+from ..payload import epoch_seconds, parse_job, printable
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -91,19 +91,32 @@ class JobRecord:
 
     @property
     def enqueued_at(self) -> float | None:
-        return epoch(self.item.get("enqueued_at"))
+        return epoch_seconds(self.item.get("enqueued_at"))
 
     @property
     def created_at(self) -> float | None:
-        return epoch(self.item.get("created_at")) or self.enqueued_at
+        return epoch_seconds(self.item.get("created_at")) or self.enqueued_at
 
     @property
     def failed_at(self) -> float | None:
-        return epoch(self.item.get("failed_at"))
+        return epoch_seconds(self.item.get("failed_at"))
 
     @property
     def retried_at(self) -> float | None:
-        return epoch(self.item.get("retried_at"))
+        return epoch_seconds(self.item.get("retried_at"))
+
+    @property
+    def discarded_at(self) -> float | None:
+        """When a discarded job was discarded (Sidekiq 8.0.8+, kiq: set before the death hooks run)."""
+        return epoch_seconds(self.item.get("discarded_at"))
+
+    def unreadable_time(self, field: str) -> str | None:
+        """For a payload time that is stored but is no time (another producer's string, a bool, a float in
+        milliseconds...): what to show instead of a date, naming the value; None when it is missing or readable."""
+        stored = self.item.get(field)
+        if stored is None or epoch_seconds(stored) is not None:
+            return None
+        return f"not a time: {stored!r:.60} (Sidekiq writes float seconds or integer milliseconds)"
 
     @property
     def error_class(self) -> str | None:
@@ -179,7 +192,7 @@ def display_arguments(args: list[Any], kwargs: dict[str, Any]) -> str:
 
 def job_latency(item: dict[str, Any]) -> float:
     """Seconds since a job was enqueued (or created, when it has no ``enqueued_at``); 0.0 when unknown."""
-    start = epoch(item.get("enqueued_at")) or epoch(item.get("created_at"))
+    start = epoch_seconds(item.get("enqueued_at")) or epoch_seconds(item.get("created_at"))
     return max(0.0, time.time() - start) if start else 0.0
 
 

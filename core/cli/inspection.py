@@ -183,7 +183,9 @@ def _list_queue(args: argparse.Namespace, queue: Queue) -> int:
     records = _first(queue, args.limit)
     if args.json:
         return print_json([record.as_dict() for record in records])
-    _print_jobs(records, "ENQUEUED", lambda record: record.enqueued_at, args.utc, show_queue=False)
+    _print_jobs(
+        records, "ENQUEUED", lambda record: record.unreadable_time("enqueued_at") or record.enqueued_at, args.utc, False
+    )
     _print_remainder(len(records), queue.size, f"queue {queue.name!r}")
     return 0
 
@@ -227,17 +229,18 @@ def _first(jobs: Iterable[Job], limit: int) -> list[Job]:
 
 
 def _print_jobs(
-    jobs: Sequence[Job], when_header: str, moment: Callable[[Job], float | None], utc: bool, show_queue: bool
+    jobs: Sequence[Job], when_header: str, moment: Callable[[Job], float | str | None], utc: bool, show_queue: bool
 ) -> None:
-    """One row per job: jid, class, (queue,) ``moment`` as ``when_header``, retries, args, (kwargs,) and error. The
-    KWARGS column is there when a listed job has keyword arguments (a listing without any reads as it always did)."""
+    """One row per job: jid, class, (queue,) ``moment`` as ``when_header`` (a text: why there is no date), retries,
+    args, (kwargs,) and error. The KWARGS column is there when a listed job has keyword arguments (a listing without
+    any reads as it always did)."""
     show_kwargs = any(job.kwargs for job in jobs)
     rows = [
         [
             job.jid or "-",
             job.display_class,
             *([job.queue] if show_queue else []),
-            when(at, utc) if (at := moment(job)) is not None else "",
+            when(at, utc) if isinstance(at := moment(job), float) else short(at or "", 60),
             "" if job.retry_count is None else job.retry_count,
             short(json.dumps(job.display_args, default=str), 40) if job.parsed else short(printable(job.value), 40),
             *([short(json.dumps(job.kwargs), 40) if job.kwargs else ""] if show_kwargs else []),
@@ -277,7 +280,7 @@ def run_processes(args: argparse.Namespace, config: Config) -> int:
             f"{process.busy}/{process['concurrency'] or '?'}",
             _state(process),
             ago(process.beat),
-            when(float(process["started_at"]), args.utc) if process["started_at"] else "",
+            when(process.started_at, args.utc) if process.started_at is not None else "",
             f"{int(process['rss'] or 0) // 1024} MB",
         ]
         for process in listed

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..keys import QUEUES, keyspace
-from ..payload import dumps, loads
+from ..payload import dumps, loads, wire_time
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -37,10 +37,10 @@ def prepare(instance: Any, stopping: threading.Event | None, limit: float) -> fl
     return 0.0
 
 
-def repush_command(unit: UnitOfWork) -> tuple[str, str]:
+def repush_command(config: Config, unit: UnitOfWork) -> tuple[str, str]:
     """The queue and the payload the interrupted job goes back with: as fetched, with a new ``enqueued_at``."""
     job: dict[str, Any] = loads(unit.job)
-    job["enqueued_at"] = time.time()
+    job["enqueued_at"] = wire_time(time.time(), config.sidekiq_wire)
     queue = job.get("queue")
     return (queue if isinstance(queue, str) and queue else unit.queue_name), dumps(job)
 
@@ -61,6 +61,6 @@ def repush_write(
     """The re-push of ``unit``'s job (after ``save``, the job's progress Redis refused at the interruption) as a
     write to make (again, while Redis refuses it) and as the Redis command logged to replay it if the worker stops
     first."""
-    queue, payload = repush_command(unit)
+    queue, payload = repush_command(config, unit)
     command = ["LPUSH", keyspace(config.redis).queue(queue), payload]
     return functools.partial(repush, config, queue, payload, save), command

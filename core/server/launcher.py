@@ -279,6 +279,7 @@ class Launcher:
             pipe.exists(key)
             fields: dict[Any, Any] = {
                 "info": self.info_json(),
+                "concurrency": sum(capsule.concurrency for capsule in self.capsules),  # Sidekiq 8.1.2+ reads it here
                 "busy": len(work),
                 "beat": time.time(),
                 "rtt_us": rtt_us,
@@ -392,7 +393,7 @@ class Launcher:
                 log.warning("could not write the last job metrics to Redis: %s", exc)
 
     def info(self) -> dict[str, Any]:
-        """The ``info`` field of the process hash (Sidekiq 7's ``to_data``, plus ``heartbeat_interval``, so readers
+        """The ``info`` field of the process hash (Sidekiq 8.0.9's ``to_data``, plus ``heartbeat_interval``, so readers
         can tell a killed process, whose hash lives on for 60 s, from a live one: kiq.api.Process.state)."""
         return {
             "hostname": self.identity.rsplit(":", 2)[0],
@@ -400,6 +401,11 @@ class Launcher:
             "pid": os.getpid(),
             "tag": self.config.tag or "",
             "concurrency": sum(capsule.concurrency for capsule in self.capsules),
+            # Sidekiq 8.0.9+ (launcher.rb to_data, capsule.rb to_h); queues and weights stay for 6.x/7.x readers
+            "capsules": {
+                capsule.name: {"concurrency": capsule.concurrency, "mode": capsule.mode, "weights": capsule.weights}
+                for capsule in self.capsules
+            },
             "queues": list(dict.fromkeys(name for capsule in self.capsules for name, _ in capsule.queues)),
             "weights": [capsule.weights for capsule in self.capsules],
             "labels": [],

@@ -42,7 +42,7 @@ from .. import sink
 from ..errors import JobTimeout, Shutdown, error_class
 from ..keys import RETRY, keyspace
 from ..logging import note_failure_outcome
-from ..payload import dumps, epoch, loads
+from ..payload import dumps, epoch_seconds, loads, wire_time
 from . import dead
 from .outcomes import refused
 
@@ -173,12 +173,13 @@ class JobRetry:
         job["error_message"] = _error_message(exc)
         job["error_class"] = error_class(exc)
         now = time.time()
+        stamp = wire_time(now, self.config.sidekiq_wire)
         previous = fields.count("retry_count")
         if previous is not None:
-            job["retried_at"] = now
+            job["retried_at"] = stamp
             count = job["retry_count"] = previous + 1
         else:
-            job["failed_at"] = now
+            job["failed_at"] = stamp
             count = job["retry_count"] = 0
         backtrace = fields.backtrace()
         if backtrace is not None:
@@ -195,7 +196,7 @@ class JobRetry:
         strategy, delay = self._delay_for(instance, count, exc, job)
         if strategy == "discard":
             note_failure_outcome("discarded (retry_in)")
-            return None  # dropped on purpose: no retry, no dead set, no death hooks
+            return self._discard(job, exc)
         if strategy == "kill":
             return self._retries_exhausted(instance, job, exc)
         jitter = random.randrange(10) * (count + 1)
@@ -230,6 +231,13 @@ class JobRetry:
             return "default", int(min(answer, MAX_DELAY))
         return "default", count**4 + 15
 
+    def _discard(self, job: dict[str, Any], exc: BaseException) -> None:
+        """Sidekiq 8.0.7+'s discard: no retry and no dead set, but ``discarded_at`` is set and the death hooks run,
+        so they can tell a discarded job (``discarded_at``) from a dead one and a batch or workflow is not left
+        waiting for it."""
+        job["discarded_at"] = wire_time(time.time(), self.config.sidekiq_wire)
+        dead.notify_death(self.config, job, exc)
+
     def _retries_exhausted(self, instance: Any, job: dict[str, Any], exc: BaseException) -> None:
         """The job's ``retries_exhausted``, then the dead set (unless ``dead: false``) and the death hooks."""
         answer: Any = None
@@ -242,11 +250,11 @@ class JobRetry:
                 self.config.handle_exception(error, context)
         if answer == "discard":
             note_failure_outcome("discarded (retries_exhausted)")
-            return
-        note_failure_outcome("dead" if job.get("dead") is not False else "not kept (dead: false)")
+            return self._discard(job, exc)
         if job.get("dead") is False:
-            dead.notify_death(self.config, job, exc)
-            return
+            note_failure_outcome("not kept (dead: false)")
+            return self._discard(job, exc)
+        note_failure_outcome("dead")
         logger.info("Adding dead %s job %s", job.get("class"), job.get("jid"))
         member = dumps(job)
 
@@ -317,8 +325,8 @@ class _UntrustedFields:
         value = self.job.get(name)
         if value is None:
             return None
-        seconds = epoch(value) if type(value) in (int, float) else None
-        if seconds is not None and math.isfinite(seconds):
+        seconds = epoch_seconds(value)
+        if seconds is not None:
             return seconds
         self._ignore(name, "not an epoch time; taken as now")
         return None

@@ -32,12 +32,13 @@ import kiq
 from .keys import PREFIX, index_key
 
 # KEYS: the prefix of a batch's keys, the index, and ``kiq.enqueue_keys``. ARGV: the change, the time (epoch
-# seconds, as text), the TTLs while pending and after success, its own arguments.
+# seconds, as text), the time as a pushed job's enqueued_at (kiq.wire_time: the sidekiq_wire setting's form), the
+# TTLs while pending and after success, the bid, its own arguments.
 SOURCE = (
     kiq.ENQUEUE_LUA
     + """
-local op, now = ARGV[1], ARGV[2]
-local pending_ttl, done_ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
+local op, now, enqueued_at = ARGV[1], ARGV[2], ARGV[3]
+local pending_ttl, done_ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
 local PARTS = {'', ':jids', ':pending', ':failed', ':died', ':open', ':kids'}
 local INDEX = KEYS[2]
 
@@ -66,7 +67,7 @@ local function push_callback(bid, event)
     end
     keep(parent, pending_ttl)
   end
-  enqueue(3, queue, string.sub(payload, 1, -2), now)
+  enqueue(3, queue, string.sub(payload, 1, -2), now, enqueued_at)
 end
 
 -- once per batch and event: the marker is set after the push, so a push that fails leaves it unset
@@ -113,13 +114,13 @@ end
 
 -- Jobs' outcomes. A jid joins ``jids`` last: if Redis fails a command halfway (a script is not rolled back), the
 -- outcome sent again finds the job new and does the rest; each command is idempotent, so the whole is. Successes
--- come many jids at a time (ARGV[6...]): one evaluation for all of them ends in the state and events one per jid would.
+-- come many jids at a time (ARGV[7...]): one evaluation for all of them ends in the state and events one per jid would.
 local function succeeded(bid)
   if final(bid) then return end
-  redis.call('SREM', key(bid, ':pending'), unpack(ARGV, 6))
-  redis.call('SREM', key(bid, ':failed'), unpack(ARGV, 6))
-  redis.call('SREM', key(bid, ':died'), unpack(ARGV, 6))
-  redis.call('SADD', key(bid, ':jids'), unpack(ARGV, 6))  -- there already, unless it ran before its block registered it
+  redis.call('SREM', key(bid, ':pending'), unpack(ARGV, 7))
+  redis.call('SREM', key(bid, ':failed'), unpack(ARGV, 7))
+  redis.call('SREM', key(bid, ':died'), unpack(ARGV, 7))
+  redis.call('SADD', key(bid, ':jids'), unpack(ARGV, 7))  -- there already, unless it ran before its block registered it
   evaluate(bid)
 end
 
@@ -139,9 +140,9 @@ local function failed(bid, jid, died)
   evaluate(bid)
 end
 
-local bid = ARGV[5]
+local bid = ARGV[6]
 if op == 'create' then
-  local parent, token, created_at = ARGV[6], ARGV[7], ARGV[8]
+  local parent, token, created_at = ARGV[7], ARGV[8], ARGV[9]
   if redis.call('EXISTS', key(bid)) == 1 then return 'exists' end
   if parent ~= '' then
     if final(parent) then return 'parent' end
@@ -149,7 +150,7 @@ if op == 'create' then
     keep(parent, pending_ttl)
     redis.call('HSET', key(bid), 'parent', parent)
   end
-  redis.call('HSET', key(bid), 'created_at', created_at, unpack(ARGV, 9))
+  redis.call('HSET', key(bid), 'created_at', created_at, unpack(ARGV, 10))
   redis.call('SADD', key(bid, ':open'), token)
   redis.call('ZADD', INDEX, created_at, bid)
   for _, old in ipairs(redis.call('ZRANGE', INDEX, 0, 9)) do  -- the index forgets expired batches
@@ -159,12 +160,12 @@ if op == 'create' then
 elseif op == 'open' or op == 'add' then
   if redis.call('EXISTS', key(bid)) == 0 then return 'gone' end
   if final(bid) then return 'succeeded' end
-  local token = ARGV[6]
+  local token = ARGV[7]
   if op == 'open' then
     if token ~= '' then redis.call('SADD', key(bid, ':open'), token) keep(bid, pending_ttl) end
     return 'ok'
   end
-  for i = 7, #ARGV do  -- a job seen already (it ran first) keeps its outcome
+  for i = 8, #ARGV do  -- a job seen already (it ran first) keeps its outcome
     if redis.call('SISMEMBER', key(bid, ':jids'), ARGV[i]) == 0 then
       redis.call('SADD', key(bid, ':pending'), ARGV[i])
       redis.call('SADD', key(bid, ':jids'), ARGV[i])
@@ -175,7 +176,7 @@ elseif op == 'open' or op == 'add' then
 elseif op == 'succeeded' then
   succeeded(bid)
 elseif op == 'failed' or op == 'died' then
-  failed(bid, ARGV[6], op == 'died')
+  failed(bid, ARGV[7], op == 'died')
 else
   return redis.error_reply('unknown batch change ' .. tostring(op))
 end
@@ -203,7 +204,8 @@ class Changes:
     def argv(self, op: str, bid: str, *rest: str) -> list[Any]:
         expiry: int = self.config.get("batch_expiry")
         retention: int = self.config.get("batch_retention")
-        return [op, repr(time.time()), expiry, retention, bid, *rest]
+        now = time.time()
+        return [op, repr(now), repr(kiq.wire_time(now, self.config.sidekiq_wire)), expiry, retention, bid, *rest]
 
     def run(self, argv: list[Any]) -> str:
         """Run one change now; its answer ("ok", or why the batch cannot take it)."""

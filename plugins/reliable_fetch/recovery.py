@@ -133,5 +133,5 @@ def _interrupt(config: Config, payload: dict[str, Any]) -> InterruptedJobError |
     )
     payload["error_class"] = kiq.error_class(error)
     payload["error_message"] = str(error)
-    payload.setdefault("failed_at", time.time())
+    payload.setdefault("failed_at", kiq.wire_time(time.time(), config.sidekiq_wire))
     return error

@@ -157,6 +157,7 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
             "expired: start the workflow again with kiq.plugins.workflow"
         )
         log.error("%s", message)
-        dead = {**job, "error_class": "WorkflowError", "error_message": message, "failed_at": time.time()}
+        failed_at = kiq.wire_time(time.time(), self.config.sidekiq_wire)
+        dead = {**job, "error_class": "WorkflowError", "error_message": message, "failed_at": failed_at}
         DeadSet(self.config).kill(kiq.dumps(dead), exc=WorkflowError(message))
         kiq.report_failure(f"WorkflowError: {message}")

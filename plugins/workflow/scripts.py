@@ -30,11 +30,13 @@ import kiq
 from .keys import workflow_key
 
 # KEYS: the workflow's key and ``kiq.enqueue_keys``. ARGV: the change, the step id, the time (epoch seconds, as
-# text), the retention, its own arguments.
+# text), the time as a pushed job's enqueued_at (kiq.wire_time: the sidekiq_wire setting's form), the retention,
+# its own arguments.
 SOURCE = (
     kiq.ENQUEUE_LUA
     + """
-local op, step, now, ttl = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local op, step, now, enqueued_at = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local ttl = tonumber(ARGV[5])
 local base = KEYS[1]
 local function key(part) return base .. ':' .. part end
 
@@ -56,7 +58,7 @@ local function join(pieces, given)
   return table.concat(out)
 end
 
-local function push(queue, job) enqueue(2, queue, job, now) end
+local function push(queue, job) enqueue(2, queue, job, now, enqueued_at) end
 
 -- every successor's count, and the pieces of each it would push, still there: Redis expires a workflow's keys one
 -- by one, and a step that ends in between must write nothing rather than half a workflow
@@ -106,23 +108,23 @@ if not intact(graph) then return -1 end
 local change = 1
 if op == 'succeeded' then
   redis.call('HSET', key('state'), step, 'succeeded')
-  redis.call('HSET', key('result'), step, ARGV[5])
+  redis.call('HSET', key('result'), step, ARGV[6])
   if state == 'running' then change = finish(graph) end
 elseif op == 'failed' then
   redis.call('HSET', key('state'), step, 'failed')
-  redis.call('HSET', key('error'), step, ARGV[5])
+  redis.call('HSET', key('error'), step, ARGV[6])
 elseif op == 'died' then
   redis.call('HSET', key('state'), step, 'dead')
-  redis.call('HSET', key('error'), step, ARGV[5])
+  redis.call('HSET', key('error'), step, ARGV[6])
   if state == 'running' then
     if graph['tolerant'] then
       redis.call('HSET', key('result'), step, 'null')
       change = finish(graph)
     else
-      redis.call('HSET', base, 'state', 'failed', 'finished_at', now, 'error', ARGV[6])
+      redis.call('HSET', base, 'state', 'failed', 'finished_at', now, 'error', ARGV[7])
       change = 3
       local handler = redis.call('HGET', base, 'on_error')
-      if handler then push(redis.call('HGET', base, 'on_error_queue'), join(cjson.decode(handler), ARGV[7])) end
+      if handler then push(redis.call('HGET', base, 'on_error_queue'), join(cjson.decode(handler), ARGV[8])) end
     end
   end
 end
@@ -154,7 +156,9 @@ class Steps:
         step), ``CHANGED``, or ``WORKFLOW_SUCCEEDED`` / ``WORKFLOW_FAILED`` when this change ended the workflow (once
         per workflow)."""
         keys = SCRIPT.keys(self.keyspace, workflow_id)
-        argv: list[Any] = [op, step, repr(time.time()), self.config.get("workflow_retention"), *args]
+        now = time.time()
+        enqueued_at = repr(kiq.wire_time(now, self.config.sidekiq_wire))
+        argv: list[Any] = [op, step, repr(now), enqueued_at, self.config.get("workflow_retention"), *args]
         try:
             return max(int(self.script(keys=keys, args=argv)), UNCHANGED)  # -1: no such step, nothing written
         except redis.ResponseError as error:

@@ -66,12 +66,17 @@ def test_heartbeat_writes_the_process_registry(launch: Callable[[], Launcher], r
     wait_until(lambda: r.hget(key, "busy") == "1", 20, message="the heartbeat to show the busy job")
     assert r.sismember("processes", key)
     fields = r.hgetall(key)
-    assert set(fields) == {"info", "busy", "beat", "quiet", "rss", "rtt_us"}
+    assert set(fields) == {"info", "concurrency", "busy", "beat", "quiet", "rss", "rtt_us"}  # as Sidekiq 8.1.2+
+    assert fields["concurrency"] == "11"
     assert fields["quiet"] == "false" and int(fields["rss"]) > 0 and int(fields["rtt_us"]) >= 0
     assert abs(float(fields["beat"]) - time.time()) < 10 and 0 < r.ttl(key) <= 60
     info = json.loads(fields["info"])
     assert info["identity"] == key and info["pid"] == os.getpid() and info["concurrency"] == 11
     assert info["queues"] == ["default", "imports"] and info["weights"] == [{"default": 0}, {"imports": 1}]
+    assert info["capsules"] == {  # Sidekiq 8.0.9+: launcher.rb to_data, capsule.rb to_h
+        "default": {"concurrency": 10, "mode": "strict", "weights": {"default": 0}},
+        "serial": {"concurrency": 1, "mode": "random", "weights": {"imports": 1}},
+    }
     assert {"hostname", "started_at", "tag", "labels", "version", "embedded"} <= set(info)
     (work,) = r.hgetall(f"{key}:work").values()
     entry = json.loads(work)

@@ -257,12 +257,20 @@ def test_retry_in_none_zero_or_default_use_the_default_delay(config: kiq.Config,
         assert before + 15 <= only_entry(r, "retry")[1] <= time.time() + 24, answer
 
 
-def test_retry_in_discard_drops_the_job_silently(config: kiq.Config, r: redis.Redis, hooks: Recorder) -> None:
+def test_retry_in_discard_sets_discarded_at_and_runs_the_death_hooks(
+    config: kiq.Config, r: redis.Redis, hooks: Recorder
+) -> None:
+    """Sidekiq 8.0.7+ (job_retry.rb, ``when :discard``): no retry, no dead set, no retries_exhausted, but
+    ``discarded_at`` and the death handlers."""
     instance = HookedJob()
     instance.answer = "discard"
-    fail(config, payload(), Boom("x"), instance)
-    assert r.zcard("retry") == 0 and r.zcard("dead") == 0
-    assert hooks.deaths == [] and instance.exhausted_calls == []
+    error = Boom("x")
+    before = time.time()
+    fail(config, payload(), error, instance)
+    assert r.zcard("retry") == 0 and r.zcard("dead") == 0 and instance.exhausted_calls == []
+    [(job, exc)] = hooks.deaths
+    assert exc is error and type(job["discarded_at"]) is float and before <= job["discarded_at"] <= time.time()
+    assert job["failed_at"] <= job["discarded_at"] and job["retry_count"] == 0
 
 
 def test_retry_in_kill_sends_the_job_to_dead(config: kiq.Config, r: redis.Redis, hooks: Recorder) -> None:
@@ -343,6 +351,7 @@ def test_dead_false_runs_the_death_hooks_but_keeps_it_out_of_dead(
     assert r.zcard("retry") == 0 and r.zcard("dead") == 0
     [(job, exc)] = hooks.deaths
     assert exc is error and job["error_class"] == "tests.server.test_retry.Boom" and job["dead"] is False
+    assert type(job["discarded_at"]) is float  # Sidekiq 8.0.8+: a death hook tells it from a job that went dead
 
 
 def test_retries_exhausted_that_raises_is_reported(config: kiq.Config, r: redis.Redis, hooks: Recorder) -> None:
@@ -354,11 +363,15 @@ def test_retries_exhausted_that_raises_is_reported(config: kiq.Config, r: redis.
     assert exc is instance.exhausted_answer and context["context"] == "Error calling retries_exhausted"
 
 
-def test_retries_exhausted_discard_skips_dead_and_hooks(config: kiq.Config, r: redis.Redis, hooks: Recorder) -> None:
+def test_retries_exhausted_discard_skips_dead_but_runs_the_death_hooks(
+    config: kiq.Config, r: redis.Redis, hooks: Recorder
+) -> None:
     instance = HookedJob()
     instance.exhausted_answer = "discard"
     fail(config, payload(retry=0), Boom("x"), instance)
-    assert r.zcard("dead") == 0 and r.zcard("retry") == 0 and hooks.deaths == []
+    assert r.zcard("dead") == 0 and r.zcard("retry") == 0
+    [(job, _)] = hooks.deaths
+    assert type(job["discarded_at"]) is float and len(instance.exhausted_calls) == 1
 
 
 # -- retry: false, and what the guards let through ---------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import time
 
 import pytest
 import redis
@@ -265,3 +266,18 @@ def test_a_callback_takes_keyword_arguments_as_a_call(config: kiq.Config, r: red
         Noop.perform_async(1)
     drain(config)
     assert r.lrange(ORDER, 0, -1) == ["job:called"]
+
+
+@pytest.mark.parametrize(("wire", "form"), [(7, float), (8, int)])
+def test_a_callback_pushed_by_the_program_has_enqueued_at_in_the_sidekiq_wire_form(
+    config: kiq.Config, r: redis.Redis, wire: int, form: type
+) -> None:
+    """The Lua program stamps ``enqueued_at`` as the push path does: float seconds, or Sidekiq 8's integer ms."""
+    config.sidekiq_wire = wire
+    before = time.time()
+    with Batch(on_complete=Callback.set(queue="callbacks")):
+        Noop.perform_async()
+    drain(config)
+    [callback] = [json.loads(raw) for raw in r.lrange("queue:callbacks", 0, -1)]
+    stamp = callback["enqueued_at"]
+    assert type(stamp) is form and before <= kiq.epoch_seconds(stamp) <= time.time()  # type: ignore[operator]

@@ -83,9 +83,11 @@ def test_interruptions_add_up_across_recoveries(recovering: kiq.Config, r: redis
     assert loads(r.lindex("queue:default", 0))["interrupted_count"] == 2
 
 
+@pytest.mark.parametrize(("wire", "form"), [(7, float), (8, int)])
 def test_at_the_cap_the_job_goes_to_dead_and_the_death_hooks_run(
-    recovering: kiq.Config, r: redis.Redis, deaths: DeathRecorder
+    recovering: kiq.Config, r: redis.Redis, deaths: DeathRecorder, wire: int, form: type
 ) -> None:
+    recovering.sidekiq_wire = wire  # failed_at as float seconds, or Sidekiq 8's integer ms
     orphan(r, job("poison", interrupted_count=2), job("fine"))
     report = recover_orphans(recovering, ME)
     assert report is not None and (report.requeued, report.dead) == (1, 1)
@@ -93,7 +95,7 @@ def test_at_the_cap_the_job_goes_to_dead_and_the_death_hooks_run(
     dead = loads(dead_json)
     assert dead["jid"] == "poison" and dead["interrupted_count"] == 3
     assert dead["error_class"] == "kiq.plugins.reliable_fetch.recovery.InterruptedJobError"
-    assert "died 3 times" in dead["error_message"] and "failed_at" in dead
+    assert "died 3 times" in dead["error_message"] and type(dead["failed_at"]) is form
     [(hook_job, exc)] = deaths.deaths
     assert hook_job["jid"] == "poison" and isinstance(exc, InterruptedJobError)
     assert [loads(item)["jid"] for item in r.lrange("queue:default", 0, -1)] == ["fine"]

@@ -3,6 +3,9 @@ and nesting, ``.si``, ``.set(queue=...)``, the result and status reads."""
 
 from __future__ import annotations
 
+import json
+import time
+
 import pytest
 
 import kiq
@@ -10,6 +13,7 @@ import kiq.testing
 from kiq.plugins import workflow
 from kiq.plugins.workflow import chain, chord, group
 from tests.jobs.workflow import Add, Collect, Const, Mul, Total
+from tests.tracking_support import work_off
 
 from .conftest import drain
 
@@ -95,3 +99,21 @@ def test_a_bad_argument_names_the_step_and_pushes_nothing(config: kiq.Config) ->
         (Const.si(1) | Add.s(1)).perform_async()
     with pytest.raises(workflow.WorkflowError, match="not a step"):
         chain(Const.si(1), "Add")
+
+
+@pytest.mark.parametrize(("wire", "form"), [(7, float), (8, int)])
+def test_a_step_pushed_by_the_program_has_enqueued_at_in_the_sidekiq_wire_form(
+    config: kiq.Config, wire: int, form: type
+) -> None:
+    """The step program stamps a successor's ``enqueued_at`` as the push path does: float seconds, or Sidekiq 8's
+    integer ms (its own times, such as ``finished_at``, stay seconds)."""
+    config.sidekiq_wire = wire
+    before = time.time()
+    wf = (Add.s(1, 2) | Add.s(5).set(queue="next")).perform_async()
+    assert work_off(config) == 1  # the first step: its success pushes the second
+    [successor] = [json.loads(raw) for raw in config.redis.lrange("queue:next", 0, -1)]
+    stamp = successor["enqueued_at"]
+    assert type(stamp) is form and before <= kiq.epoch_seconds(stamp) <= time.time()  # type: ignore[operator]
+    assert drain(config, "next") == 1 and wf.result() == 8
+    finished = workflow.status(wf.id).finished_at
+    assert finished is not None and before <= finished <= time.time()
