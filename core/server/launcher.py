@@ -27,7 +27,7 @@ from ..fetcher import Capsule
 from ..job_registry import registry
 from ..keys import PROCESS_TTL, PROCESSES, STATS_TTL, keyspace, signals_key, stat_key, work_key
 from ..payload import dumps, new_jid
-from ..redis import follow_new_master
+from ..redis import follow_new_master, pool_of
 from ..version import __version__
 from .manager import Manager, capsules_for
 from .metrics import MetricsFlusher, Recorder
@@ -322,7 +322,7 @@ class Launcher:
         """With Sentinel, when the master changed: log it once and, with ``push_replicas``, move every connection to
         the new one (``kiq.redis.follow_new_master``). Asks the Sentinels at each heartbeat, and with
         ``push_replicas`` every ``MASTER_CHECK_INTERVAL`` between; nothing for other URLs."""
-        master_address = getattr(self.config.redis.connection_pool, "get_master_address", None)
+        master_address = getattr(pool_of(self.config.redis), "get_master_address", None)  # a cluster has no pool
         if master_address is None:
             return
         try:
