@@ -64,9 +64,10 @@ def recover_orphans(config: Config, identity: str) -> Recovery | None:
     redis = config.redis
     keys = kiq.keyspace(redis)
     lease_ms = int(config.get("reliable_recovery_interval") * 1000)
+    ttl_ms = liveness_ttl_ms(config)
     # only a live process recovers (the claim list of a dead one would be an orphan itself), one at a time
     lease = redis.register_script(scripts.LEASE.source)
-    if lease(keys=scripts.LEASE.keys(keys, identity), args=[identity, lease_ms, liveness_ttl_ms(config)]) != 1:
+    if lease(keys=scripts.LEASE.keys(keys, identity), args=[identity, lease_ms, ttl_ms]) != 1:
         return None
     claim = redis.register_script(scripts.CLAIM.source)
     me = alive_key(identity)
@@ -83,10 +84,12 @@ def recover_orphans(config: Config, identity: str) -> Recovery | None:
                 if found == mine:  # left over from an earlier pass of ours that failed
                     _return_claimed(config, mine, report)
                 continue
-            if keys.slots == "queue" and not _owner_gone(config, owner, identity, lease_ms):
+            if keys.slots == "queue" and not _owner_gone(config, owner, identity, ttl_ms):
                 continue
             claim_keys = scripts.CLAIM.keys(keys, found.name, mine.name, found.queue or "", owner, identity)
-            if claim(keys=claim_keys, args=[lease_ms]) > 0:
+            # this process's liveness TTL, not the lease's (a shorter lease cut it short: a live recoverer could
+            # then be taken for dead)
+            if claim(keys=claim_keys, args=[ttl_ms]) > 0:
                 report.lists += 1
                 _return_claimed(config, mine, report)
     if report.lists:
