@@ -131,16 +131,19 @@ class QueueOrder:
         return [key for key in keys if key not in paused] if paused else keys
 
 
-def pop_script(first_queue_key: int = 1, into: int | None = None, before: str = "") -> str:
+def pop_script(first_queue_key: int = 1, into: int | None = None, before: str = "", paired: bool = False) -> str:
     """Lua that pops up to ``ARGV[1]`` jobs from the queues ``KEYS[first_queue_key:]`` in their order (``RPOP key
     count``), pushing them into ``KEYS[into]`` too when given (a working list), after the statements ``before``.
-    Returns, per queue that had jobs, its key, how many, then its jobs, oldest first (read by ``popped_jobs``): not a
-    key per job, which would double the reply Redis builds. Jobs are opaque strings: never decoded."""
-    move = f"redis.call('LPUSH', KEYS[{into}], unpack(jobs))" if into is not None else ""
+    ``paired``: the keys from ``first_queue_key - 1`` on alternate (list, queue), and each queue's jobs go into the
+    list before it (a reliable fetcher's working list per queue, in that queue's slot). Returns, per queue that had
+    jobs, its key, how many, then its jobs, oldest first (read by ``popped_jobs``): not a key per job, which would
+    double the reply Redis builds. Jobs are opaque strings: never decoded."""
+    destination = "KEYS[i - 1]" if paired else f"KEYS[{into}]" if into is not None else None
+    move = f"redis.call('LPUSH', {destination}, unpack(jobs))" if destination is not None else ""
     return f"""{before}
 local wanted = tonumber(ARGV[1])
 local fetched = {{}}
-for i = {first_queue_key}, #KEYS do
+for i = {first_queue_key}, #KEYS{", 2" if paired else ""} do
   local jobs = redis.call('RPOP', KEYS[i], wanted)
   if jobs then
     {move}

@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 from redis import exceptions as redis_errors
@@ -27,15 +28,16 @@ RETRY_PAUSE = (0.05, 1.0)  # Redis refused the acknowledgements: try again after
 
 
 class PendingAcks:
-    """Finished jobs whose ``LREM`` has not reached Redis yet, and the thread that sends them if no fetch does."""
+    """Finished jobs whose ``LREM`` has not reached Redis yet, by working list (a fetcher has one per queue in the
+    queue layout, else one), and the thread that sends them if no fetch does."""
 
-    def __init__(self, redis: Any, working_key: str, delay: float = ACK_DELAY) -> None:
+    def __init__(self, redis: Any, working_keys: Iterable[str], delay: float = ACK_DELAY, name: str = "") -> None:
         self.redis = redis
-        self.working_key = working_key
+        self.name = name
         self.delay = delay
         # appended by the job threads without a lock (the hand-off engine's lock is busy enough), taken by whoever
-        # sends them next: a fetch, the sender thread, a heartbeat or the close
-        self._jobs: deque[str] = deque()
+        # sends them next: a fetch, the sender thread, a heartbeat or the close; one deque per list, all made here
+        self._jobs: dict[str, deque[str]] = {key: deque() for key in working_keys}
         self._due = threading.Event()
         # held while acknowledgements are taken and sent by anyone but a fetch (and by a reconciliation, which must
         # see every finished job either pending or gone from the list: inflight.py)
@@ -44,41 +46,49 @@ class PendingAcks:
         self._sender: threading.Thread | None = None
         self._start_lock = threading.Lock()
 
-    def add(self, job: str) -> None:
-        self._jobs.append(job)
+    def add(self, working_key: str, job: str) -> None:
+        self._jobs[working_key].append(job)
         if self._sender is None:
             self._start()
         # set already: the sender's next pass takes this one too (it clears the flag before it takes the acks)
         if not self._due.is_set():
             self._due.set()  # a lock and a notify: skipped on the busy path, where it is almost always set
 
-    def take(self) -> list[str]:
-        jobs = self._jobs
+    def take(self, working_key: str) -> list[str]:
+        jobs = self._jobs[working_key]
         return [jobs.popleft() for _ in range(len(jobs))]  # one appended meanwhile stays for the next taker
 
-    def pending(self) -> list[str]:
-        return list(self._jobs)  # one C call under the GIL: appends cannot interleave
+    def take_all(self) -> dict[str, list[str]]:
+        return {key: jobs for key in self._jobs if (jobs := self.take(key))}
 
-    def restore(self, jobs: list[str]) -> None:
+    def pending(self) -> list[tuple[str, str]]:
+        """(working list, job) of every acknowledgement not sent yet."""
+        # list(deque): one C call under the GIL, appends cannot interleave
+        return [(key, job) for key, jobs in self._jobs.items() for job in list(jobs)]
+
+    def restore(self, working_key: str, jobs: list[str]) -> None:
         """Give back acknowledgements that could not be sent (an ``LREM`` of a job already gone is a no-op)."""
-        self._jobs.extendleft(reversed(jobs))
+        self._jobs[working_key].extendleft(reversed(jobs))
 
-    def send(self, jobs: list[str]) -> None:
-        """One round trip for all of ``jobs``; on an error they are pending again and the error is raised."""
+    def send(self, jobs: dict[str, list[str]]) -> None:
+        """One round trip for all of ``jobs`` (by working list); on an error they are pending again and the error
+        is raised."""
         if not jobs:
             return
         try:
-            pipe = self.redis.pipeline(transaction=False)
-            for job in jobs:
-                pipe.lrem(self.working_key, -1, job)
+            pipe = self.redis.pipeline(transaction=False)  # on a cluster, one per node the lists are on
+            for key, listed in jobs.items():
+                for job in listed:
+                    pipe.lrem(key, -1, job)
             pipe.execute()
         except BaseException:
-            self.restore(jobs)
+            for key, listed in jobs.items():
+                self.restore(key, listed)
             raise
 
     def flush(self) -> None:
         with self.sending:
-            self.send(self.take())
+            self.send(self.take_all())
 
     def stop(self, timeout: float = 2.0) -> None:
         """The sender thread ends (the caller sends what is left)."""
@@ -90,7 +100,7 @@ class PendingAcks:
     def _start(self) -> None:
         with self._start_lock:
             if self._sender is None and not self._stopped:
-                name = f"kiq-acks-{self.working_key.rpartition(':')[2]}"
+                name = f"kiq-acks-{self.name}"
                 self._sender = threading.Thread(target=self._run, name=name, daemon=True)
                 self._sender.start()
 

@@ -1,6 +1,10 @@
 """ReliableFetch: jobs move atomically from ``queue:<q>`` into this process's working list, and leave it only
 when acknowledged, requeued, or recovered after the process died.
 
+On a cluster with ``slots = "queue"`` each queue has its own working list beside it (keys.py): a fetch walks the
+capsule's queue order slot group by slot group, one script per group until one has jobs (as the basic fetcher
+does), so strict and weighted orders hold across slots; a unit knows its queue, hence its list.
+
 Speed without giving up the guarantee:
 - one Lua call, on the fetching thread's own connection, moves one job for each idle thread (at most
   ``reliable_batch_size``), handed out by ``kiq.BatchFetch``: a process never holds more jobs than it has
@@ -30,7 +34,7 @@ import kiq
 from . import scripts
 from .acks import PendingAcks
 from .inflight import InFlight, reconcile
-from .keys import alive_key, liveness_ttl_ms, working_key
+from .keys import JobList, alive_key, liveness_ttl_ms, working_key
 from .recovery import put_back, recover_orphans
 
 log = logging.getLogger("kiq.reliable_fetch")
@@ -41,12 +45,25 @@ IDLE_PAUSE = (0.05, 0.5)  # with several queues all empty: sleep, doubling from 
 
 class Liveness:
     """A process's liveness key (``kiq:alive:<identity>``), shared by the fetchers of its capsules: refreshed by
-    each, deleted when the last one closes. The plugin keeps one per process."""
+    each, deleted when the last one closes. The plugin keeps one per process.
+
+    Why a fetch refreshes it: recovery claims a working list only once its owner's key is gone, so the key must
+    outlive every job that enters the list, or a live process's running jobs would be run again. The key is in
+    kiq's shared slot and, in the queue layout, the working lists are not, so the fetch cannot refresh it in its
+    own script; a fetch refreshes it in a command of its own, before it moves jobs, whenever a tenth of its TTL
+    has passed since the last refresh was sent. A refresh sets the expiry to at least (its sending + TTL), and the
+    move is sent only after its reply: a job enters a working list with 90 % of the TTL still ahead of the key, as
+    when both were in one script, unless that thread stalls for most of a TTL between the two commands (then, as
+    for any process whose heartbeat stalls that long, its jobs may run twice: never lost). Recovery, which moves
+    jobs back to their queues, is what at-least-once rests on; the liveness key only keeps it off live processes.
+    """
 
     def __init__(self, config: kiq.Config, identity: str) -> None:
-        self.key = alive_key(identity)
+        keys = kiq.keyspace(config.redis)
+        self.key = keys.key(alive_key(identity))
+        self._keys = scripts.ALIVE.keys(keys, identity)
         self.ttl_ms = liveness_ttl_ms(config)
-        self._script = config.redis.register_script(scripts.ALIVE)
+        self._script = config.redis.register_script(scripts.ALIVE.source)
         self._users = 0
         self._lock = threading.Lock()
         self._refreshed = -float("inf")  # time.monotonic() of the last refresh sent
@@ -57,18 +74,14 @@ class Liveness:
         self.refresh()  # before the first job enters a working list
 
     def refresh(self) -> None:
-        self._refreshed = time.monotonic()
-        self._script(keys=[self.key], args=[self.ttl_ms])
+        self._refreshed = time.monotonic()  # before sending: the key expires no sooner than this plus its TTL
+        self._script(keys=self._keys, args=[self.ttl_ms])
 
-    def ttl_for_fetch(self) -> int:
-        """The TTL a fetch refreshes the key with, or 0 when one did within the last tenth of it: the key stays
-        ahead of every job that enters a working list (a fetch cannot outrun it by 90 % of its TTL) without a
-        PEXPIRE per fetch."""
-        now = time.monotonic()
-        if now - self._refreshed < self.ttl_ms / 10_000:
-            return 0
-        self._refreshed = now
-        return self.ttl_ms
+    def refresh_if_due(self) -> None:
+        """Before a fetch: refresh the key once a tenth of its TTL has passed since the last refresh (not a
+        round trip per fetch; the heartbeat refreshes it too)."""
+        if time.monotonic() - self._refreshed >= self.ttl_ms / 10_000:
+            self.refresh()
 
     def leave(self) -> bool:
         """True when the caller was the last user (and should delete the key)."""
@@ -84,6 +97,7 @@ class ReliableUnit:
     fetcher: ReliableFetch = field(repr=False)
     queue_name: str
     job: str
+    working_key: str = field(repr=False)  # the list it waits in: its queue's in the queue layout
 
     def acknowledge(self) -> None:
         self.fetcher.acknowledge(self)
@@ -105,12 +119,17 @@ class ReliableFetch(kiq.BatchFetch):
         self.config = config
         self.redis = config.redis
         self.identity = capsule.identity
-        self.working_key = working_key(capsule.identity, capsule.name)
+        self.keys = kiq.keyspace(self.redis)
+        self.working = working_key(capsule.identity, capsule.name)  # the name of its working lists
+        # queue name -> the list its jobs wait in (one for all but in the queue layout) and that list's key
+        self.lists = {name: JobList.beside(self.keys, self.working, name) for name, _ in capsule.queues}
+        self._working_keys = {name: job_list.key(self.keys) for name, job_list in self.lists.items()}
         self.order = capsule.queue_order()  # the paused queues left out
         self._batch_size: int = config.get("reliable_batch_size")  # a ConfigError without the plugin
         self.liveness = liveness or Liveness(config, capsule.identity)
-        self._requeue_script = self.redis.register_script(scripts.REQUEUE)
-        self.acks = PendingAcks(self.redis, self.working_key)  # finished jobs whose LREM is not sent yet
+        self._requeue_script = self.redis.register_script(scripts.REQUEUE.source)
+        # finished jobs whose LREM is not sent yet
+        self.acks = PendingAcks(self.redis, self._working_keys.values(), name=capsule.name)
         self.in_flight = InFlight()  # fetched, not yet acknowledged or requeued
         self._quiet = False
         self._idle_pause = IDLE_PAUSE[0]
@@ -121,38 +140,41 @@ class ReliableFetch(kiq.BatchFetch):
     def retrieve_work(self) -> ReliableUnit | None:
         """The next job, or None after about ``BLOCK_SECONDS`` without one (or once closed)."""
         fetched = self._next_job()
-        return ReliableUnit(self, fetched[0], fetched[1]) if fetched is not None else None
+        if fetched is None:
+            return None
+        return ReliableUnit(self, fetched[0], fetched[1], self._working_keys[fetched[0]])
 
     def acknowledge(self, unit: ReliableUnit) -> None:
-        self.acks.add(unit.job)  # sent with the next fetch, or by the acknowledgement thread
-        self.in_flight.discard(unit.job)  # after: a reconciliation finds it in one or the other (inflight.py)
+        self.acks.add(unit.working_key, unit.job)  # sent with the next fetch, or by the acknowledgement thread
+        # after: a reconciliation finds it in one or the other (inflight.py)
+        self.in_flight.discard((unit.working_key, unit.job))
         if self._quiet or self._closed:  # no fetch is coming: send it now (with any other still waiting)
             self.flush_acks()
 
     def requeue(self, unit: ReliableUnit) -> None:
         """Back to the fetch end of its queue (it runs next), if it is still ours."""
+        keys = scripts.REQUEUE.keys(self.keys, self.working, unit.queue_name)
         try:
-            self._requeue_script(keys=[self.working_key, kiq.queue_key(unit.queue_name)], args=[unit.job, "front"])
+            self._requeue_script(keys=keys, args=[unit.job, "front"])
         except (redis_errors.ConnectionError, redis_errors.TimeoutError):
             self.in_flight.unsure = True  # still listed, maybe: the next fetch puts it back if so
             raise
         finally:
-            self.in_flight.discard(unit.job)  # after the requeue: it left the list first (inflight.py)
+            self.in_flight.discard((unit.working_key, unit.job))  # after the requeue: it left the list first
 
     def bulk_requeue(self, units: Sequence[kiq.UnitOfWork]) -> None:
         """Give the in-flight ``units`` back to the fetch end of their queues (a stop ran out of time)."""
         if not units:
             return
-        pipe = self.redis.pipeline(transaction=False)
-        for unit in reversed(units):  # the last pushed runs first: the in-flight ones newest first
-            keys = [self.working_key, kiq.queue_key(unit.queue_name)]
-            self._requeue_script(keys=keys, args=[unit.job, "front"], client=pipe)
+        # the last pushed runs first: the in-flight ones newest first
+        commands = [scripts.requeue_command(self.keys, self.working, unit.queue_name, unit.job, "front")
+                    for unit in reversed(units)]  # fmt: skip
         try:
-            pipe.execute()
+            kiq.run_pipeline(self.redis, commands)
         except redis_errors.RedisError as exc:
-            log.error("could not requeue %d running jobs (%s); they stay in %s", len(units), exc, self.working_key)
+            log.error("could not requeue %d running jobs (%s); they stay in %s", len(units), exc, self.working)
         for unit in units:
-            self.in_flight.discard(unit.job)
+            self.in_flight.discard((self._working_keys[unit.queue_name], unit.job))
 
     def close(self) -> None:
         """Stop for good: pending acknowledgements are sent, any job still listed goes back to its queue, and the
@@ -163,7 +185,7 @@ class ReliableFetch(kiq.BatchFetch):
         # leaves its jobs in the working list, which the put_back below returns)
         self._close(timeout=3 * BLOCK_SECONDS)
         self.acks.stop()
-        acks = self.acks.take()
+        acks = self.acks.take_all()
         with self._lock:
             if not self._fetching:
                 self.connection.release()
@@ -171,14 +193,15 @@ class ReliableFetch(kiq.BatchFetch):
         try:
             self.acks.send(acks)
             # anything still listed was handed to a thread and not finished: better twice than never
-            put_back(self.config, self.working_key, count_interruption=False)
+            for job_list in dict.fromkeys(self.lists.values()):
+                put_back(self.config, job_list, count_interruption=False)
             if last:
                 self.redis.delete(self.liveness.key)
         except redis_errors.RedisError as exc:
             log.error(
                 "could not give back the jobs of %s (%s); they stay in Redis and another process recovers "
                 "them once this one's liveness key expires",
-                self.working_key,
+                self.working,
                 exc,
             )
 
@@ -220,41 +243,54 @@ class ReliableFetch(kiq.BatchFetch):
         if self.connection.broken != broken:  # sent again on a new connection: the first may have moved jobs
             self.in_flight.unsure = True
         if fetched:
-            self.in_flight.add(job for _, job in fetched)
+            working = self._working_keys
+            self.in_flight.add((working[queue], job) for queue, job in fetched)
         return fetched
 
     def _move(self, wanted: int, block: float) -> list[kiq.Fetched]:
-        acks = self.acks.take()
-        keys = [self.working_key, self.liveness.key, *self.order.keys()]
-        try:
-            reply: list[str | int] = self.connection.script(
-                scripts.FETCH, keys, [min(wanted, self._batch_size), self.liveness.ttl_for_fetch(), *acks]
-            )
-        except BaseException:
-            self.acks.restore(acks)
-            raise
-        if reply:
-            self._idle_pause = IDLE_PAUSE[0]
-            self._out_of_memory = False  # try blocking again the next time the queue is empty
-            return kiq.popped_jobs(reply, self.order.keyspace)
+        order = self.order.keys()
+        if order:
+            self.liveness.refresh_if_due()  # before any job can enter a working list (Liveness)
+        for group in self.order.groups(order):  # one script per slot (a single group but in the queue layout)
+            reply = self._move_from(group, min(wanted, self._batch_size))
+            if reply:
+                self._idle_pause = IDLE_PAUSE[0]
+                self._out_of_memory = False  # try blocking again the next time the queue is empty
+                return kiq.popped_jobs(reply, self.keys)
         if block < self.min_block:
             return []
         queues = self.order.distinct
         if len(queues) == 1 and not self._out_of_memory:
             # a single queue: block inside Redis (there is no other queue this could starve)
+            name = self.keys.queue_name(queues[0])
             timeout = round(min(block, BLOCK_SECONDS), 3)
             try:
                 job: str | None = self.connection.command(
-                    "BLMOVE", queues[0], self.working_key, "RIGHT", "LEFT", timeout
+                    "BLMOVE", queues[0], self._working_keys[name], "RIGHT", "LEFT", timeout
                 )
             except redis_errors.OutOfMemoryError:
                 # at maxmemory Redis refuses BLMOVE up front even on an empty queue; the script still works
                 log.warning("Redis is out of memory (maxmemory): polling the queue instead of blocking on it")
                 self._out_of_memory = True
                 return []
-            return [(kiq.queue_name(queues[0]), job)] if job is not None else []
+            return [(name, job)] if job is not None else []
         # several queues (or Redis out of memory): no Redis 6.2 command blocks on all of them and moves, so back
         # off briefly
         time.sleep(min(self._idle_pause, block))
         self._idle_pause = min(2 * self._idle_pause, IDLE_PAUSE[1])
         return []
+
+    def _move_from(self, group: list[str], wanted: int) -> list[str | int]:
+        """One fetch script over the queues (keys) of one slot, carrying the acknowledgements of the first one's
+        working list (the other lists' wait for a fetch that starts with them, or for the acknowledgement thread)."""
+        names = [self.keys.queue_name(key) for key in group]
+        working = self._working_keys[names[0]]
+        acks = self.acks.take(working)
+        try:
+            reply: list[str | int] = self.connection.script(
+                scripts.FETCH.source, scripts.FETCH.keys(self.keys, self.working, names), [wanted, *acks]
+            )
+        except BaseException:
+            self.acks.restore(working, acks)
+            raise
+        return reply

@@ -24,7 +24,9 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
+
+import kiq
 
 from .recovery import put_back
 
@@ -32,22 +34,23 @@ if TYPE_CHECKING:
     from .fetch import ReliableFetch
 
 log = logging.getLogger("kiq.reliable_fetch")
+Listed = tuple[str, str]  # (the key of the working list, the job)
 
 
 class InFlight:
-    """The jobs of one fetcher that are fetched and not yet acknowledged or requeued (a multiset: two identical
-    payloads are two units); ``unsure`` once a reply may have been lost."""
+    """The jobs of one fetcher that are fetched and not yet acknowledged or requeued, as (working list, job) (a
+    multiset: two identical payloads are two units); ``unsure`` once a reply may have been lost."""
 
     def __init__(self) -> None:
-        self._jobs: Counter[str] = Counter()
+        self._jobs: Counter[Listed] = Counter()
         self._lock = threading.Lock()
         self.unsure = False
 
-    def add(self, jobs: Iterable[str]) -> None:
+    def add(self, jobs: Iterable[Listed]) -> None:
         with self._lock:
             self._jobs.update(jobs)
 
-    def discard(self, job: str) -> None:
+    def discard(self, job: Listed) -> None:
         with self._lock:
             left = self._jobs[job] - 1
             if left > 0:
@@ -55,32 +58,38 @@ class InFlight:
             else:
                 self._jobs.pop(job, None)
 
-    def snapshot(self) -> Counter[str]:
+    def snapshot(self) -> Counter[Listed]:
         with self._lock:
             return self._jobs.copy()
 
 
 def reconcile(fetch: ReliableFetch) -> int:
-    """Put back what the working list of ``fetch`` holds and no one of this process knows about; returns how many.
+    """Put back what the working lists of ``fetch`` hold and no one of this process knows about; returns how many.
     Called by the fetcher's leader only, before it fetches."""
+    job_lists = list(dict.fromkeys(fetch.lists.values()))  # one but in the queue layout (one per queue)
+    keys = [job_list.key(fetch.keys) for job_list in job_lists]
     with fetch.acks.sending:  # no acknowledgement is on its way to Redis meanwhile
-        listed = cast(list[str], fetch.redis.lrange(fetch.working_key, 0, -1))  # newest first
+        listed = kiq.run_pipeline(fetch.redis, [("LRANGE", key, 0, -1) for key in keys])  # newest first
         known = fetch.in_flight.snapshot()  # first: an acknowledged job is pending before it leaves this
         known.update(fetch.acks.pending())
-        stranded = []
-        for job in reversed(listed):  # the oldest are the ones known the longest
-            if known[job] > 0:
-                known[job] -= 1
-            else:
-                stranded.append(job)
-        stranded.reverse()  # newest first, as put_back takes them: the oldest runs first
-        requeued, dead = put_back(fetch.config, fetch.working_key, count_interruption=False, jobs=stranded)
+        requeued = dead = 0
+        for job_list, key, jobs in zip(job_lists, keys, listed, strict=True):
+            stranded = []
+            for job in reversed(jobs):  # the oldest are the ones known the longest
+                if known[key, job] > 0:
+                    known[key, job] -= 1
+                else:
+                    stranded.append(job)
+            stranded.reverse()  # newest first, as put_back takes them: the oldest runs first
+            if stranded:
+                moved, killed = put_back(fetch.config, job_list, count_interruption=False, jobs=stranded)
+                requeued, dead = requeued + moved, dead + killed
     fetch.in_flight.unsure = False
-    if stranded:
+    if requeued + dead:
         log.warning(
             "reliable fetch: %d job(s) a lost Redis reply left in %s went back to their queues (%d unrunnable, dead)",
             requeued + dead,
-            fetch.working_key,
+            fetch.working,
             dead,
         )
     return requeued + dead

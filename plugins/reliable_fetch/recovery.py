@@ -9,6 +9,10 @@ the dead set instead, with the death hooks: a job that kills its worker must not
 back, a healthy job caught in a crash loop (workers killed for another reason) waits behind the queue instead of
 being taken by the next worker at once, so it is rarely in flight at the next crash too; the poison pill still
 reaches the cap, one crash each time it runs.
+
+On a cluster with ``slots = "queue"`` each list lives beside its queue (keys.py), where its jobs go back; the
+liveness keys are in kiq's shared slot, so the claim checks them in the round trip before it (``_owner_gone``),
+and a job past the cap reaches the dead set (shared slot) and leaves its list (the queue's) in two commands.
 """
 
 from __future__ import annotations
@@ -22,7 +26,17 @@ import kiq
 from kiq.api import DeadSet
 
 from . import scripts
-from .keys import LEASE_KEY, RECOVERING_PREFIX, WORKING_PREFIX, alive_key, liveness_ttl_ms, owner_of, recovering_key
+from .keys import (
+    RECOVERING_PREFIX,
+    WORKING_PREFIX,
+    JobList,
+    alive_key,
+    list_pattern,
+    liveness_ttl_ms,
+    owner_of,
+    parse_list,
+    recovering_key,
+)
 
 if TYPE_CHECKING:
     from kiq import Config
@@ -48,21 +62,34 @@ def recover_orphans(config: Config, identity: str) -> Recovery | None:
     """One recovery pass on behalf of the live process ``identity`` (its liveness key must exist); None when
     that key is missing or another process holds the lease."""
     redis = config.redis
+    keys = kiq.keyspace(redis)
     lease_ms = int(config.get("reliable_recovery_interval") * 1000)
+    ttl_ms = liveness_ttl_ms(config)
     # only a live process recovers (the claim list of a dead one would be an orphan itself), one at a time
-    if redis.register_script(scripts.LEASE)(keys=[LEASE_KEY, alive_key(identity)],
-                                            args=[identity, lease_ms, liveness_ttl_ms(config)]) != 1:  # fmt: skip
+    lease = redis.register_script(scripts.LEASE.source)
+    if lease(keys=scripts.LEASE.keys(keys, identity), args=[identity, lease_ms, ttl_ms]) != 1:
         return None
-    claim = redis.register_script(scripts.CLAIM)
-    mine = recovering_key(identity)
+    claim = redis.register_script(scripts.CLAIM.source)
+    me = alive_key(identity)
     report = Recovery()
-    _return_claimed(config, mine, report)  # left over from an earlier pass of ours that failed
-    for pattern in (WORKING_PREFIX + "*", RECOVERING_PREFIX + "*"):
-        for key in redis.scan_iter(match=pattern, count=SCAN_COUNT, _type="list"):
-            owner = owner_of(key)
-            if owner is None or owner == identity:
+    for prefix in (WORKING_PREFIX, RECOVERING_PREFIX):
+        # SCAN on a cluster: redis-py's RedisCluster.scan_iter walks every primary, one cursor each
+        for key in redis.scan_iter(match=list_pattern(keys, prefix), count=SCAN_COUNT, _type="list"):
+            found = parse_list(keys, key)
+            owner = owner_of(found.name) if found is not None else None
+            if found is None or owner is None:
                 continue
-            if claim(keys=[key, alive_key(owner), mine, alive_key(identity)], args=[lease_ms]) > 0:
+            mine = JobList(recovering_key(identity), found.queue)
+            if alive_key(owner) == me:
+                if found == mine:  # left over from an earlier pass of ours that failed
+                    _return_claimed(config, mine, report)
+                continue
+            if keys.slots == "queue" and not _owner_gone(config, owner, identity, ttl_ms):
+                continue
+            claim_keys = scripts.CLAIM.keys(keys, found.name, mine.name, found.queue or "", owner, identity)
+            # this process's liveness TTL, not the lease's (a shorter lease cut it short: a live recoverer could
+            # then be taken for dead)
+            if claim(keys=claim_keys, args=[ttl_ms]) > 0:
                 report.lists += 1
                 _return_claimed(config, mine, report)
     if report.lists:
@@ -75,24 +102,41 @@ def recover_orphans(config: Config, identity: str) -> Recovery | None:
     return report
 
 
-def _return_claimed(config: Config, key: str, report: Recovery) -> None:
-    requeued, dead = put_back(config, key, count_interruption=True)
+def _owner_gone(config: Config, owner: str, identity: str, ttl_ms: int) -> bool:
+    """In the queue layout the claim script cannot see the liveness keys (kiq's shared slot): check the owner's and
+    refresh this process's just before it, in one round trip. An owner that comes back to life in between (it
+    stalled for its whole liveness TTL, and resumes within this round trip) has the jobs it holds run twice, as
+    any process whose heartbeat stalls that long: never lost."""
+    keys = kiq.keyspace(config.redis)
+    commands = [("EXISTS", keys.key(alive_key(owner))), ("PEXPIRE", keys.key(alive_key(identity)), ttl_ms)]
+    return bool(kiq.run_pipeline(config.redis, commands)[0] == 0)
+
+
+def _return_claimed(config: Config, job_list: JobList, report: Recovery) -> None:
+    requeued, dead = put_back(config, job_list, count_interruption=True)
     report.requeued += requeued
     report.dead += dead
 
 
-def put_back(config: Config, list_key: str, count_interruption: bool, jobs: list[str] | None = None) -> tuple[int, int]:
-    """Move the jobs of ``list_key`` (or only ``jobs`` of it, newest first) to the queues named in their payloads: a
-    dead process's (``count_interruption``) to the back, counting the interruption; this process's own (at its stop,
-    or those a lost reply left there) to the fetch end, the oldest (rightmost) last so it runs first. Each moves only
-    if it is still listed. Returns (requeued, dead)."""
+def put_back(
+    config: Config, job_list: JobList, count_interruption: bool, jobs: list[str] | None = None
+) -> tuple[int, int]:
+    """Move the jobs of ``job_list`` (or only ``jobs`` of it, newest first) back to their queues (the list's queue in
+    the queue layout, else the queue named in each payload): a dead process's (``count_interruption``) to the back,
+    counting the interruption; this process's own (at its stop, or those a lost reply left there) to the fetch end,
+    the oldest (rightmost) last so it runs first. Each moves only if it is still listed. Returns (requeued, dead).
+
+    A job past its interrupt cap (or unparseable) goes to the dead set first and leaves the list after: in the queue
+    layout those are two slots, so no script can do both; a crash in between leaves it listed, and the next recovery
+    kills it again (two dead entries at worst, never a loss)."""
     redis = config.redis
-    requeue = redis.register_script(scripts.REQUEUE)
+    keys = kiq.keyspace(redis)
+    key = job_list.key(keys)
     if jobs is None:
-        jobs = cast(list[str], redis.lrange(list_key, 0, -1))  # newest first
+        jobs = cast(list[str], redis.lrange(key, 0, -1))  # newest first
     if count_interruption:
         jobs.reverse()  # to the back, oldest first: they keep their order
-    pipe = redis.pipeline(transaction=False)
+    commands = []
     dead = 0
     for job in jobs:
         try:
@@ -101,18 +145,18 @@ def put_back(config: Config, list_key: str, count_interruption: bool, jobs: list
             log.error("reliable fetch: an unrunnable job goes to the dead set (%s): %.200s", exc, job)
             DeadSet(config).kill(job, notify_failure=False)
         else:
-            queue = kiq.queue_key(payload.get("queue", "default"))
+            queue = job_list.queue or payload.get("queue", "default")
             if not count_interruption:
-                requeue(keys=[list_key, queue], args=[job, "front"], client=pipe)
+                commands.append(scripts.requeue_command(keys, job_list.name, queue, job, "front"))
                 continue
             error = _interrupt(config, payload)
             if error is None:
-                requeue(keys=[list_key, queue], args=[job, "back", kiq.dumps(payload)], client=pipe)
+                commands.append(scripts.requeue_command(keys, job_list.name, queue, job, "back", kiq.dumps(payload)))
                 continue
             DeadSet(config).kill(kiq.dumps(payload), notify_failure=True, exc=error)
-        redis.lrem(list_key, -1, job)  # after it is safely dead: a crash in between can only kill it twice
+        redis.lrem(key, -1, job)  # after it is safely dead: a crash in between can only kill it twice
         dead += 1
-    moved = sum(pipe.execute())
+    moved = sum(kiq.run_pipeline(redis, commands)) if commands else 0
     return moved, dead
 
 

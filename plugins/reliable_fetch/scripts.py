@@ -12,24 +12,32 @@ the queues, which is how an operator gets out of that state.
 
 from __future__ import annotations
 
+from typing import Any
+
 import kiq
 
-# KEYS: working list, liveness key, queue keys in fetch order.
-# ARGV: max jobs, liveness TTL in ms (0: not refreshed this time), then finished jobs to acknowledge first (one
-# round trip for both).
+from .keys import LEASE_KEY, alive_key
+
+# KEYS: (working list, queue) pairs in fetch order, all in one slot: in the queue layout each queue has its own
+# working list beside it (standalone and ``slots = "one"``: one list, the same in every pair).
+# ARGV: max jobs, then finished jobs to remove from the first working list before (one round trip for both).
 # Returns kiq.pop_script's reply (per queue: its key, how many, its jobs, oldest first).
+# The liveness key is refreshed by a command of its own when due, before the fetch (fetch.py, Liveness): it lives in
+# kiq's shared slot, which is not the queues' in the queue layout.
 # The acknowledgements cost two commands, not one LREM each: jobs mostly finish in the order they were fetched, so
 # most finished ones are the oldest of the list (its right end); those are cut off with one LTRIM after one LRANGE
 # of as many entries has shown which they are (compared as a multiset: identical payloads are distinct units), and
 # only the others, finished out of order, take an LREM each. An LTRIM removes nothing but the entries it compared.
-FETCH = kiq.pop_script(
-    first_queue_key=3,
-    into=1,
-    before="""
-local acks = #ARGV - 2
+FETCH = kiq.lua_script(
+    "reliable_fetch.fetch",
+    kiq.pop_script(
+        first_queue_key=2,
+        paired=True,
+        before="""
+local acks = #ARGV - 1
 if acks > 0 then
   local pending = {}
-  for i = 3, #ARGV do
+  for i = 2, #ARGV do
     pending[ARGV[i]] = (pending[ARGV[i]] or 0) + 1
   end
   local oldest = redis.call('LRANGE', KEYS[1], -acks, -1)
@@ -44,7 +52,7 @@ if acks > 0 then
     redis.call('LTRIM', KEYS[1], 0, -trimmed - 1)
   end
   if trimmed < acks then
-    for i = 3, #ARGV do
+    for i = 2, #ARGV do
       local left = pending[ARGV[i]]
       if left > 0 then
         redis.call('LREM', KEYS[1], -left, ARGV[i])
@@ -52,25 +60,32 @@ if acks > 0 then
       end
     end
   end
-end
-if ARGV[2] ~= '0' and redis.call('PEXPIRE', KEYS[2], ARGV[2]) == 0 then
-  redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
 end""",
+    ),
+    lambda keys, working, queues: [
+        key for queue in queues for key in (keys.beside_queue(queue, working), keys.queue(queue))
+    ],
 )
 
 # KEYS: liveness key. ARGV: its TTL in ms. Creates or refreshes it.
-ALIVE = """
+ALIVE = kiq.lua_script(
+    "reliable_fetch.alive",
+    """
 if redis.call('PEXPIRE', KEYS[1], ARGV[1]) == 0 then
   redis.call('SET', KEYS[1], '1', 'PX', ARGV[1])
 end
 return 1
-"""
+""",
+    lambda keys, identity: [keys.key(alive_key(identity))],
+)
 
-# KEYS: working (or recovering) list, queue key. ARGV: the job as listed, "front" (the end fetches take from, so
-# it runs next) or "back" (behind every job waiting), optionally the JSON to push instead. Puts the job back only
-# if it was still in the list (so a job that was acknowledged, or already requeued, is not run twice). Returns 1
-# when it moved.
-REQUEUE = """
+# KEYS: working (or recovering) list, queue key (beside it). ARGV: the job as listed, "front" (the end fetches take
+# from, so it runs next) or "back" (behind every job waiting), optionally the JSON to push instead. Puts the job back
+# only if it was still in the list (so a job that was acknowledged, or already requeued, is not run twice). Returns
+# 1 when it moved.
+REQUEUE = kiq.lua_script(
+    "reliable_fetch.requeue",
+    """
 if redis.call('LREM', KEYS[1], -1, ARGV[1]) == 1 then
   if ARGV[2] == 'back' then
     redis.call('LPUSH', KEYS[2], ARGV[3] or ARGV[1])
@@ -80,27 +95,49 @@ if redis.call('LREM', KEYS[1], -1, ARGV[1]) == 1 then
   return 1
 end
 return 0
-"""
+""",
+    lambda keys, job_list, queue: [keys.beside_queue(queue, job_list), keys.queue(queue)],
+)
 
-# KEYS: an orphaned list, its owner's liveness key, the recovering list of this process, this process's liveness
-# key. ARGV: its TTL in ms. Moves every job over (keeping their order) unless the owner is alive; returns how many
-# moved, -1 if alive.
-CLAIM = """
-if redis.call('EXISTS', KEYS[2]) == 1 then
+
+def requeue_command(keys: kiq.Keyspace, job_list: str, queue: str, *args: str) -> list[Any]:
+    """``REQUEUE`` of one job of list ``job_list`` (beside ``queue``) for ``kiq.run_pipeline``: an ``EVAL``, as a
+    pipeline cannot load a script that a node does not know yet (and a cluster's refuses ``evalsha``)."""
+    return ["EVAL", REQUEUE.source, 2, *REQUEUE.keys(keys, job_list, queue), *args]
+
+
+# KEYS: an orphaned list, this process's recovering list beside it, and where they share that slot (not in the
+# queue layout, whose caller checks and refreshes them just before: recovery.py) the orphan's owner's liveness key
+# and this process's. ARGV: this process's liveness TTL in ms. Moves every job over (keeping their order) unless the
+# owner is alive; returns how many moved, -1 if alive.
+CLAIM = kiq.lua_script(
+    "reliable_fetch.claim",
+    """
+if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then
   return -1
 end
-redis.call('PEXPIRE', KEYS[4], ARGV[1])
+if KEYS[4] then
+  redis.call('PEXPIRE', KEYS[4], ARGV[1])
+end
 local moved = 0
-while redis.call('LMOVE', KEYS[1], KEYS[3], 'RIGHT', 'LEFT') do
+while redis.call('LMOVE', KEYS[1], KEYS[2], 'RIGHT', 'LEFT') do
   moved = moved + 1
 end
 return moved
-"""
+""",
+    lambda keys, orphan, recovering, queue, owner, identity: [
+        keys.beside_queue(queue, orphan),
+        keys.beside_queue(queue, recovering),
+        *([] if keys.slots == "queue" else [keys.key(alive_key(owner)), keys.key(alive_key(identity))]),
+    ],
+)
 
 # KEYS: the recovery lease, this process's liveness key. ARGV: this process's identity, the lease in ms, the
 # liveness TTL in ms. Takes the lease for a live process (refreshing its liveness first, which also lets the SET
 # through at maxmemory); returns 1 when taken, 0 when another process holds it, -1 when this one is not alive.
-LEASE = """
+LEASE = kiq.lua_script(
+    "reliable_fetch.lease",
+    """
 if redis.call('PEXPIRE', KEYS[2], ARGV[3]) == 0 then
   return -1
 end
@@ -108,4 +145,6 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return 1
 end
 return 0
-"""
+""",
+    lambda keys, identity: [keys.key(LEASE_KEY), keys.key(alive_key(identity))],
+)

@@ -68,13 +68,13 @@ def test_acknowledgements_redis_refuses_are_kept_and_sent_once_it_is_back(
     client = redis.Redis.from_url(server.ensure_running(), decode_responses=True)
     key = working_key("host:1:bbbbbbbbbbbb", "default")
     client.lpush(key, "job-1", "job-2", "job-3")  # job-3 still runs
-    acks = PendingAcks(client, key, delay=0.01)
+    acks = PendingAcks(client, [key], delay=0.01)
     caplog.set_level(logging.DEBUG, logger="kiq.reliable_fetch")  # unreachable: DEBUG, the fetch logs the outage
     try:
         server.stop()  # the list is saved with the server (append-only file)
-        acks.add("job-1")
+        acks.add(key, "job-1")
         wait_until(lambda: "could not send acknowledgements" in caplog.text, 10, message="the outage warning")
-        acks.add("job-2")
+        acks.add(key, "job-2")
         server.ensure_running()
         wait_until(lambda: "reaching Redis again" in caplog.text, 20, message="the recovery message")
         assert client.lrange(key, 0, -1) == ["job-3"]  # both sent, none dropped

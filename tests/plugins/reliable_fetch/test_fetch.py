@@ -105,10 +105,11 @@ def test_the_fetch_script_removes_exactly_the_acknowledged_jobs(
     from kiq.plugins.reliable_fetch import scripts
 
     r.rpush(WORKING, *listed)  # newest first, as the fetch's LPUSH leaves them
-    fetched = r.eval(scripts.FETCH, 3, WORKING, ALIVE, "queue:default", 1, 0, *acknowledged)
+    keys = scripts.FETCH.keys(kiq.keyspace(r), WORKING, ["default"])
+    assert keys == [WORKING, "queue:default"]  # standalone: Sidekiq's names
+    fetched = r.eval(scripts.FETCH.source, len(keys), *keys, 1, *acknowledged)
     assert fetched == []  # the queue is empty
     assert r.lrange(WORKING, 0, -1) == left
-    assert not r.exists(ALIVE)  # a TTL of 0: not refreshed by this fetch
 
 
 def test_a_fetch_refreshes_the_liveness_key_once_per_tenth_of_its_ttl(make_fetch: MakeFetch, r: redis.Redis) -> None:
