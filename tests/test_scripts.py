@@ -96,8 +96,8 @@ def test_a_script_names_its_keys_only_through_KEYS(script: LuaScript) -> None:
 
 
 def _samples(script: LuaScript, keys: kiq.Keyspace) -> dict[str, object]:
-    """Names for each parameter of the script's key builder: tricky queue names (braces), several queues where
-    the layout lets one call take several (the callers pass one slot group: ``Keyspace.slot_groups``)."""
+    """Names for each parameter of the script's key builder: queue names with braces (a user's), several queues
+    where the layout lets one call take several (the callers pass one slot group: ``Keyspace.slot_groups``)."""
     samples: dict[str, object] = {}
     for name in list(inspect.signature(script.keys).parameters)[1:]:
         if name == "queues":
@@ -105,8 +105,8 @@ def _samples(script: LuaScript, keys: kiq.Keyspace) -> dict[str, object]:
             samples[name] = [keys.queue_name(key) for key in samples[name]]  # type: ignore[attr-defined]
         elif name == "queue":
             samples[name] = "de}fault"
-        else:
-            samples[name] = f"sample-{name}:{{x}}"
+        else:  # an id or a name kiq made (no brace: Keyspace.beside_queue's rule)
+            samples[name] = f"sample-{name}"
     return samples
 
 

@@ -198,7 +198,7 @@ class Changes:
 
     def __init__(self, config: kiq.Config) -> None:
         self.config = config
-        self.script = config.redis.register_script(SOURCE)
+        self.script = config.redis.register_script(SCRIPT.source)
         self.keys = SCRIPT.keys(kiq.keyspace(config.redis))
 
     def argv(self, op: str, bid: str, *rest: str) -> list[Any]:
@@ -225,4 +225,4 @@ class Changes:
         """Run one change from asyncio code, on the event loop's connection of the config."""
         redis = kiq.AsyncClient(self.config).redis
         keys = SCRIPT.keys(kiq.keyspace(redis))
-        return str(await redis.register_script(SOURCE)(keys=keys, args=argv))
+        return str(await redis.register_script(SCRIPT.source)(keys=keys, args=argv))

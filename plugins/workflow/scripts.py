@@ -148,7 +148,7 @@ class Steps:
 
     def __init__(self, config: kiq.Config) -> None:
         self.config = config
-        self.script = config.redis.register_script(SOURCE)
+        self.script = config.redis.register_script(SCRIPT.source)
         self.keyspace = kiq.keyspace(config.redis)
 
     def run(self, op: str, workflow_id: str, step: str, *args: str) -> int:
