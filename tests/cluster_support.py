@@ -13,10 +13,13 @@ production: a replica of the node that replaced it."""
 
 from __future__ import annotations
 
+import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,7 +29,6 @@ from typing import Any
 import redis
 from redis.cluster import ClusterNode, RedisCluster
 
-from tests.sentinel_support import free_port
 from tests.support import missing_service, wait_until
 
 HOST = "127.0.0.1"
@@ -36,6 +38,7 @@ NODE_TIMEOUT_MS = 1500  # small, for fast failovers; not smaller: a loaded machi
 START_TIMEOUT = 60.0  # generous: 6 processes start and gossip on a machine other test processes share
 SERVERS = ("redis7", "valkey9")
 LAYOUTS = ("one", "queue")  # kiq's ``slots`` setting
+BIND_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,22 @@ class ClusterTarget:
 
 
 CLUSTER_TARGETS = {target.id: target for target in (ClusterTarget(s, layout) for s in SERVERS for layout in LAYOUTS)}
+
+
+def cluster_port(taken: set[int]) -> int:
+    """A port free now, below the range of ephemeral ports (the ports of outgoing connections: the cluster bus and the
+    tests open many, and one could take a port between this check and the node's bind), and not in ``taken``."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    while True:
+        port = random.randrange(low // 2, low)
+        with socket.socket() as probe:
+            try:
+                probe.bind((HOST, port))
+            except OSError:
+                continue
+        if port not in taken:
+            taken.add(port)
+            return port
 
 
 def server_binary(server: str) -> str:
@@ -141,6 +160,7 @@ class LoopbackCluster:
     binary: str
     node_timeout_ms: int = NODE_TIMEOUT_MS
     nodes: list[Node] = field(default_factory=list)
+    ports: set[int] = field(default_factory=set)  # every port a node was given
     start_seconds: float = 0.0  # how long start() took
 
     @property
@@ -168,11 +188,16 @@ class LoopbackCluster:
         for index in range(2 * PRIMARIES):
             directory = self.directory / f"node-{index}"
             directory.mkdir()
-            self.nodes.append(Node(free_port(), free_port(), directory))
+            self.nodes.append(Node(cluster_port(self.ports), cluster_port(self.ports), directory))
         for node in self.nodes:
             self._spawn(node)
         for node in self.nodes:
-            self._await_answer(node)
+            for _ in range(BIND_TRIES - 1):  # another process may have bound a port since the check: take others
+                if self._await_answer(node) or "already in use" not in self._log(node):
+                    break
+                node.port, node.bus_port = cluster_port(self.ports), cluster_port(self.ports)
+                self._spawn(node)
+            assert self._await_answer(node), f"{self.binary} on port {node.port} exited: {self._log(node)[-2000:]}"
         primaries, replicas = self.nodes[:PRIMARIES], self.nodes[PRIMARIES:]
         for index, node in enumerate(self.nodes):
             node.id = node.command("CLUSTER", "MYID")
@@ -203,17 +228,21 @@ class LoopbackCluster:
                 [self.binary, *args], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
             )
 
-    def _await_answer(self, node: Node) -> None:
-        def answers() -> bool:
-            if not node.alive:
-                log = (node.directory / "server.log").read_text(errors="replace")
-                raise AssertionError(f"{self.binary} on port {node.port} exited: {log[-2000:]}")
-            try:
-                return bool(node.command("PING"))
-            except redis.ConnectionError:
-                return False
+    def _await_answer(self, node: Node) -> bool:
+        """Wait until ``node`` answers (True) or its process exits (False: its log says why)."""
 
-        wait_until(answers, START_TIMEOUT, interval=0.02, message=f"{self.binary} on port {node.port}")
+        def answers_or_exited() -> str:
+            if not node.alive:
+                return "exited"
+            try:
+                return "answers" if node.command("PING") else ""
+            except redis.ConnectionError:
+                return ""
+
+        return wait_until(answers_or_exited, START_TIMEOUT, 0.02, f"{self.binary} on port {node.port}") == "answers"
+
+    def _log(self, node: Node) -> str:
+        return (node.directory / "server.log").read_text(errors="replace")
 
     def stop(self) -> None:
         for node in self.nodes:
@@ -313,7 +342,7 @@ class LoopbackCluster:
         assert not node.alive, node
         began = time.monotonic()
         self._spawn(node)
-        self._await_answer(node)
+        assert self._await_answer(node), f"{self.binary} on port {node.port} exited: {self._log(node)[-2000:]}"
         self.wait_complete()
         return time.monotonic() - began
 
@@ -368,9 +397,8 @@ class ClusterPool:
         self.clusters: dict[str, LoopbackCluster] = {}
 
     def get(self, server: str) -> LoopbackCluster:
-        if server not in self.clusters:
-            directory = self.directory / server
-            directory.mkdir()
+        if server not in self.clusters:  # a directory per try: a start that failed leaves its own
+            directory = Path(tempfile.mkdtemp(prefix=f"{server}-", dir=self.directory))
             self.clusters[server] = LoopbackCluster(directory, server_binary(server)).start()
         cluster = self.clusters[server]
         assert cluster.complete(), f"a test left {cluster} short of 3 primaries and 3 replicas"
