@@ -21,13 +21,15 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
+from redis.retry import Retry
 
 from tests.support import missing_service, wait_until
 
@@ -108,6 +110,7 @@ class Node:
     directory: Path
     process: subprocess.Popen[bytes] | None = None
     id: str = ""
+    log_start: int = 0  # where the output of its latest process starts in its server.log
 
     @property
     def address(self) -> str:
@@ -118,8 +121,10 @@ class Node:
         return self.process is not None and self.process.poll() is None
 
     def client(self) -> redis.Redis:
-        """A plain client of this node (decoded): for CLUSTER and INFO commands, not for keys of other nodes."""
-        return redis.Redis(host=HOST, port=self.port, decode_responses=True, socket_connect_timeout=1)
+        """A plain client of this node (decoded): for CLUSTER and INFO commands, not for keys of other nodes. It
+        does not retry (the callers poll) and gives up on a silent server after 10 s."""
+        timeouts = {"socket_connect_timeout": 1, "socket_timeout": 10}
+        return redis.Redis(host=HOST, port=self.port, decode_responses=True, retry=Retry(NoBackoff(), 0), **timeouts)
 
     def command(self, *args: Any) -> Any:
         client = self.client()
@@ -192,12 +197,7 @@ class LoopbackCluster:
         for node in self.nodes:
             self._spawn(node)
         for node in self.nodes:
-            for _ in range(BIND_TRIES - 1):  # another process may have bound a port since the check: take others
-                if self._await_answer(node) or "already in use" not in self._log(node):
-                    break
-                node.port, node.bus_port = cluster_port(self.ports), cluster_port(self.ports)
-                self._spawn(node)
-            assert self._await_answer(node), f"{self.binary} on port {node.port} exited: {self._log(node)[-2000:]}"
+            self._await_node(node, new_ports=True)
         primaries, replicas = self.nodes[:PRIMARIES], self.nodes[PRIMARIES:]
         for index, node in enumerate(self.nodes):
             node.id = node.command("CLUSTER", "MYID")
@@ -223,26 +223,35 @@ class LoopbackCluster:
             *("--repl-diskless-sync-delay", "0"),  # a replica syncs at once (the default waits 5 s for others)
         ]
         log = open(node.directory / "server.log", "ab")  # noqa: SIM115 - the child process holds it
+        node.log_start = log.tell()
         with log:
             node.process = subprocess.Popen(
                 [self.binary, *args], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
             )
 
-    def _await_answer(self, node: Node) -> bool:
-        """Wait until ``node`` answers (True) or its process exits (False: its log says why)."""
+    def _await_node(self, node: Node, new_ports: bool) -> None:
+        """Wait until ``node`` answers. With ``new_ports``, one that found a port taken (by another process, since
+        the check) starts again on others."""
+        for _ in range(BIND_TRIES):
 
-        def answers_or_exited() -> str:
-            if not node.alive:
-                return "exited"
-            try:
-                return "answers" if node.command("PING") else ""
-            except redis.ConnectionError:
-                return ""
+            def answers_or_exited() -> str:
+                if not node.alive:
+                    return "exited"
+                try:  # the server on the port is this node (not another process's, which took the port first)
+                    return "answers" if node.info("server")["process_id"] == node.process.pid else ""
+                except redis.RedisError:
+                    return ""
 
-        return wait_until(answers_or_exited, START_TIMEOUT, 0.02, f"{self.binary} on port {node.port}") == "answers"
-
-    def _log(self, node: Node) -> str:
-        return (node.directory / "server.log").read_text(errors="replace")
+            if wait_until(answers_or_exited, START_TIMEOUT, 0.02, f"{self.binary} on port {node.port}") == "answers":
+                return
+            with open(node.directory / "server.log", "rb") as log:
+                log.seek(node.log_start)
+                output = log.read().decode(errors="replace")
+            if not new_ports or "already in use" not in output:
+                break
+            node.port, node.bus_port = cluster_port(self.ports), cluster_port(self.ports)
+            self._spawn(node)
+        raise AssertionError(f"{self.binary} on port {node.port} exited: {output[-2000:]}")
 
     def stop(self) -> None:
         for node in self.nodes:
@@ -320,12 +329,12 @@ class LoopbackCluster:
     def wait_healthy(self, timeout: float = 60.0) -> float:
         """Wait until ``healthy()``; returns the seconds it took."""
         began = time.monotonic()
-        wait_until(self.healthy, timeout, interval=0.05, message=f"the cluster to be ok: {self}")
+        wait_until(lambda: _unless_refused(self.healthy), timeout, 0.05, f"the cluster to be ok: {self}")
         return time.monotonic() - began
 
     def wait_complete(self, timeout: float = START_TIMEOUT) -> float:
         began = time.monotonic()
-        wait_until(self.complete, timeout, interval=0.05, message=f"3 primaries and 3 replicas in sync: {self}")
+        wait_until(lambda: _unless_refused(self.complete), timeout, 0.05, f"3 primaries and 3 replicas in sync: {self}")
         return time.monotonic() - began
 
     # -- failures ----------------------------------------------------------------------------------------------
@@ -342,7 +351,7 @@ class LoopbackCluster:
         assert not node.alive, node
         began = time.monotonic()
         self._spawn(node)
-        assert self._await_answer(node), f"{self.binary} on port {node.port} exited: {self._log(node)[-2000:]}"
+        self._await_node(node, new_ports=False)  # its nodes.conf names its ports: the others know it by them
         self.wait_complete()
         return time.monotonic() - began
 
@@ -375,6 +384,14 @@ class LoopbackCluster:
 
     def __str__(self) -> str:
         return f"{Path(self.binary).name} cluster on ports {[node.port for node in self.nodes]} in {self.directory}"
+
+
+def _unless_refused(check: Callable[[], bool]) -> bool:
+    """``check()``, False when a node did not answer it (one that just got a kill -9's news may be busy)."""
+    try:
+        return check()
+    except redis.RedisError:
+        return False
 
 
 def _slot_count(slots: str) -> int:
