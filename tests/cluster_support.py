@@ -9,7 +9,10 @@ primary is replaced in a few seconds; ``cluster-replica-validity-factor 0`` lets
 was cut off (on a loaded test machine a replica may miss a few pings).
 
 Each node has its own directory (its ``nodes.conf``), so a killed node restarted with ``revive`` rejoins as it would in
-production: a replica of the node that replaced it."""
+production: a replica of the node that replaced it.
+
+At the end, helpers of the cluster tests themselves (tests/conftest.py's ``cluster`` mark gives them ``config``,
+``e2e_config`` and ``start_worker`` on each cluster target): a worker's environment, a script's push, the CLI."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -31,7 +35,8 @@ from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
 
-from tests.support import missing_service, wait_until
+import kiq
+from tests.support import FAST, ROOT, child_env, missing_service, wait_until
 
 HOST = "127.0.0.1"
 SLOTS = 16384
@@ -433,3 +438,38 @@ def started_cluster(directory: Path, server: str) -> Iterator[LoopbackCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+# -- for the cluster tests ------------------------------------------------------------------------------------------
+# a worker on a cluster: fast heartbeats, and a poller every 0.1 s (in the ``queue`` layout a batch callback or a
+# workflow's next step reaches its queue through the schedule set)
+CLUSTER_WORKER_ENV = {**FAST, "KIQ_POLL_INTERVAL": "0.1"}
+
+
+def pushed_by_script(r: Any, queue: str) -> dict[str, Any]:
+    """The one job a plugin's script pushed to ``queue`` (``kiq.ENQUEUE_LUA``): in its list, stamped
+    ``enqueued_at``, the queue listed in ``queues``; or in the ``queue`` layout, where the list is in another slot,
+    in the ``schedule`` set due now, unstamped (the poller's push stamps it)."""
+    keys = kiq.keyspace(r)
+    if keys.slots == "queue":
+        ((payload, score),) = r.zrange(keys.key("schedule"), 0, -1, withscores=True)
+        assert r.llen(keys.queue(queue)) == 0 and abs(score - time.time()) < 30
+        job: dict[str, Any] = kiq.loads(payload)
+        assert "enqueued_at" not in job
+        return job
+    (payload,) = r.lrange(keys.queue(queue), 0, -1)
+    assert queue in r.smembers(keys.key("queues")) and r.zcard(keys.key("schedule")) == 0
+    job = kiq.loads(payload)
+    assert isinstance(job["enqueued_at"], float)
+    return job
+
+
+def cli(config: kiq.Config, *args: str, plugins: str) -> Any:
+    """The JSON that ``kiq <args> --json`` prints, run on the cluster of ``config`` (its layout) with ``plugins``."""
+    assert config.redis_url is not None
+    env = child_env(KIQ_SLOTS=str(config.slots), KIQ_PLUGINS=plugins)
+    done = subprocess.run(
+        [sys.executable, "-m", "kiq", *args, "--json", "--redis-url", config.redis_url],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    return kiq.loads(done.stdout)

@@ -7,8 +7,8 @@ Under pytest-xdist (``make test``) each process has its own embedded Redis and i
 
 A test marked ``cluster`` runs on 4 more targets (tests/cluster_support.py): a loopback Redis 7 cluster and a Valkey 9
 cluster, each with kiq's two key layouts (``slots`` "one" and "queue"); each test process starts its clusters when
-its first cluster test runs. The tests of VALKEY_SUBSET (every test with KIQ_TEST_VALKEY=1) run on a standalone Valkey
-9 too (the ``valkey`` param)."""
+its first cluster test runs; one marked ``cluster(only=True)`` runs on those 4 targets alone. The tests of
+VALKEY_SUBSET (every test with KIQ_TEST_VALKEY=1) run on a standalone Valkey 9 too (the ``valkey`` param)."""
 
 from __future__ import annotations
 
@@ -63,17 +63,19 @@ TESTS = Path(__file__).parent
 @pytest.hookimpl(tryfirst=True)  # before pytest's own: a parametrize mark replaces the fixture's params
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """More params of ``redis_url`` (or, for an end-to-end test, of ``one_redis_url``) for some tests: the cluster
-    targets for a test marked ``cluster``, ``valkey`` for the tests of VALKEY_SUBSET."""
+    targets for a test marked ``cluster`` (instead of the usual ones with ``only=True``), ``valkey`` for the tests
+    of VALKEY_SUBSET."""
     names = metafunc.fixturenames
     argname = "redis_url" if "redis_url" in names else "one_redis_url" if "one_redis_url" in names else None
     if argname is None:
         return
     path = metafunc.definition.path.relative_to(TESTS).as_posix()
     valkey = ALL_ON_VALKEY or (argname == "redis_url" and path.startswith(VALKEY_SUBSET))
-    cluster = metafunc.definition.get_closest_marker("cluster") is not None
-    extra = [*(["valkey"] if valkey else []), *(CLUSTER_TARGETS if cluster else [])]
+    mark = metafunc.definition.get_closest_marker("cluster")
+    only = mark is not None and mark.kwargs.get("only", False)  # cluster(only=True): its assertions are the cluster's
+    extra = [*(["valkey"] if valkey and not only else []), *(CLUSTER_TARGETS if mark is not None else [])]
     if extra:
-        usual = REDIS_URL_PARAMS if argname == "redis_url" else ["usual"]
+        usual = [] if only else REDIS_URL_PARAMS if argname == "redis_url" else ["usual"]
         scope = "session" if argname == "redis_url" else "function"
         metafunc.definition.add_marker(pytest.mark.parametrize(argname, [*usual, *extra], indirect=True, scope=scope))
 

@@ -241,10 +241,11 @@ class WorkerProcess:
 
 
 def identity_of(r: redis.Redis, worker: WorkerProcess) -> str:
-    """The worker's process identity, once its first heartbeat registered it."""
+    """The worker's process identity, once its first heartbeat registered it (in ``r``'s keyspace)."""
+    processes = kiq.keyspace(r).key("processes")
 
     def find() -> str | None:
-        for key in r.smembers("processes"):
+        for key in r.smembers(processes):
             if key.split(":")[1] == str(worker.pid):
                 return str(key)
         return None
@@ -256,9 +257,10 @@ def make_retries_due(r: redis.Redis) -> list[dict[str, Any]]:
     """Move every waiting retry to now (what "retry now" in a UI amounts to, but keeping retry_count, and leaving
     the push to the worker's poller), so the test does not wait out Sidekiq's jitter of up to 9 s; returns the
     entries that were waiting."""
-    waiting = r.zrange("retry", 0, -1)
+    retries = kiq.keyspace(r).key("retry")
+    waiting = r.zrange(retries, 0, -1)
     for member in waiting:
-        r.zadd("retry", {member: time.time()}, xx=True)
+        r.zadd(retries, {member: time.time()}, xx=True)
     return [json.loads(member) for member in waiting]
 
 

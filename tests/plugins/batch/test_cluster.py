@@ -1,4 +1,4 @@
-"""Batches on a real Redis Cluster (tests/plugins/local_cluster.py; both layouts: KIQ_TEST_CLUSTER_SLOTS), run by a
+"""Batches on the real clusters (the ``cluster`` mark's 4 targets: Redis 7 and Valkey 9, both layouts), run by a
 real ``kiq worker``: a parent batch with a nested child fires each one's complete and success callbacks once; a
 batch whose job dies fires death and complete, not success; the keys are all in kiq's shared slot, nothing is left
 in the schedule (the ``queue`` layout's route for callbacks), and the reads (status, aio, the list, the dashboard
@@ -7,6 +7,7 @@ tab, the fleet metrics) find them."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
@@ -14,25 +15,24 @@ import kiq
 from kiq.plugins.batch import Batch, aio, batches, status
 from kiq.plugins.batch.metrics import fleet_readings
 from kiq.tabs import Table
+from tests.cluster_support import CLUSTER_WORKER_ENV, cli, pushed_by_script
 from tests.jobs.batch import FAIL
 from tests.jobs.batch_cluster import Dies, Noop, Recorded
-from tests.plugins.local_cluster import StartWorker, cli, cluster_config, cluster_worker, pushed_by_script
-from tests.support import render_tab, wait_until
+from tests.support import WorkerProcess, render_tab, wait_until
 
 from .conftest import events
 
-pytestmark = pytest.mark.cluster
-__all__ = ["cluster_config", "cluster_worker"]  # the fixtures
+pytestmark = pytest.mark.cluster(only=True)
 
 ARGS = ("-r", "tests.jobs.batch_cluster", "-q", "default", "-c", "4")
-ENV = {"KIQ_PLUGINS": "batch"}
+ENV = {**CLUSTER_WORKER_ENV, "KIQ_PLUGINS": "batch"}
 CALLBACKS = {"on_complete": Recorded, "on_success": Recorded, "on_death": Recorded}
 
 
 def test_a_batch_with_a_child_and_a_batch_with_a_death_fire_each_callback_once(
-    cluster_config: kiq.Config, cluster_worker: StartWorker
+    e2e_config: kiq.Config, start_worker: Callable[..., WorkerProcess]
 ) -> None:
-    config = cluster_config
+    config = e2e_config
     r = config.redis
     keys = kiq.keyspace(r)
     parent = Batch("parent", config=config, **CALLBACKS)
@@ -50,7 +50,7 @@ def test_a_batch_with_a_child_and_a_batch_with_a_death_fire_each_callback_once(
             Noop.perform_async()
 
     asyncio.run(open_async())
-    cluster_worker(*ARGS, env=ENV)
+    start_worker(*ARGS, env=ENV)
 
     def settled() -> bool:
         return all(events(r, bid).get("complete") for bid in (parent.bid, child.bid, dying.bid))
@@ -69,8 +69,8 @@ def test_a_batch_with_a_child_and_a_batch_with_a_death_fire_each_callback_once(
     assert dead is not None and dead.complete and not dead.success and dead.dead == 1
     assert {b.bid for b in batches(config)} == {parent.bid, child.bid, dying.bid}
     assert {b.bid for b in asyncio.run(aio.batches(config))} == {parent.bid, child.bid, dying.bid}
-    assert {b["bid"] for b in cli(config, "batches")} == {parent.bid, child.bid, dying.bid}
-    assert cli(config, "batches", dying.bid)["dead"] == 1
+    assert {b["bid"] for b in cli(config, "batches", plugins="batch")} == {parent.bid, child.bid, dying.bid}
+    assert cli(config, "batches", dying.bid, plugins="batch")["dead"] == 1
     (listed,) = [block for block in render_tab(config, "batches", "Batches").blocks if isinstance(block, Table)]
     assert len(listed.rows) == 3
     assert {reading.name: reading.value for reading in fleet_readings(config)} == {
@@ -82,9 +82,9 @@ def test_a_batch_with_a_child_and_a_batch_with_a_death_fire_each_callback_once(
     assert r.zcard(keys.key("schedule")) == 0  # the callbacks that went through it were pushed
 
 
-def test_a_callback_goes_to_its_queue_or_in_the_queue_layout_through_the_schedule(cluster_config: kiq.Config) -> None:
-    r = cluster_config.redis
-    batch = Batch("empty", on_complete=Recorded.set(queue="callbacks"), config=cluster_config)
+def test_a_callback_goes_to_its_queue_or_in_the_queue_layout_through_the_schedule(config: kiq.Config) -> None:
+    r = config.redis
+    batch = Batch("empty", on_complete=Recorded.set(queue="callbacks"), config=config)
     with batch:  # no jobs: complete (and success) when the block closes, with no worker
         pass
     job = pushed_by_script(r, "callbacks")

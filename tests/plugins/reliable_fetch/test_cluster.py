@@ -1,54 +1,40 @@
-"""Reliable fetch on a real Redis Cluster, in the layout KIQ_TEST_CLUSTER_SLOTS names (``one`` or ``queue``): fetch,
+"""Reliable fetch on the real clusters (the ``cluster`` mark's 4 targets: Redis 7 and Valkey 9, both layouts): fetch,
 acknowledge and requeue over three queues (on three primaries in the queue layout) in strict and weighted orders,
 a worker killed -9 mid-drain whose jobs another recovers, and the path past the interrupt cap to the dead set (which
-crosses slots in the queue layout). Skipped unless KIQ_TEST_CLUSTER_URL names a cluster (``bash /work/wt/cluster.sh
-start PORT`` prints one); the tests flush it."""
+crosses slots in the queue layout)."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 from redis.cluster import RedisCluster
 
 import kiq
-from kiq import config as kiq_config
 from kiq.fetcher import Capsule
 from kiq.payload import dumps, loads
 from kiq.plugins.reliable_fetch import ReliableFetch, ReliableUnit, recover_orphans
 from kiq.plugins.reliable_fetch.keys import JobList, alive_key, recovering_key, working_key
 from kiq.server.fetch import fetcher_for
 from tests.jobs.reliable import DONE, INTERRUPTED, RUNS, Tick
-from tests.support import WorkerProcess, wait_until
+from tests.support import WorkerProcess, identity_of, wait_until
 
-CLUSTER_URL = os.environ.get("KIQ_TEST_CLUSTER_URL")
-SLOTS = os.environ.get("KIQ_TEST_CLUSTER_SLOTS", "one")
 IDENTITY = "host:1:aaaaaaaaaaaa"
 GHOST = "ghost:2:bbbbbbbbbbbb"  # the owner of planted orphan lists: no such process is alive
 ME = "me:3:cccccccccccc"  # the recovering process of the recovery tests
 
-pytestmark = [
-    pytest.mark.cluster,
-    pytest.mark.skipif(not CLUSTER_URL, reason="KIQ_TEST_CLUSTER_URL is not set (a redis+cluster:// URL)"),
-]
+pytestmark = pytest.mark.cluster(only=True)
 
 MakeFetch = Callable[..., ReliableFetch]
+StartWorker = Callable[..., WorkerProcess]
 
 
 @pytest.fixture
-def cluster() -> Iterator[kiq.Config]:
-    """A Config on the emptied cluster (every primary flushed), the process default for the test."""
-    config = kiq.Config(redis_url=CLUSTER_URL, slots=SLOTS)
-    config.redis.flushall()
+def cluster(config: kiq.Config) -> kiq.Config:
+    """``config`` (on a cluster target) with reliable fetch."""
     config.fetch = "reliable"
-    previous = kiq_config._default
-    kiq_config.set_default_config(config)
-    yield config
-    kiq_config._default = previous
-    config.redis.close()
+    return config
 
 
 @pytest.fixture
@@ -83,7 +69,7 @@ def spread_queues(config: kiq.Config, count: int = 3) -> list[str]:
         if len(names) == count:
             break
     assert len(names) == count, f"fewer than {count} primaries: {nodes}"
-    assert len({client.keyslot(keys.queue(name)) for name in names}) == (count if SLOTS == "queue" else 1)
+    assert len({client.keyslot(keys.queue(name)) for name in names}) == (count if config.slots == "queue" else 1)
     return names
 
 
@@ -154,7 +140,7 @@ def test_weighted_order_over_three_queues_follows_the_weights(cluster: kiq.Confi
     assert 0.15 < share[sometimes] < 0.42, share
     assert any(unit.queue_name == rarely for unit in units)
     listed = sum(len(working(cluster, name)) for name in (often, sometimes, rarely))
-    assert listed == (280 if SLOTS == "queue" else 3 * 280)  # one shared list in the one layout: read 3 times
+    assert listed == (280 if cluster.slots == "queue" else 3 * 280)  # one shared list in the one layout: read 3 times
     fetch.bulk_requeue(units)  # a stop ran out of time: every one goes back to the fetch end of its queue
     assert all_lists(cluster) == []
     keys = kiq.keyspace(cluster.redis)
@@ -246,65 +232,37 @@ def test_a_job_past_the_interrupt_cap_goes_to_the_dead_set(recovering: kiq.Confi
     assert [loads(job)["jid"] for job in recovering.redis.lrange(keys.queue(queue), 0, -1)] == ["healthy"]
 
 
-def test_a_worker_killed_mid_drain_loses_no_job(cluster: kiq.Config, tmp_path: Path) -> None:
+def test_a_worker_killed_mid_drain_loses_no_job(e2e_config: kiq.Config, start_worker: StartWorker) -> None:
     """A real worker on the cluster, SIGKILLed while it runs jobs of three queues; another recovers them."""
-    names = spread_queues(cluster)
-    r = cluster.redis
+    names = spread_queues(e2e_config)
+    r = e2e_config.redis
     total = 150
     for index in range(total):
         Tick.set(queue=names[index % 3]).perform_async(40)
     env = {
-        "KIQ_SLOTS": SLOTS,
         "KIQ_HEARTBEAT_INTERVAL": "1",
         "KIQ_PLUGINS": "reliable_fetch",
         "KIQ_RELIABLE_RECOVERY_INTERVAL": "1",
         "KIQ_RELIABLE_MAX_INTERRUPTS": "1000",
     }
-    args = [
-        "-r",
-        "tests.jobs.reliable",
-        *(arg for name in names for arg in ("-q", name)),
-        "-c",
-        "4",
-        "--fetch",
-        "reliable",
-    ]
-    assert CLUSTER_URL is not None
-    first = WorkerProcess(args, CLUSTER_URL, tmp_path / "first.log", env)
-    second: WorkerProcess | None = None
-    try:
-        identity = identity_of_cluster(cluster, first)
-        wait_until(lambda: r.scard(DONE) >= 20, 60, message="the first worker to run jobs")
-        wait_until(lambda: int(r.hget(kiq.keyspace(r).key(identity), "busy") or 0) > 0, 30, message="busy")
-        first.kill()
-        assert r.scard(DONE) < total  # killed mid-drain
-        second = WorkerProcess(args, CLUSTER_URL, tmp_path / "second.log", env)
-        wait_until(lambda: r.scard(DONE) == total, 120, interval=0.5, message=f"all jobs ({r.scard(DONE)} done)")
-        wait_until(lambda: all_lists(cluster) == [], 30, message="no list left")  # the killed one's recovered
-        print(
-            f"\ncluster ({SLOTS}): {total} jobs, 1 SIGKILL, 0 lost, {r.scard(INTERRUPTED)} recovered, "
-            f"{int(r.get(RUNS) or 0) - total} duplicate completions"
-        )
-        assert r.scard(INTERRUPTED) > 0  # the kill did catch jobs in flight, and they ran again
-        assert r.zcard(kiq.keyspace(r).key("dead")) == 0
-        assert second.stop() == 0, second.output()
-    finally:
-        for worker in (first, second):
-            if worker is not None and worker.proc.poll() is None:
-                worker.kill()
-
-
-def identity_of_cluster(config: kiq.Config, worker: WorkerProcess) -> str:
-    """The worker's identity, once its heartbeat registered it in the (hash-tagged) processes set."""
-    keys = kiq.keyspace(config.redis)
-
-    def find() -> str | None:
-        for identity in config.redis.smembers(keys.key("processes")):
-            if identity.split(":")[1] == str(worker.pid):
-                return str(identity)
-        return None
-
-    return wait_until(find, 60, message=f"worker {worker.pid} in the processes set")
+    queues = (arg for name in names for arg in ("-q", name))
+    args = ["-r", "tests.jobs.reliable", *queues, "-c", "4", "--fetch", "reliable"]
+    first = start_worker(*args, env=env)
+    identity = identity_of(r, first)
+    wait_until(lambda: r.scard(DONE) >= 20, 60, message="the first worker to run jobs")
+    wait_until(lambda: int(r.hget(kiq.keyspace(r).key(identity), "busy") or 0) > 0, 30, message="busy")
+    first.kill()
+    assert r.scard(DONE) < total  # killed mid-drain
+    second = start_worker(*args, env=env)
+    wait_until(lambda: r.scard(DONE) == total, 120, interval=0.5, message=f"all jobs ({r.scard(DONE)} done)")
+    wait_until(lambda: all_lists(e2e_config) == [], 30, message="no list left")  # the killed one's recovered
+    print(
+        f"\ncluster ({e2e_config.slots}): {total} jobs, 1 SIGKILL, 0 lost, {r.scard(INTERRUPTED)} recovered, "
+        f"{int(r.get(RUNS) or 0) - total} duplicate completions"
+    )
+    assert r.scard(INTERRUPTED) > 0  # the kill did catch jobs in flight, and they ran again
+    assert r.zcard(kiq.keyspace(r).key("dead")) == 0
+    assert second.stop() == 0, second.output()
 
 
 def evalsha_calls(config: kiq.Config) -> int:
@@ -327,7 +285,7 @@ def test_a_fetch_costs_one_round_trip_per_slot_it_tries(cluster: kiq.Config, mak
         cluster.redis.config_resetstat(target_nodes=RedisCluster.PRIMARIES)
         unit = take(fetch)
         assert unit.queue_name == queue
-        assert evalsha_calls(cluster) == (queue_layout_trips if SLOTS == "queue" else 1)
+        assert evalsha_calls(cluster) == (queue_layout_trips if cluster.slots == "queue" else 1)
         unit.acknowledge()
     fetch.flush_acks()
     assert all_lists(cluster) == []

@@ -1,4 +1,4 @@
-"""Workflows on a real Redis Cluster (tests/plugins/local_cluster.py; both layouts: KIQ_TEST_CLUSTER_SLOTS), their
+"""Workflows on the real clusters (the ``cluster`` mark's 4 targets: Redis 7 and Valkey 9, both layouts), their
 steps run by a real ``kiq worker`` on two queues (in the ``queue`` layout, two slots): a chain, a group and a chord
 give their results, a started one from asyncio code too; a dying step runs the on_error handler once; the keys are
 all in kiq's shared slot, nothing is left in the schedule (the ``queue`` layout's route for next steps), and the
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 
 import pytest
 
@@ -16,21 +17,20 @@ from kiq.plugins import workflow
 from kiq.plugins.workflow import aio, chord, group
 from kiq.plugins.workflow.metrics import fleet_readings
 from kiq.tabs import Table
+from tests.cluster_support import CLUSTER_WORKER_ENV, cli, pushed_by_script
 from tests.jobs.workflow import HANDLED, RUNS, Add, Boom, Collect, Const, Handler, Mul, Total
-from tests.plugins.local_cluster import StartWorker, cli, cluster_config, cluster_worker, pushed_by_script
-from tests.support import render_tab, wait_until
+from tests.support import WorkerProcess, render_tab, wait_until
 
-pytestmark = pytest.mark.cluster
-__all__ = ["cluster_config", "cluster_worker"]  # the fixtures
+pytestmark = pytest.mark.cluster(only=True)
 
 ARGS = ("-r", "tests.jobs.workflow", "-q", "default", "-q", "other", "-c", "4")
-ENV = {"KIQ_PLUGINS": "workflow"}
+ENV = {**CLUSTER_WORKER_ENV, "KIQ_PLUGINS": "workflow"}
 
 
 def test_a_chain_a_group_and_a_chord_run_to_their_results(
-    cluster_config: kiq.Config, cluster_worker: StartWorker
+    e2e_config: kiq.Config, start_worker: Callable[..., WorkerProcess]
 ) -> None:
-    config = cluster_config
+    config = e2e_config
     config.add_plugin("workflow")
     r = config.redis
     keys = kiq.keyspace(r)
@@ -40,7 +40,7 @@ def test_a_chain_a_group_and_a_chord_run_to_their_results(
     chorded = chord(group(Const.s(n) for n in range(1, 11)), Total.s().set(**other)).perform_async()
     started_async = asyncio.run((Const.si(4) | Mul.s(3) | group(Add.s(1), Collect.s())).aio.perform_async())
     failing = (Const.si(1) | Boom.s() | Const.s()).on_error(Handler.s("note")).perform_async()
-    cluster_worker(*ARGS, env=ENV)
+    start_worker(*ARGS, env=ENV)
 
     assert chained.result(wait=60) == 35
     assert grouped.result(wait=60) == [0, 1, 2, 3, 4]
@@ -58,8 +58,8 @@ def test_a_chain_a_group_and_a_chord_run_to_their_results(
     ids = {chained.id, grouped.id, chorded.id, started_async.id, failing.id}
     assert set(workflow.workflows(config=config).ids) == ids
     assert set(asyncio.run(aio.workflows(config=config)).ids) == ids
-    assert {flow["id"] for flow in cli(config, "workflows")} == ids
-    assert cli(config, "workflows", chained.id)["result"] == 35
+    assert {flow["id"] for flow in cli(config, "workflows", plugins="workflow")} == ids
+    assert cli(config, "workflows", chained.id, plugins="workflow")["result"] == 35
     status = asyncio.run(aio.status(chorded.id, config))
     assert status is not None and [step.state for step in status.steps] == ["succeeded"] * 11
     (listed,) = [block for block in render_tab(config, "workflows", "Workflows").blocks if isinstance(block, Table)]
@@ -71,12 +71,12 @@ def test_a_chain_a_group_and_a_chord_run_to_their_results(
     assert r.zcard(keys.key("schedule")) == 0  # the steps that went through it were pushed
 
 
-def test_a_next_step_goes_to_its_queue_or_in_the_queue_layout_through_the_schedule(cluster_config: kiq.Config) -> None:
-    plugin = cluster_config.add_plugin(workflow.WorkflowPlugin)
-    r = cluster_config.redis
+def test_a_next_step_goes_to_its_queue_or_in_the_queue_layout_through_the_schedule(config: kiq.Config) -> None:
+    plugin = config.add_plugin(workflow.WorkflowPlugin)
+    r = config.redis
     keys = kiq.keyspace(r)
     wf = (Const.si(1) | Add.s(2).set(queue="next")).perform_async()
     assert r.llen(keys.queue("default")) == 1  # the first step, pushed by the start's pipeline
-    assert plugin.steps(cluster_config).run("succeeded", wf.id, "0", "1") == 1  # as its worker would record it
+    assert plugin.steps(config).run("succeeded", wf.id, "0", "1") == 1  # as its worker would record it
     job = pushed_by_script(r, "next")
     assert job["args"] == [1, 2] and job["wf_step"] == "1"
