@@ -231,3 +231,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 def encodable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+@pytest.fixture
+def keys(r: redis.Redis) -> kiq.Keyspace:
+    """The key names of ``r``'s layout (``kiq.keyspace``): Sidekiq's own on a standalone Redis, hash-tagged on a
+    cluster target; a test marked ``cluster`` that reads kiq's keys names them through it."""
+    return kiq.keyspace(r)

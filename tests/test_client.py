@@ -36,11 +36,12 @@ def only_job(r: redis.Redis, key: str) -> dict[str, Any]:
     return json.loads(values[0])  # type: ignore[no-any-return]
 
 
-def test_push_writes_sidekiq_7_json(r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_push_writes_sidekiq_7_json(r: redis.Redis, keys: kiq.Keyspace) -> None:
     before = time.time()
     jid = HardJob.perform_async(1, "two", {"three": [3.0]})
     after = time.time()
-    raw = r.lrange("queue:default", 0, -1)[0]
+    raw = r.lrange(keys.queue("default"), 0, -1)[0]
     job = json.loads(raw)
     assert list(job) == ["retry", "queue", "class", "args", "jid", "created_at", "enqueued_at"]
     assert job["class"] == "HardJob"
@@ -49,50 +50,56 @@ def test_push_writes_sidekiq_7_json(r: redis.Redis) -> None:
     assert job["queue"] == "default" and job["retry"] is True
     assert isinstance(job["created_at"], float) and isinstance(job["enqueued_at"], float)
     assert before <= job["created_at"] <= job["enqueued_at"] <= after
-    assert r.smembers("queues") == {"default"}
-    assert r.type("queue:default") == "list"
+    assert r.smembers(keys.key("queues")) == {"default"}
+    assert r.type(keys.queue("default")) == "list"
     assert raw.startswith('{"retry":true,"queue":"default","class":"HardJob"')  # compact, like Ruby's JSON
 
 
-def test_class_options_and_default_wire_name(r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_class_options_and_default_wire_name(r: redis.Redis, keys: kiq.Keyspace) -> None:
     CriticalJob.perform_async()
-    job = only_job(r, "queue:critical")
+    job = only_job(r, keys.queue("critical"))
     assert job["class"] == "tests.test_client.CriticalJob"
     assert job["retry"] == 5 and job["backtrace"] is True and job["tags"] == ["a"]
 
 
-def test_set_overrides_options_for_one_push(r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_set_overrides_options_for_one_push(r: redis.Redis, keys: kiq.Keyspace) -> None:
     CriticalJob.set(queue="low", retry=False).perform_async(7)
-    job = only_job(r, "queue:low")
+    job = only_job(r, keys.queue("low"))
     assert job["retry"] is False and job["args"] == [7]
-    assert r.llen("queue:critical") == 0
+    assert r.llen(keys.queue("critical")) == 0
 
 
-def test_lpush_then_brpop_is_fifo(r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_lpush_then_brpop_is_fifo(r: redis.Redis, keys: kiq.Keyspace) -> None:
     first = HardJob.perform_async(1)
     HardJob.perform_async(2)
-    assert json.loads(r.brpop(["queue:default"], 1)[1])["jid"] == first  # type: ignore[index]
+    assert json.loads(r.brpop([keys.queue("default")], 1)[1])["jid"] == first  # type: ignore[index]
 
 
-def test_perform_in_goes_to_schedule_without_enqueued_at(r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_perform_in_goes_to_schedule_without_enqueued_at(r: redis.Redis, keys: kiq.Keyspace) -> None:
     jid = HardJob.perform_in(300, 1)
-    [(member, score)] = r.zrange("schedule", 0, -1, withscores=True)
+    [(member, score)] = r.zrange(keys.key("schedule"), 0, -1, withscores=True)
     job = json.loads(member)
     assert job["jid"] == jid
     assert "enqueued_at" not in job and "at" not in job
     assert abs(score - (time.time() + 300)) < 5
-    assert r.llen("queue:default") == 0
+    assert r.llen(keys.queue("default")) == 0
 
 
-def test_perform_at_timestamp_and_past_times_enqueue_now(r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_perform_at_timestamp_and_past_times_enqueue_now(r: redis.Redis, keys: kiq.Keyspace) -> None:
     at = time.time() + 60
     HardJob.perform_at(at, 1)
-    assert r.zscore("schedule", r.zrange("schedule", 0, 0)[0]) == pytest.approx(at)
+    assert r.zscore(keys.key("schedule"), r.zrange(keys.key("schedule"), 0, 0)[0]) == pytest.approx(at)
     HardJob.perform_at(time.time() - 10, 2)  # due already: straight to the queue, as Sidekiq does
-    assert json.loads(r.lindex("queue:default", 0))["args"] == [2]  # type: ignore[arg-type]
+    assert json.loads(r.lindex(keys.queue("default"), 0))["args"] == [2]  # type: ignore[arg-type]
 
 
-def test_push_bulk_batches_and_returns_jids(config: kiq.Config, r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_push_bulk_batches_and_returns_jids(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
     commands: list[int] = []
 
     class CountPipelines(kiq.ClientMiddleware):
@@ -104,8 +111,8 @@ def test_push_bulk_batches_and_returns_jids(config: kiq.Config, r: redis.Redis) 
     jids = HardJob.perform_bulk([[i] for i in range(2500)])
     assert len(jids) == 2500 and len(set(jids)) == 2500
     assert len(commands) == 2500  # middleware runs for each job
-    assert r.llen("queue:default") == 2500
-    assert json.loads(r.rpop("queue:default"))["args"] == [0]  # type: ignore[arg-type]
+    assert r.llen(keys.queue("default")) == 2500
+    assert json.loads(r.rpop(keys.queue("default")))["args"] == [0]  # type: ignore[arg-type]
 
 
 @pytest.mark.own_redis  # reads the server-wide command stats: no other test process may count there
@@ -116,13 +123,15 @@ def test_push_bulk_writes_1000_per_round_trip(config: kiq.Config, r: redis.Redis
     assert stats["cmdstat_lpush"]["calls"] == 3  # batches of 1000, 1000, 500
 
 
-def test_push_bulk_with_at_list(r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_push_bulk_with_at_list(r: redis.Redis, keys: kiq.Keyspace) -> None:
     now = time.time()
     kiq.Client().push_bulk({"class": HardJob, "args": [[1], [2]], "at": [now + 100, now + 200]})
-    scores = sorted(score for _, score in r.zrange("schedule", 0, -1, withscores=True))
+    scores = sorted(score for _, score in r.zrange(keys.key("schedule"), 0, -1, withscores=True))
     assert scores == [pytest.approx(now + 100), pytest.approx(now + 200)]
 
 
+@pytest.mark.cluster
 def test_bad_argument_writes_nothing(r: redis.Redis) -> None:
     with pytest.raises(kiq.JobArgumentError, match=r"args\[1\]\[0\]"):
         HardJob.perform_async(1, [{1, 2}])
@@ -131,9 +140,10 @@ def test_bad_argument_writes_nothing(r: redis.Redis) -> None:
     assert r.dbsize() == 0
 
 
-def test_push_by_wire_name_without_a_class(r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_push_by_wire_name_without_a_class(r: redis.Redis, keys: kiq.Keyspace) -> None:
     kiq.Client().push({"class": "Ruby::Mailer", "args": [1], "queue": "mail"})
-    job = only_job(r, "queue:mail")
+    job = only_job(r, keys.queue("mail"))
     assert job["class"] == "Ruby::Mailer" and job["retry"] is True
 
 
@@ -149,6 +159,7 @@ def test_push_by_wire_name_without_a_class(r: redis.Redis) -> None:
         {"class": "Ruby::Mailer", "args": [], "retry_for": "a day"},
     ],
 )
+@pytest.mark.cluster
 def test_malformed_items_are_refused(r: redis.Redis, item: dict[str, Any]) -> None:
     # InvalidJobError (a TypeError and ValueError): the poller moves such a job to the dead set, not back in a loop
     with pytest.raises(kiq.errors.InvalidJobError):
@@ -156,14 +167,15 @@ def test_malformed_items_are_refused(r: redis.Redis, item: dict[str, Any]) -> No
     assert r.dbsize() == 0
 
 
-def test_function_job(r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_function_job(r: redis.Redis, keys: kiq.Keyspace) -> None:
     @kiq.job(queue="mail", name="Receipts")
     def send_receipt(order_id: int) -> int:
         return order_id * 2
 
     assert send_receipt(21) == 42  # still a plain function when called
     jid = send_receipt.perform_async(9)
-    job = only_job(r, "queue:mail")
+    job = only_job(r, keys.queue("mail"))
     assert job == {**job, "class": "Receipts", "args": [9], "jid": jid}
     assert kiq.registry.get("Receipts") is send_receipt.job_class
     with pytest.raises(TypeError, match="missing a required argument: 'order_id'"):

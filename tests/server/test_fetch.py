@@ -31,11 +31,14 @@ def first_keys(fetch: BasicFetch, times: int = 4000) -> Counter[str]:
     return Counter(fetch.order.keys()[0] for _ in range(times))
 
 
-def test_strict_order_fetches_from_the_first_queue_first(config: kiq.Config, r: redis.Redis) -> None:
-    r.lpush("queue:low", "low-1")
-    r.lpush("queue:high", "high-1", "high-2")
+@pytest.mark.cluster
+def test_strict_order_fetches_from_the_first_queue_first(
+    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace
+) -> None:
+    r.lpush(keys.queue("low"), "low-1")
+    r.lpush(keys.queue("high"), "high-1", "high-2")
     fetch = BasicFetch(capsule(config, ("high", 0), ("low", 0)))
-    assert fetch.order.keys() == ["queue:high", "queue:low"]
+    assert fetch.order.keys() == [keys.queue("high"), keys.queue("low")]
     fetched = [fetch.retrieve_work() for _ in range(3)]
     assert [(u.queue_name, u.job) for u in fetched if u] == [("high", "high-1"), ("high", "high-2"), ("low", "low-1")]
 
@@ -64,6 +67,7 @@ def test_random_order_when_all_weights_are_one(config: kiq.Config) -> None:
     assert 0.44 < first_keys(fetch)["queue:a"] / 4000 < 0.56
 
 
+@pytest.mark.cluster
 def test_retrieve_work_returns_none_when_the_queues_stay_empty(config: kiq.Config) -> None:
     assert BasicFetch(capsule(config, ("empty", 0))).block_seconds == TIMEOUT  # production waits up to 2 s
     fetch = short_block(BasicFetch(capsule(config, ("empty", 0))))
@@ -112,13 +116,16 @@ class CountingFetch(BasicFetch):
         return super()._fetch(wanted, block)
 
 
-def test_one_round_trip_serves_every_waiting_thread_and_takes_no_more(config: kiq.Config, r: redis.Redis) -> None:
-    r.lpush("queue:default", *[f"job-{i}" for i in range(20)])
+@pytest.mark.cluster
+def test_one_round_trip_serves_every_waiting_thread_and_takes_no_more(
+    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace
+) -> None:
+    r.lpush(keys.queue("default"), *[f"job-{i}" for i in range(20)])
     fetch = CountingFetch(capsule(config, ("default", 0)))
     units = take_concurrently(fetch, 6)
     jobs = sorted(unit.job for unit in units if unit is not None)
     assert len(jobs) == 6 and len(set(jobs)) == 6  # every thread got its own job
-    assert r.llen("queue:default") == 14  # nothing taken that no thread was ready to run
+    assert r.llen(keys.queue("default")) == 14  # nothing taken that no thread was ready to run
     assert fetch.round_trips < 6  # the first one serves its leader; the next, the threads that queued behind it
     assert max(fetch.wanted) > 1
 
@@ -131,6 +138,7 @@ def test_a_batch_over_several_queues_keeps_the_strict_order(config: kiq.Config, 
     assert r.lrange("queue:low", 0, -1) == ["low-3"]
 
 
+@pytest.mark.cluster
 def test_waiting_threads_get_none_when_the_queues_stay_empty(config: kiq.Config) -> None:
     fetch = short_block(BasicFetch(capsule(config, ("empty", 0))), 0.3)
     started = time.monotonic()
@@ -145,13 +153,16 @@ def waiting(fetch: BasicFetch, threads: int) -> bool:
         return fetch._fetching and len(fetch._sleepers) == threads - 1
 
 
-def test_a_job_pushed_while_threads_wait_is_fetched_by_one_of_them(config: kiq.Config, r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_a_job_pushed_while_threads_wait_is_fetched_by_one_of_them(
+    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace
+) -> None:
     fetch = short_block(BasicFetch(capsule(config, ("default", 0), ("other", 0))), LONG_BLOCK)
     results: list[BasicUnitOfWork | None] = []
     waiter = threading.Thread(target=lambda: results.extend(take_concurrently(fetch, 3)))
     waiter.start()
     wait_until(lambda: waiting(fetch, 3), 5, message="the threads to wait")
-    r.lpush("queue:other", "late")
+    r.lpush(keys.queue("other"), "late")
     waiter.join(10)
     assert [(unit.queue_name, unit.job) for unit in results if unit is not None] == [("other", "late")]
 
@@ -168,23 +179,27 @@ def test_a_failing_fetch_reaches_the_caller_and_the_next_fetch_works(config: kiq
     assert unit is not None and unit.job == "job"
 
 
-def test_bulk_requeue_puts_jobs_back_where_they_are_fetched_next(config: kiq.Config, r: redis.Redis) -> None:
-    r.lpush("queue:default", "older")
+@pytest.mark.cluster
+def test_bulk_requeue_puts_jobs_back_where_they_are_fetched_next(
+    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace
+) -> None:
+    r.lpush(keys.queue("default"), "older")
     fetch = BasicFetch(capsule(config, ("default", 0), ("other", 0)))
     units: list[Any] = [BasicUnitOfWork("default", "a", fetch), BasicUnitOfWork("other", "b", fetch)]
     fetch.bulk_requeue(units)
-    assert r.lrange("queue:other", 0, -1) == ["b"]
+    assert r.lrange(keys.queue("other"), 0, -1) == ["b"]
     unit = fetch.retrieve_work()
     assert unit is not None and unit.job == "a"  # before "older", which waited in the queue
 
 
-def test_requeue_of_one_unit(config: kiq.Config, r: redis.Redis) -> None:
-    r.lpush("queue:default", "job")
+@pytest.mark.cluster
+def test_requeue_of_one_unit(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
+    r.lpush(keys.queue("default"), "job")
     unit = BasicFetch(capsule(config, ("default", 0))).retrieve_work()
-    assert unit is not None and r.llen("queue:default") == 0
+    assert unit is not None and r.llen(keys.queue("default")) == 0
     unit.acknowledge()  # nothing to do for BRPOP
     unit.requeue()
-    assert r.lrange("queue:default", 0, -1) == ["job"]
+    assert r.lrange(keys.queue("default"), 0, -1) == ["job"]
 
 
 def test_a_capsule_needs_queues(config: kiq.Config) -> None:
@@ -290,13 +305,16 @@ def test_threads_already_awake_take_fetched_jobs_so_few_sleepers_are_woken(confi
     assert fetch.wakes < jobs / 3  # a job per wake-up would be 600
 
 
-def test_jobs_fetched_for_sleeping_threads_reach_them_at_once(config: kiq.Config, r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_jobs_fetched_for_sleeping_threads_reach_them_at_once(
+    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace
+) -> None:
     fetch = BasicFetch(capsule(config, ("default", 0)))
     results: list[BasicUnitOfWork | None] = []
     waiter = threading.Thread(target=lambda: results.extend(take_concurrently(fetch, 4)))
     waiter.start()
     wait_until(lambda: waiting(fetch, 4), 5, message="the threads to wait")  # a leader and three sleepers
-    r.lpush("queue:default", *[f"job-{i}" for i in range(4)])
+    r.lpush(keys.queue("default"), *[f"job-{i}" for i in range(4)])
     pushed = time.monotonic()
     waiter.join(10)
     assert time.monotonic() - pushed < 1.2  # not at the sleepers' 2 s deadlines (the production block time)

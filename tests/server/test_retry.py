@@ -123,14 +123,17 @@ def unpack_backtrace(data: str) -> list[str]:
 
 
 # -- the retry entry ---------------------------------------------------------------------------------
-def test_first_failure_goes_to_retry_with_sidekiq_fields(config: kiq.Config, r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_first_failure_goes_to_retry_with_sidekiq_fields(
+    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace
+) -> None:
     jobstr = payload()
     error = ValueError("bad input")
     before = time.time()
     handled = fail(config, jobstr, error)
     after = time.time()
     assert handled.__cause__ is error  # the processor reports this one
-    job, score = only_entry(r, "retry")
+    job, score = only_entry(r, keys.key("retry"))
     original = json.loads(jobstr)
     assert job == {
         **original,
@@ -143,15 +146,16 @@ def test_first_failure_goes_to_retry_with_sidekiq_fields(config: kiq.Config, r: 
     assert "retried_at" not in job and "error_backtrace" not in job
     # count 0: 0**4 + 15 + rand(10) * 1
     assert before + 15 <= score <= after + 15 + 9
-    assert r.zcard("dead") == 0
+    assert r.zcard(keys.key("dead")) == 0
 
 
-def test_later_failure_sets_retried_at_and_counts(config: kiq.Config, r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_later_failure_sets_retried_at_and_counts(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
     jobstr = payload(retry_count=0, failed_at=1_000.5, error_message="old", error_class="OldError")
     before = time.time()
     fail(config, jobstr, KeyError("k"))
     after = time.time()
-    job, score = only_entry(r, "retry")
+    job, score = only_entry(r, keys.key("retry"))
     assert job["retry_count"] == 1 and job["failed_at"] == 1_000.5
     assert before <= job["retried_at"] <= after
     assert job["error_class"] == "KeyError" and job["error_message"] == "'k'"
@@ -273,13 +277,16 @@ def test_retry_in_discard_sets_discarded_at_and_runs_the_death_hooks(
     assert job["failed_at"] <= job["discarded_at"] and job["retry_count"] == 0
 
 
-def test_retry_in_kill_sends_the_job_to_dead(config: kiq.Config, r: redis.Redis, hooks: Recorder) -> None:
+@pytest.mark.cluster
+def test_retry_in_kill_sends_the_job_to_dead(
+    config: kiq.Config, r: redis.Redis, hooks: Recorder, keys: kiq.Keyspace
+) -> None:
     instance = HookedJob()
     instance.answer = "kill"
     error = Boom("x")
     fail(config, payload(), error, instance)
-    assert r.zcard("retry") == 0
-    job, _ = only_entry(r, "dead")
+    assert r.zcard(keys.key("retry")) == 0
+    job, _ = only_entry(r, keys.key("dead"))
     assert job["error_class"] == "tests.server.test_retry.Boom" and job["retry_count"] == 0
     assert [(j["jid"], e) for j, e in hooks.deaths] == [(job["jid"], error)]
     assert len(instance.exhausted_calls) == 1
@@ -296,13 +303,16 @@ def test_retry_in_that_raises_falls_back_to_the_default(config: kiq.Config, r: r
 
 
 # -- exhausted: dead set, retries_exhausted, death hooks ---------------------------------------------
-def test_retry_n_exhausted_goes_to_dead(config: kiq.Config, r: redis.Redis, hooks: Recorder) -> None:
+@pytest.mark.cluster
+def test_retry_n_exhausted_goes_to_dead(
+    config: kiq.Config, r: redis.Redis, hooks: Recorder, keys: kiq.Keyspace
+) -> None:
     instance = HookedJob()
     error = Boom("last")
     before = time.time()
     fail(config, payload(retry=2, retry_count=1, failed_at=before - 60), error, instance)
-    assert r.zcard("retry") == 0
-    job, score = only_entry(r, "dead")
+    assert r.zcard(keys.key("retry")) == 0
+    job, score = only_entry(r, keys.key("dead"))
     assert before <= score <= time.time()
     assert job["retry_count"] == 2 and job["error_message"] == "last" and job["failed_at"] == before - 60
     [(exhausted_job, exhausted_exc)] = instance.exhausted_calls
@@ -326,16 +336,20 @@ def test_retry_true_uses_max_retries(config: kiq.Config, r: redis.Redis) -> None
     assert r.zcard("dead") == 2
 
 
-def test_retry_zero_goes_straight_to_dead(config: kiq.Config, r: redis.Redis, hooks: Recorder) -> None:
+@pytest.mark.cluster
+def test_retry_zero_goes_straight_to_dead(
+    config: kiq.Config, r: redis.Redis, hooks: Recorder, keys: kiq.Keyspace
+) -> None:
     fail(config, payload(retry=0), Boom("x"))
-    assert r.zcard("retry") == 0
-    assert only_entry(r, "dead")[0]["retry_count"] == 0
+    assert r.zcard(keys.key("retry")) == 0
+    assert only_entry(r, keys.key("dead"))[0]["retry_count"] == 0
     assert len(hooks.deaths) == 1
 
 
-def test_retry_for_past_goes_to_dead(config: kiq.Config, r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_retry_for_past_goes_to_dead(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
     fail(config, payload(retry_for=60, retry_count=0, failed_at=time.time() - 61), Boom("x"))
-    assert r.zcard("retry") == 0 and r.zcard("dead") == 1
+    assert r.zcard(keys.key("retry")) == 0 and r.zcard(keys.key("dead")) == 1
 
 
 def test_retry_for_not_yet_past_retries(config: kiq.Config, r: redis.Redis) -> None:
@@ -375,11 +389,14 @@ def test_retries_exhausted_discard_skips_dead_but_runs_the_death_hooks(
 
 
 # -- retry: false, and what the guards let through ---------------------------------------------------
-def test_retry_false_no_retry_no_dead_but_death_hooks(config: kiq.Config, r: redis.Redis, hooks: Recorder) -> None:
+@pytest.mark.cluster
+def test_retry_false_no_retry_no_dead_but_death_hooks(
+    config: kiq.Config, r: redis.Redis, hooks: Recorder, keys: kiq.Keyspace
+) -> None:
     error = Boom("x")
     handled = fail(config, payload(retry=False), error)
     assert handled.__cause__ is error
-    assert r.zcard("retry") == 0 and r.zcard("dead") == 0
+    assert r.zcard(keys.key("retry")) == 0 and r.zcard(keys.key("dead")) == 0
     [(job, exc)] = hooks.deaths
     assert exc is error and job["retry"] is False and "error_class" not in job  # Sidekiq adds no fields here
 
@@ -417,12 +434,13 @@ def test_handled_from_local_is_recorded_once(config: kiq.Config, r: redis.Redis,
     assert r.zcard("dead") == 1 and len(hooks.deaths) == 1
 
 
-def test_success_records_nothing(config: kiq.Config, r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_success_records_nothing(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
     retrier = JobRetry(config)
     jobstr = payload()
     with retrier.global_(jobstr, "default"), retrier.local(PlainJob(), jobstr, "default"):
         pass
-    assert r.zcard("retry") == 0 and r.zcard("dead") == 0
+    assert r.zcard(keys.key("retry")) == 0 and r.zcard(keys.key("dead")) == 0
 
 
 def test_shutdown_passes_through_untouched(config: kiq.Config, r: redis.Redis, hooks: Recorder) -> None:

@@ -24,7 +24,7 @@ def job_json(jid: str, queue: str = "default", **extra: Any) -> str:
 
 
 def queued(r: redis.Redis, queue: str = "default") -> list[dict[str, Any]]:
-    return [json.loads(raw) for raw in reversed(r.lrange(f"queue:{queue}", 0, -1))]
+    return [json.loads(raw) for raw in reversed(r.lrange(kiq.keyspace(r).queue(queue), 0, -1))]
 
 
 class StampMiddleware(ClientMiddleware):
@@ -33,12 +33,15 @@ class StampMiddleware(ClientMiddleware):
         yield
 
 
-def test_moves_due_jobs_from_retry_and_schedule_through_client_middleware(config: kiq.Config, r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_moves_due_jobs_from_retry_and_schedule_through_client_middleware(
+    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace
+) -> None:
     config.client_middleware.add(StampMiddleware)
     now = time.time()
-    r.zadd("retry", {job_json("r-due", "low", retry_count=0, error_class="E"): now - 5})
-    r.zadd("retry", {job_json("r-later"): now + 60})
-    r.zadd("schedule", {job_json("s-due"): now - 1, job_json("s-later"): now + 60})
+    r.zadd(keys.key("retry"), {job_json("r-due", "low", retry_count=0, error_class="E"): now - 5})
+    r.zadd(keys.key("retry"), {job_json("r-later"): now + 60})
+    r.zadd(keys.key("schedule"), {job_json("s-due"): now - 1, job_json("s-later"): now + 60})
 
     assert Poller(config).enqueue_jobs() == 2
 
@@ -49,21 +52,23 @@ def test_moves_due_jobs_from_retry_and_schedule_through_client_middleware(config
         assert job["stamped"] == 1  # client middleware ran again
         assert now - 1 <= job["enqueued_at"] <= time.time()
     assert low[0]["retry_count"] == 0 and low[0]["error_class"] == "E"  # the payload is otherwise kept
-    assert r.smembers("queues") == {"low", "default"}
-    assert [json.loads(m)["jid"] for m in r.zrange("retry", 0, -1)] == ["r-later"]
-    assert [json.loads(m)["jid"] for m in r.zrange("schedule", 0, -1)] == ["s-later"]
+    assert r.smembers(keys.key("queues")) == {"low", "default"}
+    assert [json.loads(m)["jid"] for m in r.zrange(keys.key("retry"), 0, -1)] == ["r-later"]
+    assert [json.loads(m)["jid"] for m in r.zrange(keys.key("schedule"), 0, -1)] == ["s-later"]
 
 
-def test_now_decides_what_is_due(config: kiq.Config, r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_now_decides_what_is_due(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
     now = time.time()
-    r.zadd("schedule", {job_json("a"): now + 10, job_json("b"): now + 20})
+    r.zadd(keys.key("schedule"), {job_json("a"): now + 10, job_json("b"): now + 20})
     poller = Poller(config)
     assert poller.enqueue_jobs(now=now + 15) == 1
     assert [job["jid"] for job in queued(r)] == ["a"]
     assert poller.enqueue_jobs(now=now + 15) == 0
 
 
-def test_unparseable_job_goes_to_dead(config: kiq.Config, r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_unparseable_job_goes_to_dead(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
     deaths: list[dict[str, Any]] = []
 
     class Recorder:
@@ -72,13 +77,13 @@ def test_unparseable_job_goes_to_dead(config: kiq.Config, r: redis.Redis) -> Non
             deaths.append(job)
 
     config.plugins.register(Recorder())
-    r.zadd("schedule", {"{not json": time.time() - 1, dumps({"no": "class"}): time.time() - 1})
-    r.zadd("schedule", {job_json("ok"): time.time() - 1})
+    r.zadd(keys.key("schedule"), {"{not json": time.time() - 1, dumps({"no": "class"}): time.time() - 1})
+    r.zadd(keys.key("schedule"), {job_json("ok"): time.time() - 1})
 
     assert Poller(config).enqueue_jobs() == 1
-    assert sorted(r.zrange("dead", 0, -1)) == sorted(["{not json", dumps({"no": "class"})])
+    assert sorted(r.zrange(keys.key("dead"), 0, -1)) == sorted(["{not json", dumps({"no": "class"})])
     assert [job["jid"] for job in queued(r)] == ["ok"]
-    assert r.zcard("schedule") == 0
+    assert r.zcard(keys.key("schedule")) == 0
     assert deaths == []  # like the processor: no death hook for a payload that is not a job
 
 
@@ -109,7 +114,10 @@ def test_an_entry_that_can_never_be_enqueued_goes_to_dead_once_logged_once(
     assert caplog.text.count("can never be enqueued") == 1
 
 
-def test_failing_middleware_keeps_the_job_for_a_later_poll(config: kiq.Config, r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_failing_middleware_keeps_the_job_for_a_later_poll(
+    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace
+) -> None:
     class Broken(ClientMiddleware):
         def call(self, job_class: Any, job: dict[str, Any], queue: str, redis: Any) -> Wrapper:
             raise RuntimeError("middleware down")
@@ -125,15 +133,16 @@ def test_failing_middleware_keeps_the_job_for_a_later_poll(config: kiq.Config, r
     config.plugins.register(Recorder())
     config.client_middleware.add(Broken)
     raw = job_json("kept")
-    r.zadd("schedule", {raw: time.time() - 1})
+    r.zadd(keys.key("schedule"), {raw: time.time() - 1})
 
     assert Poller(config).enqueue_jobs() == 0
-    score = r.zscore("schedule", raw)
+    score = r.zscore(keys.key("schedule"), raw)
     assert score is not None and score > time.time()  # not in a hot loop: due again at the next poll
-    assert r.llen("queue:default") == 0
+    assert r.llen(keys.queue("default")) == 0
     assert [str(e) for e in errors] == ["middleware down"]
 
 
+@pytest.mark.cluster
 def test_terminate_is_prompt(config: kiq.Config) -> None:
     config.poll_interval = 30
     poller = Poller(config)
@@ -144,15 +153,16 @@ def test_terminate_is_prompt(config: kiq.Config) -> None:
     assert poller._thread is not None and not poller._thread.is_alive()
 
 
-def test_thread_polls_repeatedly(config: kiq.Config, r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_thread_polls_repeatedly(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
     config.poll_interval = 0.1
     poller = Poller(config)
     poller.start()
     try:
-        r.zadd("schedule", {job_json("first"): time.time()})
-        wait_until(lambda: r.llen("queue:default") == 1, 20, message="first job enqueued")
-        r.zadd("schedule", {job_json("second"): time.time()})
-        wait_until(lambda: r.llen("queue:default") == 2, 20, message="second job enqueued")
+        r.zadd(keys.key("schedule"), {job_json("first"): time.time()})
+        wait_until(lambda: r.llen(keys.queue("default")) == 1, 20, message="first job enqueued")
+        r.zadd(keys.key("schedule"), {job_json("second"): time.time()})
+        wait_until(lambda: r.llen(keys.queue("default")) == 2, 20, message="second job enqueued")
     finally:
         poller.terminate()
 
