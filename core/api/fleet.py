@@ -16,7 +16,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from ..keys import DEAD, PROCESSES, QUEUES, RETRY, SCHEDULE, queue_key
+from ..keys import DEAD, PROCESSES, QUEUES, RETRY, SCHEDULE, keyspace
 from ..payload import parse_job
 from ..readings import Reading
 from .records import latency
@@ -51,20 +51,21 @@ class FleetGauges:
 
     def _read(self) -> list[Reading]:
         redis = self.config.redis
+        keys = keyspace(redis)
         pipe = redis.pipeline(transaction=False)
-        pipe.smembers(QUEUES)
+        pipe.smembers(keys.key(QUEUES))
         for name in (RETRY, DEAD, SCHEDULE):
-            pipe.zcard(name)
-        pipe.smembers(PROCESSES)
+            pipe.zcard(keys.key(name))
+        pipe.smembers(keys.key(PROCESSES))
         queue_names, retries, dead, scheduled, identities = pipe.execute()
-        queues = sorted(queue_names)
+        queues = sorted(name for name in queue_names if name)
         processes = sorted(identities) if self.processes else []
         pipe = redis.pipeline(transaction=False)
         for name in queues:
-            pipe.llen(queue_key(name))
-            pipe.lindex(queue_key(name), -1)
+            pipe.llen(keys.queue(name))
+            pipe.lindex(keys.queue(name), -1)
         for identity in processes:
-            pipe.hmget(identity, "info", "busy")
+            pipe.hmget(keys.key(identity), "info", "busy")
         results = pipe.execute()
         readings = [
             Reading("kiq_retry_set_size", retries, help="jobs in the retry set"),

@@ -1,0 +1,272 @@
+"""The API, iteration state, dashboard and CLI on a real Redis Cluster, in the layout of KIQ_TEST_CLUSTER_SLOTS (one
+or queue): each reads and writes its keys through the keyspace (``{kiq}...``, ``queue:{<name>}``), and nothing sends
+two slots' keys in one script or transaction.
+
+The cluster is the one at KIQ_TEST_CLUSTER_URL (``redis+cluster://host:port``; the tests skip without it), flushed
+before each test: a throwaway one. Queues ``alpha`` and ``beta`` hash to different slots, so in the queue layout
+every test that uses both crosses slots.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from redis.crc import key_slot
+
+import kiq
+from kiq import config as kiq_config
+from kiq.api import DeadSet, ProcessSet, Queue, RetrySet, ScheduledSet, Stats, Workers
+from kiq.api.fleet import FleetGauges
+from kiq.api.iterations import iteration_states
+from kiq.async_client import async_redis
+from kiq.contrib.web import asgi_app
+from kiq.iteration import state
+from tests.jobs.basic import Record, Sleepy
+from tests.jobs.retry import ATTEMPTS, AlwaysFails
+from tests.support import FAST, ROOT, WorkerProcess, child_env, wait_until
+
+pytestmark = pytest.mark.cluster
+
+CLUSTER_URL = os.environ.get("KIQ_TEST_CLUSTER_URL")
+CLUSTER_SLOTS = os.environ.get("KIQ_TEST_CLUSTER_SLOTS", "one")
+
+
+@pytest.fixture
+def cluster() -> Iterator[kiq.Config]:
+    """A config on the test cluster, every primary flushed, the process default while the test runs."""
+    if not CLUSTER_URL:
+        pytest.skip("KIQ_TEST_CLUSTER_URL is not set (a redis+cluster:// URL of a throwaway cluster)")
+    config = kiq.Config(redis_url=CLUSTER_URL, slots=CLUSTER_SLOTS)
+    config.redis.flushall()  # a cluster client sends it to every primary
+    previous = kiq_config._default
+    kiq_config.set_default_config(config)
+    yield config
+    kiq_config._default = previous
+    config.redis.close()
+
+
+def job(jid: str, queue: str = "default", **fields: Any) -> dict[str, Any]:
+    now = time.time()
+    return {"class": "Record", "args": [jid], "jid": jid, "queue": queue, "retry": True, "created_at": now - 5,
+            "enqueued_at": now - 5, **fields}  # fmt: skip
+
+
+def failed(jid: str, queue: str = "default") -> dict[str, Any]:
+    return job(jid, queue, retry_count=1, error_class="RuntimeError", error_message="boom", failed_at=time.time())
+
+
+def queued_jids(name: str) -> list[str]:
+    return [str(record.jid) for record in Queue(name)]
+
+
+def test_the_queues_of_the_layout_fall_in_their_slots(cluster: kiq.Config) -> None:
+    keys = kiq.keyspace(cluster.redis)
+    assert keys.cluster and keys.slots == CLUSTER_SLOTS
+    slots = {key_slot(keys.queue(name).encode()) for name in ("alpha", "beta")}
+    assert len(slots) == (2 if CLUSTER_SLOTS == "queue" else 1)
+    assert key_slot(keys.key("retry").encode()) == key_slot(keys.key("queues").encode())
+
+
+def test_queues_size_latency_page_delete_pause_and_clear(cluster: kiq.Config) -> None:
+    for name in ("alpha", "beta"):
+        kiq.Client(cluster).push_bulk({"class": "Record", "queue": name, "args": [[f"{name}-{n}"] for n in range(3)]})
+    assert [queue.name for queue in Queue.all()] == ["alpha", "beta"]
+    alpha = Queue("alpha")
+    assert alpha.key == kiq.keyspace(cluster.redis).queue("alpha")
+    assert alpha.size == 3 and 0 <= alpha.latency < 60
+    records = list(alpha)
+    assert [record.args for record in records] == [["alpha-2"], ["alpha-1"], ["alpha-0"]]  # newest first
+    assert [record.args for record in alpha.page(1, 5)] == [["alpha-1"], ["alpha-0"]]
+    assert records[0].delete() and alpha.size == 2
+    assert alpha.find_job(str(records[1].jid)) is not None
+
+    assert alpha.pause() and alpha.paused and not Queue("beta").paused
+    assert alpha.unpause() and not alpha.paused
+    assert alpha.pause()
+    assert alpha.clear() == 2 and alpha.size == 0
+    # cleared, it leaves the ``queues`` set; paused, it stays listed so it can be unpaused
+    assert [queue.name for queue in Queue.all()] == ["alpha", "beta"]
+    assert alpha.unpause()
+    assert [queue.name for queue in Queue.all()] == ["beta"]
+    Record.set(queue="alpha").perform_async("again")  # the next push lists it again
+    assert [queue.name for queue in Queue.all()] == ["alpha", "beta"]
+
+    stats = Stats()
+    assert stats.queues == {"beta": 3, "alpha": 1} and stats.enqueued == 4
+    gauges = {(reading.name, reading.labels): reading.value for reading in FleetGauges(cluster).readings()}
+    assert gauges["kiq_queue_size", (("queue", "beta"),)] == 3 and gauges["kiq_queue_size", (("queue", "alpha"),)] == 1
+
+
+def test_retry_set_iterate_find_search_retry_kill_delete_clear(cluster: kiq.Config) -> None:
+    retries = RetrySet()
+    due = time.time() + 3600
+    for n, queue in enumerate(("alpha", "beta", "alpha", "beta", "alpha")):
+        retries.schedule(due + n, failed(f"r{n}", queue))
+    assert retries.size == 5 and [entry.jid for entry in retries] == ["r4", "r3", "r2", "r1", "r0"]
+    assert [entry.jid for entry in retries.page(0, 2, newest_first=False)] == ["r0", "r1"]
+    found = retries.search('"r3"')  # the SEARCH script, declared in kiq's shared slot
+    assert [entry.jid for entry in found.entries] == ["r3"] and found.resume is None
+    assert [entry.jid for entry in retries.fetch(due + 1)] == ["r1"]
+
+    entry = retries.find_job("r0")
+    assert entry is not None and entry.retry()  # out of the set, into its queue
+    assert queued_jids("alpha") == ["r0"] and retries.find_job("r0") is None
+    assert retries.retry_by_jid("r1") and queued_jids("beta") == ["r1"]
+    kill = retries.find_job("r2")
+    assert kill is not None and kill.kill()
+    assert [entry.jid for entry in DeadSet()] == ["r2"]
+    assert retries.delete_by_jid("r3") and retries.size == 1
+    later = retries.find_job("r4")
+    assert later is not None and later.reschedule(due + 100) and retries.fetch(due + 100)[0].jid == "r4"
+    assert retries.clear() == 1 and retries.size == 0
+    assert Stats().retry_size == 0 and Stats().dead_size == 1
+
+
+def test_dead_and_scheduled_sets(cluster: kiq.Config) -> None:
+    dead = DeadSet()
+    for n, queue in enumerate(("alpha", "beta")):
+        dead.kill(json.dumps(failed(f"d{n}", queue)), notify_failure=False)
+    assert dead.size == 2 and dead.retry_all() == 2 and dead.size == 0
+    assert queued_jids("alpha") == ["d0"] and queued_jids("beta") == ["d1"]
+
+    Record.set(queue="beta").perform_in(3600, "later")
+    Record.set(queue="alpha").perform_in(7200, "much later")
+    scheduled = ScheduledSet()
+    assert [entry.args for entry in scheduled] == [["much later"], ["later"]]
+    soon = next(iter(scheduled))
+    assert soon.add_to_queue() and [record.args for record in Queue("alpha")] == [["much later"], ["d0"]]
+    assert Stats().scheduled_size == 1 and scheduled.clear() == 1
+
+
+def test_iteration_state_save_load_cancel_clear(cluster: kiq.Config) -> None:
+    redis = cluster.redis
+    assert state.key_of(redis, "j1") == kiq.keyspace(redis).key("it-j1")
+    assert not state.flush(redis, "j1", 1, {"id": 7}, 0.5)
+    assert redis.hget(kiq.keyspace(redis).key("it-j1"), "c") == '{"id":7}'
+    saved = state.read(redis, "j1")
+    assert saved is not None and saved.cursor == {"id": 7} and saved.executions == 1 and not saved.cancelled
+    assert kiq.cancel("j1") > 0 and state.flush(redis, "j1", 1, {"id": 8}, 0.5)  # the flush tells it was cancelled
+    assert set(iteration_states(["j1", "nope"])) == {"j1"}
+    state.clear(redis, "j1")
+    assert state.read(redis, "j1") is None
+
+    async def in_asyncio() -> tuple[state.IterationState | None, int]:
+        client = async_redis(cluster)
+        await state.aflush(client, "j2", 2, [1, 2], 1.0)
+        return await state.aread(client, "j2"), await kiq.cancel.aio("j2")
+
+    read_async, cancelled_at = asyncio.run(in_asyncio())
+    assert read_async is not None and read_async.cursor == [1, 2] and cancelled_at > 0
+    assert state.read(redis, "j2") is not None
+
+
+@pytest.fixture
+def worker(cluster: kiq.Config, tmp_path: Path) -> Iterator[WorkerProcess]:
+    """A real ``kiq worker`` on the cluster, in the test's layout, reading alpha then beta."""
+    assert CLUSTER_URL is not None
+    env = {**FAST, "KIQ_SLOTS": CLUSTER_SLOTS, "KIQ_POLL_INTERVAL": "0.5"}
+    args = ("-r", "tests.jobs.basic", "-r", "tests.jobs.retry", "-q", "alpha", "-q", "beta", "-c", "3", "-t", "1")
+    with WorkerProcess(args, CLUSTER_URL, tmp_path / "worker.log", env) as process:
+        yield process
+
+
+def test_a_worker_runs_retries_and_buries_jobs_and_the_api_sees_it(cluster: kiq.Config, worker: WorkerProcess) -> None:
+    for n in range(4):
+        Record.set(queue=("alpha", "beta")[n % 2]).perform_async(f"run-{n}")
+    AlwaysFails.set(queue="beta", retry=1).perform_async("doomed")
+    redis = cluster.redis
+    wait_until(lambda: redis.llen("order") == 4, 30, message="the four Record jobs")
+    # fails, waits in the retry set, the poller enqueues it again, fails again: dead
+    wait_until(lambda: DeadSet().size == 1, 60, message=f"AlwaysFails dead\n{worker.output()}")
+    assert redis.llen(ATTEMPTS) == 2
+    assert next(iter(DeadSet())).item["retry_count"] == 1 and RetrySet().size == 0
+
+    processes = wait_until(lambda: list(ProcessSet()), 30, message="the worker's heartbeat")
+    assert [process["pid"] for process in processes] == [worker.pid]
+    assert ProcessSet().size == 1 and processes[0].state == "running"
+    wait_until(lambda: Stats().processed == 6, 30, message="the counters flushed by the heartbeat")
+    assert Stats().failed == 2 and Stats().history(1)["processed"] == {time.strftime("%Y-%m-%d", time.gmtime()): 6}
+
+    jid = Sleepy.set(queue="alpha").perform_async(30)
+    works = wait_until(lambda: list(Workers()), 30, message="the Sleepy job in the process's work hash")
+    assert [work.payload["jid"] for work in works] == [jid] and works[0].queue == "alpha"
+    assert Workers().size == 1 and Stats().workers_size == 1
+
+    assert ProcessSet().stop(str(processes[0].identity)) == 1  # the signals key, read by the heartbeat
+    assert worker.wait(30) == 0
+    assert [record.jid for record in Queue("alpha")] == [jid]  # the running job went back to its queue
+    wait_until(lambda: ProcessSet().size == 0, 10, message="the stopped process unregistered")
+
+
+def dashboard(config: kiq.Config) -> Callable[[str], httpx.Response]:
+    app = asgi_app(config)
+
+    def get(path: str) -> httpx.Response:
+        async def send() -> httpx.Response:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+                return await client.get(path)
+
+        return asyncio.run(send())
+
+    return get
+
+
+def test_dashboard_pages_answer_on_a_cluster(cluster: kiq.Config) -> None:
+    Record.set(queue="alpha").perform_async("waiting")
+    Record.set(queue="beta").perform_in(3600, "later")
+    RetrySet().schedule(time.time() + 600, failed("r1", "beta"))
+    DeadSet().kill(json.dumps(failed("d1", "alpha")), notify_failure=False)
+    get = dashboard(cluster)
+    for path, shows in {
+        "/": "Dashboard",
+        "/stats.json": '"enqueued":1',
+        "/busy": "Busy",
+        "/queues": "alpha",
+        "/queues/alpha": "waiting",
+        "/retries": "r1",
+        "/scheduled": "later",
+        "/dead": "d1",
+    }.items():
+        answer = get(path)
+        assert answer.status_code == 200, (path, answer.text[:500])
+        assert shows in answer.text, path
+
+
+def kiq_command(*args: str) -> subprocess.CompletedProcess[str]:
+    assert CLUSTER_URL is not None
+    return subprocess.run(
+        [sys.executable, "-m", "kiq.cli", *args, "--redis-url", CLUSTER_URL, "--json"],
+        cwd=ROOT,
+        env=child_env(KIQ_SLOTS=CLUSTER_SLOTS),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_cli_queues_stats_and_retries_on_a_cluster(cluster: kiq.Config) -> None:
+    Record.set(queue="alpha").perform_async("one")
+    kiq.Client(cluster).push_bulk({"class": "Record", "queue": "beta", "args": [["two"], ["three"]]})
+    RetrySet().schedule(time.time() + 600, failed("r1", "beta"))
+
+    queues = kiq_command("queues")
+    assert queues.returncode == 0, queues.stderr
+    assert {row["name"]: row["size"] for row in json.loads(queues.stdout)} == {"alpha": 1, "beta": 2}
+    stats = kiq_command("stats")
+    assert stats.returncode == 0, stats.stderr
+    assert json.loads(stats.stdout)["enqueued"] == 3 and json.loads(stats.stdout)["retry_size"] == 1
+    retries = kiq_command("retries")
+    assert retries.returncode == 0, retries.stderr
+    assert [row["jid"] for row in json.loads(retries.stdout)] == ["r1"]
