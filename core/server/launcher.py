@@ -27,7 +27,7 @@ from ..fetcher import Capsule
 from ..job_registry import registry
 from ..keys import PROCESS_TTL, PROCESSES, STATS_TTL, keyspace, signals_key, stat_key, work_key
 from ..payload import dumps, new_jid
-from ..redis import follow_new_master
+from ..redis import follow_new_master, pool_of
 from ..version import __version__
 from .manager import Manager, capsules_for
 from .metrics import MetricsFlusher, Recorder
@@ -240,7 +240,7 @@ class Launcher:
         after the promotion exists there only, until the old master is demoted and discards it: a worker that goes
         on fetching from the old master until then runs such jobs (and runs again the ones the new master still
         has), one that left at once would lose them. With ``push_replicas`` such a push raised NotReplicated."""
-        return bool(self.config.push_replicas) and hasattr(self.config.redis.connection_pool, "get_master_address")
+        return bool(self.config.push_replicas) and hasattr(pool_of(self.config.redis), "get_master_address")
 
     def heartbeat(self) -> None:
         """One beat: flush the counters, write ``<identity>:work`` and the process hash, run a remote signal;
@@ -322,7 +322,7 @@ class Launcher:
         """With Sentinel, when the master changed: log it once and, with ``push_replicas``, move every connection to
         the new one (``kiq.redis.follow_new_master``). Asks the Sentinels at each heartbeat, and with
         ``push_replicas`` every ``MASTER_CHECK_INTERVAL`` between; nothing for other URLs."""
-        master_address = getattr(self.config.redis.connection_pool, "get_master_address", None)
+        master_address = getattr(pool_of(self.config.redis), "get_master_address", None)
         if master_address is None:
             return
         try:
@@ -380,7 +380,8 @@ class Launcher:
             keys = keyspace(self.config.redis)
             pipe = self.config.redis.pipeline(transaction=False)
             pipe.srem(keys.key(PROCESSES), self.identity)
-            pipe.unlink(keys.key(self.identity), keys.key(work_key(self.identity)))
+            pipe.unlink(keys.key(self.identity))  # one key a command: a cluster's pipeline takes no more
+            pipe.unlink(keys.key(work_key(self.identity)))
             pipe.execute()
         except Exception as exc:
             log.warning("could not remove this process from Redis: %s", exc)
