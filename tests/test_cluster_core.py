@@ -31,6 +31,7 @@ from kiq.api.iterations import iteration_states
 from kiq.async_client import async_redis
 from kiq.contrib.web import asgi_app
 from kiq.iteration import state
+from kiq.server.dead import replay_command
 from tests.jobs.basic import Record, Sleepy
 from tests.jobs.retry import ATTEMPTS, AlwaysFails
 from tests.support import FAST, ROOT, WorkerProcess, child_env, wait_until
@@ -137,6 +138,7 @@ def test_dead_and_scheduled_sets(cluster: kiq.Config) -> None:
     for n, queue in enumerate(("alpha", "beta")):
         dead.kill(json.dumps(failed(f"d{n}", queue)), notify_failure=False)
     assert dead.size == 2 and dead.retry_all() == 2 and dead.size == 0
+    assert replay_command(cluster, "{}")[:2] == ["ZADD", dead.key]  # what a log line tells an operator to run
     assert queued_jids("alpha") == ["d0"] and queued_jids("beta") == ["d1"]
 
     Record.set(queue="beta").perform_in(3600, "later")
