@@ -258,10 +258,12 @@ def kiq_command(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_cli_queues_stats_and_retries_on_a_cluster(cluster: kiq.Config) -> None:
+def test_cli_queues_stats_and_sets_on_a_cluster(cluster: kiq.Config) -> None:
     Record.set(queue="alpha").perform_async("one")
     kiq.Client(cluster).push_bulk({"class": "Record", "queue": "beta", "args": [["two"], ["three"]]})
     RetrySet().schedule(time.time() + 600, failed("r1", "beta"))
+    ScheduledSet().schedule(time.time() + 600, job("s1", "alpha"))
+    DeadSet().kill(json.dumps(failed("d1", "alpha")), notify_failure=False)
 
     queues = kiq_command("queues")
     assert queues.returncode == 0, queues.stderr
@@ -269,6 +271,7 @@ def test_cli_queues_stats_and_retries_on_a_cluster(cluster: kiq.Config) -> None:
     stats = kiq_command("stats")
     assert stats.returncode == 0, stats.stderr
     assert json.loads(stats.stdout)["enqueued"] == 3 and json.loads(stats.stdout)["retry_size"] == 1
-    retries = kiq_command("retries")
-    assert retries.returncode == 0, retries.stderr
-    assert [row["jid"] for row in json.loads(retries.stdout)] == ["r1"]
+    for command, jid in (("retries", "r1"), ("scheduled", "s1"), ("dead", "d1")):
+        listed = kiq_command(command)
+        assert listed.returncode == 0, listed.stderr
+        assert [row["jid"] for row in json.loads(listed.stdout)] == [jid], command
