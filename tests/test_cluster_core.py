@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -33,6 +35,8 @@ from kiq.contrib.web import asgi_app
 from kiq.iteration import state
 from kiq.server.dead import replay_command
 from tests.jobs.basic import Record, Sleepy
+from tests.jobs.iteration import HOOKS, SEEN, Walk
+from tests.jobs.iteration import QUEUE as ITERATION_QUEUE
 from tests.jobs.retry import ATTEMPTS, AlwaysFails
 from tests.support import FAST, ROOT, WorkerProcess, child_env, wait_until
 
@@ -40,6 +44,7 @@ pytestmark = pytest.mark.cluster
 
 CLUSTER_URL = os.environ.get("KIQ_TEST_CLUSTER_URL")
 CLUSTER_SLOTS = os.environ.get("KIQ_TEST_CLUSTER_SLOTS", "one")
+ORIGIN = "http://testserver"
 
 
 @pytest.fixture
@@ -176,8 +181,9 @@ def test_iteration_state_save_load_cancel_clear(cluster: kiq.Config) -> None:
 def worker(cluster: kiq.Config, tmp_path: Path) -> Iterator[WorkerProcess]:
     """A real ``kiq worker`` on the cluster, in the test's layout, reading alpha then beta."""
     assert CLUSTER_URL is not None
-    env = {**FAST, "KIQ_SLOTS": CLUSTER_SLOTS, "KIQ_POLL_INTERVAL": "0.5"}
-    args = ("-r", "tests.jobs.basic", "-r", "tests.jobs.retry", "-q", "alpha", "-q", "beta", "-c", "3", "-t", "1")
+    env = {**FAST, "KIQ_SLOTS": CLUSTER_SLOTS, "KIQ_POLL_INTERVAL": "0.5", "KIQ_ITERATION_FLUSH_INTERVAL": "0.1"}
+    jobs = ("-r", "tests.jobs.basic", "-r", "tests.jobs.retry", "-r", "tests.jobs.iteration")
+    args = (*jobs, "-q", "alpha", "-q", "beta", "-q", ITERATION_QUEUE, "-c", "3", "-t", "1")
     with WorkerProcess(args, CLUSTER_URL, tmp_path / "worker.log", env) as process:
         yield process
 
@@ -203,6 +209,8 @@ def test_a_worker_runs_retries_and_buries_jobs_and_the_api_sees_it(cluster: kiq.
     works = wait_until(lambda: list(Workers()), 30, message="the Sleepy job in the process's work hash")
     assert [work.payload["jid"] for work in works] == [jid] and works[0].queue == "alpha"
     assert Workers().size == 1 and Stats().workers_size == 1
+    busy_page = Dashboard(cluster).get("/busy")
+    assert busy_page.status_code == 200 and jid in busy_page.text
 
     assert ProcessSet().stop(str(processes[0].identity)) == 1  # the signals key, read by the heartbeat
     assert worker.wait(30) == 0
@@ -210,18 +218,42 @@ def test_a_worker_runs_retries_and_buries_jobs_and_the_api_sees_it(cluster: kiq.
     wait_until(lambda: ProcessSet().size == 0, 10, message="the stopped process unregistered")
 
 
-def dashboard(config: kiq.Config) -> Callable[[str], httpx.Response]:
-    app = asgi_app(config)
+def test_a_worker_walks_an_iterable_job_and_kiq_cancel_stops_it(cluster: kiq.Config, worker: WorkerProcess) -> None:
+    redis = cluster.redis
+    jid = Walk.perform_async(10_000, 0.01)
+    saved = wait_until(lambda: (found := state.read(redis, jid)) is not None and found.cursor, 30, message="a flush")
+    assert saved  # the worker saved its cursor in {kiq}it-<jid>
+    assert kiq.cancel(jid) > 0
+    wait_until(lambda: "cancel" in redis.lrange(HOOKS, 0, -1), 30, message=f"on_cancel\n{worker.output()}")
+    wait_until(lambda: state.read(redis, jid) is None, 30, message="the state cleared at the end")
+    assert int(redis.hlen(SEEN)) < 10_000 and RetrySet().size == 0 and DeadSet().size == 0
 
-    def get(path: str) -> httpx.Response:
+
+class Dashboard:
+    """The dashboard's ASGI app through httpx (one event loop per request), keeping its cookies (the CSRF one)."""
+
+    def __init__(self, config: kiq.Config) -> None:
+        self.app = asgi_app(config)
+        self.cookies = httpx.Cookies()
+
+    def get(self, path: str) -> httpx.Response:
+        return self._send("GET", path)
+
+    def post(self, path: str, fields: dict[str, str]) -> httpx.Response:
+        csrf = re.search(r'name="csrf" value="([^"]+)"', self.get("/queues").text)
+        assert csrf is not None, "a CSRF token in the Queues page's forms"
+        body = urlencode({"csrf": csrf[1], **fields}).encode()
+        return self._send("POST", path, content=body, headers={"Content-Type": "application/x-www-form-urlencoded"})
+
+    def _send(self, method: str, path: str, **options: Any) -> httpx.Response:
         async def send() -> httpx.Response:
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-                return await client.get(path)
+            transport = httpx.ASGITransport(app=self.app)
+            async with httpx.AsyncClient(transport=transport, base_url=ORIGIN, cookies=self.cookies) as client:
+                response = await client.request(method, path, **options)
+                self.cookies = client.cookies
+                return response
 
         return asyncio.run(send())
-
-    return get
 
 
 def test_dashboard_pages_answer_on_a_cluster(cluster: kiq.Config) -> None:
@@ -229,7 +261,7 @@ def test_dashboard_pages_answer_on_a_cluster(cluster: kiq.Config) -> None:
     Record.set(queue="beta").perform_in(3600, "later")
     RetrySet().schedule(time.time() + 600, failed("r1", "beta"))
     DeadSet().kill(json.dumps(failed("d1", "alpha")), notify_failure=False)
-    get = dashboard(cluster)
+    get = Dashboard(cluster).get
     for path, shows in {
         "/": "Dashboard",
         "/stats.json": '"enqueued":1',
@@ -243,6 +275,21 @@ def test_dashboard_pages_answer_on_a_cluster(cluster: kiq.Config) -> None:
         answer = get(path)
         assert answer.status_code == 200, (path, answer.text[:500])
         assert shows in answer.text, path
+
+
+def test_dashboard_actions_on_a_cluster(cluster: kiq.Config) -> None:
+    kiq.Client(cluster).push_bulk({"class": "Record", "queue": "alpha", "args": [["a"], ["b"]]})
+    Record.set(queue="beta").perform_async("c")
+    DeadSet().kill(json.dumps(failed("d1", "beta")), notify_failure=False)
+    RetrySet().schedule(time.time() + 600, failed("r1", "alpha"))
+    site = Dashboard(cluster)
+    assert site.post("/queues/alpha", {"op": "clear"}).status_code == 303
+    assert Queue("alpha").size == 0 and [queue.name for queue in Queue.all()] == ["beta"]
+    assert site.post("/queues/beta", {"op": "pause"}).status_code == 303 and Queue("beta").paused
+    assert site.post("/dead", {"action": "retry_all"}).status_code == 303
+    assert DeadSet().size == 0 and queued_jids("beta")[0] == "d1"
+    assert site.post("/retries", {"action": "kill_all"}).status_code == 303
+    assert RetrySet().size == 0 and [entry.jid for entry in DeadSet()] == ["r1"]
 
 
 def kiq_command(*args: str) -> subprocess.CompletedProcess[str]:
