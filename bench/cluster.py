@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import shlex
+import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ CANDIDATES = [*"abcdefghijklmnopqrstuvwxyz", *(f"q{n}" for n in range(1000))]  #
 STAGED_SUFFIX = ":bench-staged"  # a parked queue's key: the queue's key + this, so in the queue's hash slot
 FIRST_JOB_TIMEOUT = 20.0  # seconds from the release to the first job taken: longer is a fetch that fails
 SNAPSHOT_POLLS = 3  # the harness's other calls in a window, counted as polls: two INFOs and the RENAME back
+PAIRED = ("jobs/s", "redis_us", "worker_us")  # the figures compared round by round with the standalone drain's
 
 
 @dataclass
@@ -253,7 +255,7 @@ def figures(
 
 def run_rounds(runners: dict[str, ClusterRunner], setups: list[Setup], rounds: int) -> list[dict[str, Any]]:
     """Every setup ``rounds`` times, taking turns; per setup the drain with the median rate, or its error."""
-    drains: dict[Setup, list[dict[str, Any]]] = {setup: [] for setup in setups}
+    drains: dict[Setup, list[dict[str, Any]]] = {setup: [] for setup in setups}  # in round order
     errors: dict[Setup, str] = {}
     for round_ in range(rounds):
         for setup in setups if round_ % 2 == 0 else setups[::-1]:
@@ -268,7 +270,7 @@ def run_rounds(runners: dict[str, ClusterRunner], setups: list[Setup], rounds: i
                 continue
             finally:
                 runner.redis.flushall()
-            drains[setup].append(row)
+            drains[setup].append({**row, "round": round_})
             print(
                 f"   {setup.name}: {row['jobs/s']:,.0f} jobs/s, Redis {row['redis_us']:.2f} µs/job, "
                 f"worker {row['worker_us']:.1f} µs/job",
@@ -280,7 +282,8 @@ def run_rounds(runners: dict[str, ClusterRunner], setups: list[Setup], rounds: i
         if not rows:
             out.append({"setup": setup.name, "target": setup.target, "fetch": setup.fetch, "error": errors[setup]})
             continue
-        out.append({**rows[len(rows) // 2], "rates": [row["jobs/s"] for row in drains[setup]]})
+        rounds = [{key: row[key] for key in ("round", *PAIRED)} for row in drains[setup]]
+        out.append({**rows[len(rows) // 2], "rounds": rounds})
     return out
 
 
@@ -304,9 +307,19 @@ def _one_line(text: str, limit: int = 300) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _vs(value: float, base: float | None, digits: int = 2) -> str:
+def paired(row: dict[str, Any], base: dict[str, Any], key: str) -> list[float]:
+    """``row``'s ``key`` over the standalone drain's in each round both ran (drains of one round ran minutes apart
+    at most, so a busy moment of a shared machine weighs on both); one ratio for a run without rounds."""
+    by_round = {drain["round"]: drain[key] for drain in base.get("rounds", [])}
+    ratios = [drain[key] / by_round[drain["round"]] for drain in row.get("rounds", []) if by_round.get(drain["round"])]
+    return ratios or [row[key] / base[key]]
+
+
+def _vs(row: dict[str, Any], base: dict[str, Any] | None, key: str, digits: int = 2) -> str:
+    """``row``'s ``key``, and the median of its ratios to the standalone drain's round by round."""
+    value = row[key]
     text = f"{value:,.0f}" if value >= 100 else f"{value:.{digits}f}"
-    return f"{text} ({value / base:.2f}x)" if base else text
+    return f"{text} ({statistics.median(paired(row, base, key)):.2f}x)" if base else text
 
 
 def drain_table(rows: list[dict[str, Any]]) -> str:
@@ -323,13 +336,15 @@ def drain_table(rows: list[dict[str, Any]]) -> str:
         base = None if row["target"] == STANDALONE else _base(rows, row)
         table.append([
             row["target"], row["fetch"], ", ".join(row["queues"]),
-            _vs(row["jobs/s"], base["jobs/s"] if base else None),
-            _vs(row["redis_us"], base["redis_us"] if base else None),
-            _vs(row["worker_us"], base["worker_us"] if base else None, 1),
+            _vs(row, base, "jobs/s"), _vs(row, base, "redis_us"), _vs(row, base, "worker_us", 1),
         ])  # fmt: skip
-        if len(row.get("rates", [])) > 1:
-            rates = row["rates"]
-            notes.append(f"{row['setup']}: the median of {len(rates)} drains ({min(rates):,.0f} to {max(rates):,.0f})")
+        rates = [drain["jobs/s"] for drain in row.get("rounds", [])]
+        if len(rates) > 1:
+            note = f"{row['setup']}: the median of {len(rates)} drains ({min(rates):,.0f} to {max(rates):,.0f} jobs/s)"
+            if base:
+                ratios = paired(row, base, "jobs/s")
+                note += f"; jobs/s over the standalone drain's round by round: {', '.join(f'{r:.2f}x' for r in ratios)}"
+            notes.append(note)
         if row.get("notes"):
             logged = "; ".join(f"`{_one_line(note)}`" for note in row["notes"])
             notes.append(f"{row['setup']}: every job ran (retry and dead empty), but the worker logged {logged}")
@@ -381,6 +396,25 @@ def targets(run: dict[str, Any]) -> list[list[str]]:
     return [[target, f"{shares} (largest **{worst:.0%}**)", "met" if worst <= SPREAD_TARGET else "**not met**"]]
 
 
+def costs(run: dict[str, Any]) -> list[list[str]]:
+    """(feature, cost, measured as) of each cluster drain against the standalone one: bench/all.py's costs table."""
+    rows = []
+    for row in run["drains"]:
+        base = None if row.get("error") or row["target"] == STANDALONE else _base(run["drains"], row)
+        if base is None:
+            continue
+        queues = f"{len(row['queues'])} queue{'s' if len(row['queues']) > 1 else ''}"
+        rows.append([
+            f"Redis Cluster ({run['settings']['primaries']} primaries), {row['target'].removeprefix('cluster, ')}: "
+            f"{row['fetch']} drain, {queues}",
+            f"{statistics.median(paired(row, base, 'jobs/s')):.2f}x the standalone drain",
+            f"bench/cluster.py: {row['jobs/s']:,.0f} vs {base['jobs/s']:,.0f} jobs/s; Redis CPU {row['redis_us']:.2f} "
+            f"vs {base['redis_us']:.2f} µs/job (all primaries), worker CPU {row['worker_us']:.1f} vs "
+            f"{base['worker_us']:.1f} µs/job",
+        ])  # fmt: skip
+    return rows
+
+
 def markdown(run: dict[str, Any]) -> str:
     settings = run["settings"]
     queues = ", ".join(f"{name} (slot {slot}, :{port})" for name, (slot, port) in settings["spread_queues"].items())
@@ -390,7 +424,8 @@ def markdown(run: dict[str, Any]) -> str:
         f"{'the median of ' + str(rounds) + ' alternating drains' if rounds > 1 else 'one drain'} per setup. "
         f"Cluster: {settings['primaries']} primaries, no replicas ({settings['cluster']}); standalone: one "
         f"redis-server ({settings['standalone']}); the same redis-server binary and CPU. Ratios are to the "
-        f"standalone server's drain with the same fetch and queues, in this run. Three queues: {queues} — names "
+        f"standalone server's drain with the same fetch and queues in this run: the median of their ratios round by "
+        f"round. Three queues: {queues} — names "
         "picked so that each queue's slot is on a different primary.",
         "",
         drain_table(run["drains"]),
