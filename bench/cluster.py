@@ -39,7 +39,7 @@ from redis.crc import key_slot
 from bench import cost, machine, processes
 from bench.redis_cluster import RedisCluster, owner
 from bench.redis_server import RedisServer
-from bench.report import machine_lines, render_table
+from bench.report import print_and_save, render_table
 from bench.runner import BenchError, Result, Settings
 from bench.systems import CONCURRENCY, System, Toolchain
 
@@ -509,11 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         cluster.stop()
         server.stop()
-    text = f"{markdown(run)}\n{machine_lines(run)}"
-    print()
-    print(text)
-    if args.json:
-        args.json.write_text(json.dumps(run, indent=2) + "\n")
+    print_and_save(run, markdown(run), args.json)
     return 0
 
 

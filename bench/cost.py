@@ -38,7 +38,7 @@ from typing import Any
 
 from bench import machine, processes, procs, pushes
 from bench.redis_server import RedisServer
-from bench.report import machine_lines, render_table
+from bench.report import print_and_save, render_table
 from bench.runner import BenchError, Result, Runner, Settings, _cpu_seconds
 from bench.systems import System, Toolchain
 
@@ -396,11 +396,7 @@ def main(argv: list[str] | None = None) -> int:
         run["machine"]["load average at end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     finally:
         server.stop()
-    text = f"{markdown(run)}\n{machine_lines(run)}"
-    print()
-    print(text)
-    if args.json:
-        args.json.write_text(json.dumps(run, indent=2) + "\n")
+    print_and_save(run, markdown(run), args.json)
     return 0
 
 
