@@ -276,14 +276,14 @@ def run_rounds(runners: dict[str, ClusterRunner], setups: list[Setup], rounds: i
                 f"worker {row['worker_us']:.1f} µs/job",
                 flush=True,
             )
-    out = []
+    out: list[dict[str, Any]] = []
     for setup in setups:
         rows = sorted(drains[setup], key=lambda row: float(row["jobs/s"]))
         if not rows:
             out.append({"setup": setup.name, "target": setup.target, "fetch": setup.fetch, "error": errors[setup]})
             continue
-        rounds = [{key: row[key] for key in ("round", *PAIRED)} for row in drains[setup]]
-        out.append({**rows[len(rows) // 2], "rounds": rounds})
+        per_round = [{key: row[key] for key in ("round", *PAIRED)} for row in drains[setup]]
+        out.append({**rows[len(rows) // 2], "rounds": per_round})
     return out
 
 

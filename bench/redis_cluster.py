@@ -41,10 +41,10 @@ class RedisCluster:
         count = len(clients)
         for index, client in enumerate(clients):
             first, last = index * SLOTS // count, (index + 1) * SLOTS // count - 1
-            client.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)
-            client.execute_command("CLUSTER", "SET-CONFIG-EPOCH", index + 1)
+            client.cluster("ADDSLOTSRANGE", first, last)
+            client.cluster("SET-CONFIG-EPOCH", index + 1)
         for node in self.nodes[1:]:
-            clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", node.port)
+            clients[0].cluster("MEET", "127.0.0.1", node.port)
         deadline = time.monotonic() + READY_TIMEOUT
         while not all(_ready(client, count) for client in clients):
             if time.monotonic() > deadline:
@@ -60,7 +60,7 @@ class RedisCluster:
 
     def slot_owners(self) -> dict[tuple[int, int], int]:
         """(first slot, last slot) -> the port of the primary that serves them, as the cluster reports it."""
-        ranges = self.nodes[0].client().execute_command("CLUSTER", "SLOTS")
+        ranges = self.nodes[0].client().cluster("SLOTS")
         return {(int(first), int(last)): int(primary[1]) for first, last, primary, *_ in ranges}
 
     def version(self) -> str:
@@ -72,8 +72,8 @@ class RedisCluster:
 
 
 def _ready(client: redis.Redis, count: int) -> bool:
-    info = dict(line.split(":", 1) for line in str(client.execute_command("CLUSTER", "INFO")).split() if ":" in line)
-    return info.get("cluster_state") == "ok" and info.get("cluster_known_nodes") == str(count)
+    info = client.cluster("INFO")
+    return bool(info.get("cluster_state") == "ok" and int(info.get("cluster_known_nodes", 0)) == count)
 
 
 def owner(owners: dict[tuple[int, int], int], slot: int) -> int:
