@@ -46,7 +46,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import cluster, cost, iteration_cost, machine, processes, profile, pushes, report, workflow_cost
+from bench import cluster_report, cost, iteration_cost, machine, processes, profile, pushes, report, workflow_cost
 from bench.redis_server import RedisServer
 from bench.runner import LOAD_SHORT
 from bench.systems import BASELINE, Toolchain
@@ -265,7 +265,7 @@ def markdown(run: dict[str, Any]) -> str:
         ("profile", "Where the microseconds go (bench/profile.py)", profile.markdown),
         ("workflow", "Workflows (bench/workflow_cost.py)", workflow_cost.markdown),
         ("cost", "Cost per job, and how far one Redis carries a fleet (bench/cost.py)", cost.markdown),
-        ("cluster", "A 3-primary Redis Cluster against one redis-server (bench/cluster.py)", cluster.markdown),
+        ("cluster", "A 3-primary Redis Cluster against one redis-server (bench/cluster.py)", cluster_report.markdown),
     ]
     for name, title, render in sections:
         if name not in parts and name not in errors:
@@ -449,7 +449,7 @@ def costs(parts: dict[str, Any]) -> list[list[str]]:
             f"kiq async {_rate(kiq_rate)} vs {best['label'] if best else '-'} {_rate(best_rate)} jobs/s, "
             "one process, 1,000 in flight",
         ])  # fmt: skip
-    rows += cluster.costs(parts["cluster"]) if "cluster" in parts else []
+    rows += cluster_report.costs(parts["cluster"]) if "cluster" in parts else []
     procs = parts.get("processes")
     if procs is not None:
         for kind, what in (("noop", "no-op"), ("cpu", "CPU-bound")):
@@ -563,7 +563,7 @@ def targets(parts: dict[str, Any]) -> list[list[str]]:
         _met(None if worst is None else worst <= ITERATION_TARGET_US),
     ])  # fmt: skip
     rows += cost.targets(parts["cost"]["cost"]) if "cost" in parts else []
-    rows += cluster.targets(parts["cluster"]) if "cluster" in parts else []
+    rows += cluster_report.targets(parts["cluster"]) if "cluster" in parts else []
     io = parts.get("io")
     kiq_io = _result(parts, "kiq_io", "io")
     best = report.best_peer(io["results"]) if io else None

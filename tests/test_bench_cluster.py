@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bench import cluster
+from bench import cluster, cluster_report
 
 QUEUE = "cluster, slots = queue"
 
@@ -50,7 +50,7 @@ def _run() -> dict[str, Any]:
 
 def test_the_report_gives_ratios_to_standalone_the_spread_per_primary_and_the_target() -> None:
     run = _run()
-    text = cluster.markdown(run)
+    text = cluster_report.markdown(run)
     lines = text.splitlines()
     one = next(line for line in lines if line.startswith("| cluster, slots = one | basic | default"))
     assert "| 30,000 (0.75x) | 5.00 (1.25x) | 20.0 (1.00x) |" in one
@@ -67,11 +67,11 @@ def test_the_report_gives_ratios_to_standalone_the_spread_per_primary_and_the_ta
     assert "| cluster, slots = queue, basic | :7600 | b | 120 | 0.12 | +20% | 1.50 |" in text
     assert "| cluster, slots = queue, basic | :7602 | a | 80 | 0.08 | -20% | 1.10 |" in text
     assert "| 20% | within ±25% |" in text
-    (target,) = cluster.targets(run)
+    (target,) = cluster_report.targets(run)
     assert target[1] == ":7600 +20%, :7601 +0%, :7602 -20% (largest **20%**)" and target[2] == "met"
     run["drains"][-1]["nodes"]["7602"]["calls"] = 40  # 260 calls: 7600 gets 138 % of an even share
-    assert cluster.targets(run)[0][2] == "**not met**"
-    costs = {row[0]: row[1] for row in cluster.costs(run)}
+    assert cluster_report.targets(run)[0][2] == "**not met**"
+    costs = {row[0]: row[1] for row in cluster_report.costs(run)}
     assert costs["Redis Cluster (3 primaries), slots = one: basic drain, 1 queue"] == "0.75x the standalone drain"
     assert costs["Redis Cluster (3 primaries), slots = queue: basic drain, 3 queues"] == "0.50x the standalone drain"
 
@@ -131,7 +131,7 @@ def test_a_short_run_drains_every_layout_and_spreads_three_queues_over_three_pri
     assert all(node["calls"] > 0 for node in spread["nodes"].values())
     one = drains["cluster, slots = one", 3]
     assert sorted(node["calls"] > 0 for node in one["nodes"].values()) == [False, False, True]  # all on one primary
-    assert "| largest deviation |" in cluster.markdown(run)
+    assert "| largest deviation |" in cluster_report.markdown(run)
 
 
 def test_make_bench_runs_the_cluster_part_and_reports_its_tables_costs_and_target(tmp_path: Path) -> None:
