@@ -105,7 +105,7 @@ def test_two_takers_at_once_take_every_acknowledgement_exactly_once() -> None:
         try:
             while not stop.is_set() or acks.pending():
                 taken[index] += acks.take("working")
-        except BaseException as exc:  # noqa: BLE001 - the failure this test looks for
+        except BaseException as exc:  # the failure this test looks for
             errors.append(exc)
 
     threads = [threading.Thread(target=taker, args=(index,)) for index in (0, 1)]
