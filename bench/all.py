@@ -20,6 +20,9 @@ Runs, one after the other, each in its own process (their own private redis-serv
    trips per job, the ceiling of one primary — for Sidekiq, kiq basic and kiq reliable, 1, 2 and 4 worker
    processes on one Redis, and (not with ``--quick``) single pushes and push_bulk against Sidekiq's in five
    alternating pairs.
+9. ``cluster``: bench/cluster.py, kiq on a 3-primary Redis Cluster (``slots = "one"`` and ``"queue"``) against one
+   standalone redis-server: the drain and the Redis CPU per job (basic and reliable fetch), and how the commands
+   spread over the primaries when three queues sit on three of them.
 
 Then prints and saves (``bench/results/bench-all-DATE-TIME.json`` and ``.md``, the no-op chart as ``.png``) every
 table, the features' costs and the issue's targets, each measured value with met / not met. A part that fails is
@@ -43,7 +46,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import cost, iteration_cost, machine, processes, profile, pushes, report, workflow_cost
+from bench import cluster_report, cost, iteration_cost, machine, processes, profile, pushes, report, workflow_cost
 from bench.redis_server import RedisServer
 from bench.runner import LOAD_SHORT
 from bench.systems import BASELINE, Toolchain
@@ -52,7 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TRACKING_URL = "postgresql+psycopg://kiq:kiq@127.0.0.1:5433/kiq"
 OVERHEAD_SCHEMA = "kiq_bench_overhead"  # tracking_overhead.py's tables, apart from the no-op run's (kiq_bench)
 QUICK_SYSTEMS = "kiq_basic,kiq_no_metrics,kiq_reliable,kiq_otel,kiq_tracking,kiq_batch,sidekiq"
-PARTS = ("noop", "io", "processes", "plugins", "tracking", "profile", "workflow", "cost")
+PARTS = ("noop", "io", "processes", "plugins", "tracking", "profile", "workflow", "cost", "cluster")
 
 # the issue's targets (performance rounds 2 and 3; the cost ones are bench/cost.py's), and round 1's I/O ones
 LATENCY_IDLE_P99_MS = 2.0
@@ -136,6 +139,9 @@ def commands(args: argparse.Namespace, work: Path, plugins_port: int) -> dict[st
                  *(["--jobs", "10000", "--rounds", "1", "--fleet", "1,2", "--push-rounds", "0"] if quick else []),
                  "--port", str(args.port + 4), "--kiq-python", args.kiq_python,
                  *(["--no-pin"] if args.no_pin else []), "--out", str(work), "--json", str(work / "cost.json")],
+        "cluster": [sys.executable, "-m", "bench.cluster", *(["--quick"] if quick else []),
+                    "--port", str(args.port + 5), "--kiq-python", args.kiq_python,
+                    *(["--no-pin"] if args.no_pin else []), "--out", str(work), "--json", str(work / "cluster.json")],
     }  # fmt: skip
 
 
@@ -259,6 +265,7 @@ def markdown(run: dict[str, Any]) -> str:
         ("profile", "Where the microseconds go (bench/profile.py)", profile.markdown),
         ("workflow", "Workflows (bench/workflow_cost.py)", workflow_cost.markdown),
         ("cost", "Cost per job, and how far one Redis carries a fleet (bench/cost.py)", cost.markdown),
+        ("cluster", "A 3-primary Redis Cluster against one redis-server (bench/cluster.py)", cluster_report.markdown),
     ]
     for name, title, render in sections:
         if name not in parts and name not in errors:
@@ -442,6 +449,7 @@ def costs(parts: dict[str, Any]) -> list[list[str]]:
             f"kiq async {_rate(kiq_rate)} vs {best['label'] if best else '-'} {_rate(best_rate)} jobs/s, "
             "one process, 1,000 in flight",
         ])  # fmt: skip
+    rows += cluster_report.costs(parts["cluster"]) if "cluster" in parts else []
     procs = parts.get("processes")
     if procs is not None:
         for kind, what in (("noop", "no-op"), ("cpu", "CPU-bound")):
@@ -555,6 +563,7 @@ def targets(parts: dict[str, Any]) -> list[list[str]]:
         _met(None if worst is None else worst <= ITERATION_TARGET_US),
     ])  # fmt: skip
     rows += cost.targets(parts["cost"]["cost"]) if "cost" in parts else []
+    rows += cluster_report.targets(parts["cluster"]) if "cluster" in parts else []
     io = parts.get("io")
     kiq_io = _result(parts, "kiq_io", "io")
     best = report.best_peer(io["results"]) if io else None

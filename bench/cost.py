@@ -38,7 +38,7 @@ from typing import Any
 
 from bench import machine, processes, procs, pushes
 from bench.redis_server import RedisServer
-from bench.report import machine_lines, render_table
+from bench.report import print_and_save, render_table
 from bench.runner import BenchError, Result, Runner, Settings, _cpu_seconds
 from bench.systems import System, Toolchain
 
@@ -77,14 +77,15 @@ class CountingRunner(Runner):
 
     def calibrate(self, polls: int = 2000) -> float:
         """Redis main-thread CPU seconds per queue poll, from ``polls`` of them on an idle server."""
-        before = _redis_cpu(self.redis.info("cpu"))
+        before = redis_cpu(self.redis.info("cpu"))
         for _ in range(polls):
             self.redis.llen(processes.STAGED)
-        self.poll_cpu = max(0.0, _redis_cpu(self.redis.info("cpu")) - before) / polls
+        self.poll_cpu = max(0.0, redis_cpu(self.redis.info("cpu")) - before) / polls
         return self.poll_cpu
 
 
-def _redis_cpu(info: dict[str, Any]) -> float:
+def redis_cpu(info: dict[str, Any]) -> float:
+    """redis-server's main-thread CPU seconds so far (``INFO cpu``)."""
     return float(info["used_cpu_user_main_thread"]) + float(info["used_cpu_sys_main_thread"])
 
 
@@ -103,17 +104,21 @@ def tree_cpu(root: int) -> float:
     return total / 1e9 if found else _cpu_seconds(root)
 
 
-def snapshot(runner: CountingRunner, worker_pid: int) -> dict[str, Any]:
-    info = runner.redis.info("everything")
-    commands = {
+def command_stats(info: dict[str, Any]) -> dict[str, tuple[int, float]]:
+    """Command -> (calls, µs) so far, from ``INFO everything`` (its commandstats section)."""
+    return {
         key.removeprefix("cmdstat_"): (int(value["calls"]), float(value["usec"]))
         for key, value in info.items()
         if key.startswith("cmdstat_")
     }
+
+
+def snapshot(runner: CountingRunner, worker_pid: int) -> dict[str, Any]:
+    info = runner.redis.info("everything")
     return {
-        "redis_cpu": _redis_cpu(info),
+        "redis_cpu": redis_cpu(info),
         "reads": int(info["total_reads_processed"]),
-        "commands": commands,
+        "commands": command_stats(info),
         "polls": runner.polls,
         "worker_cpu": tree_cpu(worker_pid),
         "at": time.perf_counter(),
@@ -391,11 +396,7 @@ def main(argv: list[str] | None = None) -> int:
         run["machine"]["load average at end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     finally:
         server.stop()
-    text = f"{markdown(run)}\n{machine_lines(run)}"
-    print()
-    print(text)
-    if args.json:
-        args.json.write_text(json.dumps(run, indent=2) + "\n")
+    print_and_save(run, markdown(run), args.json)
     return 0
 
 

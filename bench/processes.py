@@ -114,11 +114,13 @@ def drain_once(runner: Runner, system: System, result: Result) -> None:
         runner.stop(worker)
 
 
-def _wait_processes(runner: Runner, worker: subprocess.Popen[bytes], count: int, log: Path) -> None:
-    """Until ``count`` worker processes have registered in the ``processes`` set (kiq and Sidekiq alike), then
-    a moment for their fetchers to block on the queue."""
+def _wait_processes(
+    runner: Runner, worker: subprocess.Popen[bytes], count: int, log: Path, key: str = PROCESSES
+) -> None:
+    """Until ``count`` worker processes have registered in the ``processes`` set (kiq and Sidekiq alike; ``key``:
+    where it is, a cluster's kiq names it otherwise), then a moment for their fetchers to block on the queue."""
     deadline = time.monotonic() + BOOT_TIMEOUT
-    while runner.redis.scard(PROCESSES) < count:
+    while runner.redis.scard(key) < count:
         if worker.poll() is not None:
             raise BenchError(f"the worker exited with {worker.returncode} while booting: {_tail(log)}")
         if time.monotonic() > deadline:

@@ -14,12 +14,16 @@ import redis
 
 
 class RedisServer:
-    """``cpus``: the CPUs the server may run on (Linux), None: any."""
+    """``cpus``: the CPUs the server may run on (Linux), None: any; ``options``: more ``--name value`` arguments
+    (a cluster node's, bench/redis_cluster.py)."""
 
-    def __init__(self, port: int, binary: str = "redis-server", cpus: set[int] | None = None) -> None:
+    def __init__(
+        self, port: int, binary: str = "redis-server", cpus: set[int] | None = None, options: tuple[str, ...] = ()
+    ) -> None:
         self.port = port
         self.binary = binary
         self.cpus = cpus
+        self.options = options
         self.url = f"redis://127.0.0.1:{port}/0"
         self._process: subprocess.Popen[bytes] | None = None
         self._dir: Path | None = None
@@ -31,7 +35,7 @@ class RedisServer:
             raise RuntimeError(f"{self.binary} not found (Debian: apt-get install redis-server)")
         self._dir = Path(tempfile.mkdtemp(prefix="kiq-bench-redis-"))
         args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-        args += ["--dir", str(self._dir), "--logfile", str(self._dir / "redis.log")]
+        args += ["--dir", str(self._dir), "--logfile", str(self._dir / "redis.log"), *self.options]
         self._process = subprocess.Popen(args, stdin=subprocess.DEVNULL, start_new_session=True)
         if self.cpus:
             os.sched_setaffinity(self._process.pid, self.cpus)

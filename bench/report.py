@@ -91,6 +91,14 @@ def machine_lines(run: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def print_and_save(run: dict[str, Any], text: str, json_path: Path | None) -> None:
+    """Print a run's report (``text``, then the run's machine lines); write its figures to ``json_path`` if given."""
+    print()
+    print(f"{text}\n{machine_lines(run)}")
+    if json_path:
+        json_path.write_text(json.dumps(run, indent=2) + "\n")
+
+
 def markdown(run: dict[str, Any]) -> str:
     if run.get("kind") == "io":
         return f"{io_table(run)}\n{io_targets(run)}\n{machine_lines(run)}"

@@ -255,11 +255,16 @@ class Runner:
                 settle.wait()
 
     def _wait_first_taken(
-        self, system: System, worker: subprocess.Popen[bytes], log: Path, started: Callable[[], bool] | None = None
+        self,
+        system: System,
+        worker: subprocess.Popen[bytes],
+        log: Path,
+        started: Callable[[], bool] | None = None,
+        timeout: float = BOOT_TIMEOUT,
     ) -> tuple[float, float]:
         """Poll until the queue is shorter than it was filled (or ``started()``): (perf_counter, epoch) of that
         poll."""
-        boot_deadline = time.monotonic() + BOOT_TIMEOUT
+        boot_deadline = time.monotonic() + timeout
         while True:
             polled_at, polled_wall = time.perf_counter(), time.time()
             if self.queue_length(system) < self.settings.jobs or (started is not None and started()):
@@ -267,7 +272,7 @@ class Runner:
             if worker.poll() is not None:
                 raise BenchError(f"the worker exited with {worker.returncode} before taking a job: {_tail(log)}")
             if time.monotonic() > boot_deadline:
-                raise BenchError(f"the worker took no job within {BOOT_TIMEOUT:.0f} s: {_tail(log)}")
+                raise BenchError(f"the worker took no job within {timeout:.0f} s: {_tail(log)}")
             time.sleep(POLL / 2)  # finer while waiting for the first job: its time starts the clock
 
     def _clock_drain(
@@ -390,13 +395,17 @@ class Runner:
     def check_failures(self, system: System, log: Path) -> None:
         """A drain only counts if the jobs ran: failed jobs would be in the failure keys or, as a traceback,
         in the log (workers log at WARNING, so any traceback there is a failure)."""
+        self.check_failed_jobs(system, log)
+        if "Traceback (most recent call last)" in log.read_text(errors="replace"):
+            raise BenchError(f"the worker logged a traceback: {_tail(log)}")
+
+    def check_failed_jobs(self, system: System, log: Path) -> None:
+        """No job in the keys where failed jobs land."""
         time.sleep(0.5)  # a failure is recorded just after the job; let the last ones land
         failed = {key: self.size(key) for key in system.failure_keys}
         failed = {key: size for key, size in failed.items() if size}
         if failed:
             raise BenchError(f"jobs failed: {failed}; see {log}")
-        if "Traceback (most recent call last)" in log.read_text(errors="replace"):
-            raise BenchError(f"the worker logged a traceback: {_tail(log)}")
 
     def stop(self, worker: subprocess.Popen[bytes]) -> None:
         if worker.poll() is not None:

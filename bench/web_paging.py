@@ -49,7 +49,7 @@ def fill(config: kiq.Config, entries: int) -> None:
             members[payload] = now + n
             jobs.append(payload)
         pipe.zadd(RetrySet.name, members)
-        pipe.lpush(kiq.queue_key("imports"), *jobs)
+        pipe.lpush(kiq.keyspace(redis).queue("imports"), *jobs)
         pipe.sadd("queues", "imports")
         pipe.execute()
 

@@ -33,7 +33,7 @@ from .hookspecs import hookimpl, hookspec
 from .iteration import IterableJob, IterationState, cancel
 from .job import AsyncJobSetter, Call, Job, JobFunction, JobSetter, job
 from .job_registry import registry
-from .keys import Keyspace, keyspace, queue_key, queue_name
+from .keys import Keyspace, keyspace
 from .middleware import Chain, ClientMiddleware, ServerMiddleware, Wrapper
 from .payload import dumps, epoch_seconds, loads, new_jid, new_public_id, parse_payload, wire_time
 from .readings import Reading
@@ -108,8 +108,6 @@ __all__ = [
     "parse_payload",
     "pop_script",
     "popped_jobs",
-    "queue_key",
-    "queue_name",
     "registry",
     "report_failure",
     "run_pipeline",

@@ -119,16 +119,6 @@ def keyspace(redis: Any) -> Keyspace:
     return found
 
 
-def queue_key(name: str) -> str:
-    """The LIST of queue ``name`` on a standalone server (Sidekiq's ``queue:<name>``)."""
-    return QUEUE_PREFIX + name
-
-
-def queue_name(key: str) -> str:
-    """The name of the queue whose key on a standalone server is ``key`` (``queue:<name>``)."""
-    return key[len(QUEUE_PREFIX) :]
-
-
 def work_key(identity: str) -> str:
     """HASH thread id -> ``{"queue", "payload", "run_at"}`` of the jobs a process is running."""
     return f"{identity}:work"

@@ -8,8 +8,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, cast
 
 from ..config import config_or_default
-from ..iteration.state import IterationState, parse
-from ..keys import iteration_key
+from ..iteration.state import IterationState, key_of, parse
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -21,9 +20,10 @@ def iteration_states(jids: Iterable[str | None], config: Config | None = None) -
     wanted = list(dict.fromkeys(jid for jid in jids if jid))
     if not wanted:
         return {}
-    pipe = config_or_default(config).redis.pipeline(transaction=False)
+    redis = config_or_default(config).redis
+    pipe = redis.pipeline(transaction=False)
     for jid in wanted:
-        pipe.hgetall(iteration_key(jid))
+        pipe.hgetall(key_of(redis, jid))
     states: dict[str, IterationState] = {}
     for jid, fields in zip(wanted, pipe.execute(), strict=True):
         try:

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..client import Client
 from ..config import config_or_default
 from ..errors import KiqError
-from ..keys import DEAD, RETRY, SCHEDULE
+from ..keys import DEAD, RETRY, SCHEDULE, keyspace
 from ..payload import dumps
+from ..scripts import lua_script
 from ..server import dead
 from .records import PAGE_SIZE, JobRecord
 
@@ -33,7 +34,9 @@ SEARCH_CHUNK = 5_000  # entries one script call reads: a few ms of Redis's time,
 # in score order; stops after ``chunk`` entries or at the ``limit``-th match. Replies the number of entries looked
 # at, the score of the last one and how many entries at that score were looked at so far (where the next step goes
 # on), then the matches (member, score).
-SEARCH_SCRIPT = """
+SEARCH_SCRIPT = lua_script(
+    "job_sets.search",
+    """
 local text, bound, skip, chunk, limit = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
 local items
 if ARGV[6] == '1' then
@@ -65,7 +68,9 @@ if score == bound then ties = ties + skip end
 local reply = {(last + 1) / 2, score, ties}
 for i = 1, #found do reply[#reply + 1] = found[i] end
 return reply
-"""
+""",
+    lambda keys, name: [keys.key(name)],
+)
 
 
 @dataclass(frozen=True)
@@ -113,7 +118,7 @@ class SortedEntry(JobRecord):
         """Move the job to a new time (epoch seconds) in the same set."""
         if not self.parent.delete_by_value(self.value):
             return False
-        self.config.redis.zadd(self.parent.name, {self.value: float(at)})
+        self.config.redis.zadd(self.parent.key, {self.value: float(at)})
         self.score = float(at)
         return True
 
@@ -144,7 +149,7 @@ class SortedEntry(JobRecord):
         try:
             Client(self.config).push(item)
         except BaseException:
-            self.config.redis.zadd(self.parent.name, {self.value: self.score})  # not lost: put it back
+            self.config.redis.zadd(self.parent.key, {self.value: self.score})  # not lost: put it back
             raise
         return True
 
@@ -152,14 +157,19 @@ class SortedEntry(JobRecord):
 class JobSet:
     """One of the sorted sets of jobs. Iterates newest (highest score) first, as Sidekiq does."""
 
-    name: ClassVar[str]
+    name: ClassVar[str]  # the set's name (``schedule``, ``retry``, ``dead``); its key on a Redis is ``key``
 
     def __init__(self, config: Config | None = None) -> None:
         self.config = config_or_default(config)
 
     @property
+    def key(self) -> str:
+        """The set's key on this config's Redis (``kiq.Keyspace.key``)."""
+        return keyspace(self.config.redis).key(self.name)
+
+    @property
     def size(self) -> int:
-        return int(self.config.redis.zcard(self.name))
+        return int(self.config.redis.zcard(self.key))
 
     def __len__(self) -> int:
         return self.size
@@ -174,7 +184,7 @@ class JobSet:
         while True:
             start = page * PAGE_SIZE + offset
             end = min(start + PAGE_SIZE - 1, -1)
-            elements = _scored(redis.zrange(self.name, start, end, withscores=True))
+            elements = _scored(redis.zrange(self.key, start, end, withscores=True))
             if not elements:
                 return
             page -= 1
@@ -187,19 +197,19 @@ class JobSet:
         ``newest_first``): one ``ZRANGE`` by rank, whatever the set's size."""
         if count <= 0 or start < 0:
             return []
-        found = self.config.redis.zrange(self.name, start, start + count - 1, desc=newest_first, withscores=True)
+        found = self.config.redis.zrange(self.key, start, start + count - 1, desc=newest_first, withscores=True)
         return [SortedEntry(self, score, value) for value, score in _scored(found)]
 
     def clear(self) -> int:
         """Remove every job; returns how many there were."""
         pipe = self.config.redis.pipeline(transaction=True)
-        pipe.zcard(self.name)
-        pipe.unlink(self.name)
+        pipe.zcard(self.key)
+        pipe.unlink(self.key)
         return int(pipe.execute()[0])
 
     def scan(self, match: str) -> Iterator[SortedEntry]:
         """Entries whose JSON contains ``match`` (ZSCAN, so a large set is not loaded at once)."""
-        pairs = self.config.redis.zscan_iter(self.name, match=f"*{glob_escape(match)}*", count=100)
+        pairs = self.config.redis.zscan_iter(self.key, match=f"*{glob_escape(match)}*", count=100)
         for value, score in _scored(pairs):
             yield SortedEntry(self, score, value)
 
@@ -211,13 +221,14 @@ class JobSet:
         ``limit``-th match. A set of any size costs one call at most ``window`` entries' work; entries added or
         removed between calls are not skipped nor repeated unless they move across the position reached."""
         bound, skip = _search_start(after, newest_first)
-        script = self.config.redis.register_script(SEARCH_SCRIPT)
+        script = self.config.redis.register_script(SEARCH_SCRIPT.source)
+        keys = SEARCH_SCRIPT.keys(keyspace(self.config.redis), self.name)
         entries: list[SortedEntry] = []
         examined = 0
         while examined < window and len(entries) < limit:
             chunk = min(SEARCH_CHUNK, window - examined)
             reply = script(
-                keys=[self.name], args=[text, bound, skip, chunk, limit - len(entries), "1" if newest_first else "0"]
+                keys=keys, args=[text, bound, skip, chunk, limit - len(entries), "1" if newest_first else "0"]
             )
             looked, bound, skip = int(reply[0]), str(reply[1]), int(reply[2])
             examined += looked
@@ -229,7 +240,7 @@ class JobSet:
 
     def fetch(self, score: float, jid: str | None = None) -> list[SortedEntry]:
         """The entries with exactly this score (and this jid, when given)."""
-        found = _scored(self.config.redis.zrangebyscore(self.name, score, score, withscores=True))
+        found = _scored(self.config.redis.zrangebyscore(self.key, score, score, withscores=True))
         entries = [SortedEntry(self, s, value) for value, s in found]
         return [entry for entry in entries if jid is None or entry.jid == jid]
 
@@ -239,11 +250,11 @@ class JobSet:
 
     def schedule(self, at: float, job: dict[str, Any]) -> None:
         """Add a job payload to this set with score ``at`` (epoch seconds)."""
-        self.config.redis.zadd(self.name, {dumps(job): float(at)})
+        self.config.redis.zadd(self.key, {dumps(job): float(at)})
 
     def delete_by_value(self, value: str) -> bool:
         """Remove the entry with this exact JSON; False when it was not there."""
-        return bool(self.config.redis.zrem(self.name, value))
+        return bool(self.config.redis.zrem(self.key, value))
 
     def delete_by_jid(self, jid: str) -> bool:
         """Remove the job with this jid; False when there is none."""
@@ -265,7 +276,7 @@ class JobSet:
         redis = self.config.redis
         while remaining > 0:
             last = kept + min(remaining, PAGE_SIZE) - 1
-            elements = _scored(redis.zrange(self.name, kept, last, withscores=True))
+            elements = _scored(redis.zrange(self.key, kept, last, withscores=True))
             if not elements:
                 break
             for value, score in elements:

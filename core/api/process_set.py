@@ -4,6 +4,8 @@
 - ``processes`` SET of identities; HASH ``<identity>`` (``info`` JSON, ``busy``, ``beat``, ``quiet``, ``rss``,
   ``rtt_us``; expires 60 s after the last heartbeat); HASH ``<identity>:work`` (thread id -> JSON work).
 - Remote control: ``LPUSH <identity>-signals TSTP|TERM|TTIN``, which the heartbeat picks up.
+
+Those are the names; each key is its name in kiq's shared slot (``kiq.Keyspace.key``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ..config import config_or_default
 from ..errors import KiqError
-from ..keys import PROCESSES, SIGNALS_TTL, signals_key, work_key
+from ..keys import PROCESSES, SIGNALS_TTL, keyspace, signals_key, work_key
 from ..payload import epoch_seconds, parse_job
 from ..server.scheduled import cleanup_processes
 from .records import display_arguments, payload_args, payload_kwargs
@@ -123,7 +125,7 @@ class Process:
 
     def signal(self, name: str) -> None:
         """Queue a signal (TSTP, TERM, TTIN) for the process; its heartbeat runs it within a few seconds."""
-        key = signals_key(self.identity)
+        key = keyspace(self.config.redis).key(signals_key(self.identity))
         pipe = self.config.redis.pipeline(transaction=True)
         pipe.lpush(key, name)
         pipe.expire(key, SIGNALS_TTL)
@@ -164,17 +166,19 @@ class ProcessSet:
     @property
     def size(self) -> int:
         """How many identities are registered (may include a dead one until the next cleanup)."""
-        return int(self.config.redis.scard(PROCESSES))
+        redis = self.config.redis
+        return int(redis.scard(keyspace(redis).key(PROCESSES)))
 
     def __len__(self) -> int:
         return self.size
 
     def __iter__(self) -> Iterator[Process]:
         redis = self.config.redis
-        identities = sorted(redis.sscan_iter(PROCESSES))
+        keys = keyspace(redis)
+        identities = sorted(redis.sscan_iter(keys.key(PROCESSES)))
         pipe = redis.pipeline(transaction=False)
         for identity in identities:
-            pipe.hmget(identity, "info", "concurrency", "busy", "beat", "quiet", "rss", "rtt_us")
+            pipe.hmget(keys.key(identity), "info", "concurrency", "busy", "beat", "quiet", "rss", "rtt_us")
         for identity, (info, concurrency, busy, beat, quiet, rss, rtt_us) in zip(
             identities, pipe.execute(), strict=True
         ):
@@ -265,11 +269,12 @@ class Workers:
 
     def __iter__(self) -> Iterator[Work]:
         redis = self.config.redis
-        identities = sorted(redis.sscan_iter(PROCESSES))
+        keys = keyspace(redis)
+        identities = sorted(redis.sscan_iter(keys.key(PROCESSES)))
         pipe = redis.pipeline(transaction=False)
         for identity in identities:
-            pipe.hgetall(work_key(identity))
-            pipe.hgetall(f"{identity}:workers")  # Sidekiq < 6.5 (e.g. Debian's 6.4.1) uses this key
+            pipe.hgetall(keys.key(work_key(identity)))
+            pipe.hgetall(keys.key(f"{identity}:workers"))  # Sidekiq < 6.5 (e.g. Debian's 6.4.1) uses this key
         replies = pipe.execute()
         works: list[Work] = []
         for index, identity in enumerate(identities):
@@ -290,10 +295,11 @@ class Workers:
     def size(self) -> int:
         """How many jobs are running (the sum of every process's ``busy``)."""
         redis = self.config.redis
-        identities = list(redis.sscan_iter(PROCESSES))
+        keys = keyspace(redis)
+        identities = list(redis.sscan_iter(keys.key(PROCESSES)))
         pipe = redis.pipeline(transaction=False)
         for identity in identities:
-            pipe.hget(identity, "busy")
+            pipe.hget(keys.key(identity), "busy")
         return sum(int(busy or 0) for busy in pipe.execute())
 
     def __len__(self) -> int:

@@ -1,4 +1,5 @@
-"""A queue (``queue:<name>`` list) as Sidekiq's API sees it: size, latency, its jobs, clear; and pause."""
+"""A queue (its list, ``queue:<name>`` on a standalone server) as Sidekiq's API sees it: size, latency, its jobs,
+clear; and pause."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..client import forget_listed
 from ..config import config_or_default
-from ..keys import PAUSED, QUEUES, queue_key
+from ..keys import PAUSED, QUEUES, keyspace
 from ..paused_queues import is_paused, pause, unpause
 from .records import PAGE_SIZE, JobRecord, latency
 
@@ -16,22 +17,28 @@ if TYPE_CHECKING:
 
 
 class Queue:
-    """One queue (``queue:<name>`` list). Iterates newest first, as Sidekiq does; the oldest job runs next."""
+    """One queue (its list: ``key``). Iterates newest first, as Sidekiq does; the oldest job runs next."""
 
     def __init__(self, name: str = "default", config: Config | None = None) -> None:
         self.name = name
         self.config = config_or_default(config)
-        self.key = queue_key(name)
 
     @classmethod
     def all(cls, config: Config | None = None) -> list[Queue]:
         """Every known queue (the ``queues`` set) and every paused one (a paused queue stays listed while empty, so it
         can be seen and unpaused), by name."""
         config = config_or_default(config)
-        return [cls(str(name), config) for name in sorted(config.redis.sunion([QUEUES, PAUSED]))]
+        keys = keyspace(config.redis)
+        names = config.redis.sunion([keys.key(QUEUES), keys.key(PAUSED)])
+        return [cls(str(name), config) for name in sorted(names) if name]
 
     def __repr__(self) -> str:
         return f"<Queue {self.name}>"
+
+    @property
+    def key(self) -> str:
+        """The queue's list (``kiq.Keyspace.queue``) on this config's Redis."""
+        return keyspace(self.config.redis).queue(self.name)
 
     @property
     def size(self) -> int:
@@ -88,10 +95,16 @@ class Queue:
 
     def clear(self) -> int:
         """Delete every job in the queue and forget the queue; returns how many jobs there were."""
-        pipe = self.config.redis.pipeline(transaction=True)
+        redis = self.config.redis
+        keys = keyspace(redis)
+        apart = keys.slots == "queue"  # the list and the ``queues`` set lie in two slots: no transaction takes both
+        if apart:  # forgotten first: forgotten after, a push in between would leave its job in an unlisted queue
+            redis.srem(keys.key(QUEUES), self.name)
+        pipe = redis.pipeline(transaction=True)
         pipe.llen(self.key)
         pipe.unlink(self.key)
-        pipe.srem(QUEUES, self.name)
+        if not apart:
+            pipe.srem(keys.key(QUEUES), self.name)
         cleared = int(pipe.execute()[0])
         forget_listed(self.name)  # the next push lists it again
         return cleared

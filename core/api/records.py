@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import config_or_default
 from ..job_registry import registry
-from ..keys import queue_key
+from ..keys import keyspace
 from ..payload import epoch_seconds, parse_job, printable
 
 if TYPE_CHECKING:
@@ -157,7 +157,8 @@ class JobRecord:
 
     def delete(self) -> bool:
         """Remove this job from its queue; False when it was no longer there."""
-        return bool(self.config.redis.lrem(queue_key(self.queue), 1, self.value))
+        redis = self.config.redis
+        return bool(redis.lrem(keyspace(redis).queue(self.queue), 1, self.value))
 
     @property
     def raw(self) -> bytes:

@@ -6,7 +6,7 @@ import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..config import config_or_default
-from ..keys import DEAD, PROCESSES, QUEUES, RETRY, SCHEDULE, queue_key, stat_key
+from ..keys import DEAD, PROCESSES, QUEUES, RETRY, SCHEDULE, keyspace, stat_key
 from .records import latency
 
 if TYPE_CHECKING:
@@ -20,14 +20,15 @@ class Stats:
     def __init__(self, config: Config | None = None) -> None:
         self.config = config_or_default(config)
         redis = self.config.redis
+        keys = keyspace(redis)
         pipe = redis.pipeline(transaction=False)
-        pipe.get(stat_key("processed"))
-        pipe.get(stat_key("failed"))
-        pipe.zcard(SCHEDULE)
-        pipe.zcard(RETRY)
-        pipe.zcard(DEAD)
-        pipe.scard(PROCESSES)
-        pipe.lindex(queue_key("default"), -1)
+        pipe.get(keys.key(stat_key("processed")))
+        pipe.get(keys.key(stat_key("failed")))
+        pipe.zcard(keys.key(SCHEDULE))
+        pipe.zcard(keys.key(RETRY))
+        pipe.zcard(keys.key(DEAD))
+        pipe.scard(keys.key(PROCESSES))
+        pipe.lindex(keys.queue("default"), -1)
         processed, failed, scheduled, retries, dead, processes, oldest_default = pipe.execute()
         self.processed = int(processed or 0)
         self.failed = int(failed or 0)
@@ -42,13 +43,14 @@ class Stats:
     def _read_slow(self) -> dict[str, int]:
         if self._queues is None:
             redis = self.config.redis
-            names = sorted(str(name) for name in redis.smembers(QUEUES))
-            identities = sorted(str(identity) for identity in redis.smembers(PROCESSES))
+            keys = keyspace(redis)
+            names = sorted(str(name) for name in redis.smembers(keys.key(QUEUES)) if name)
+            identities = sorted(str(identity) for identity in redis.smembers(keys.key(PROCESSES)))
             pipe = redis.pipeline(transaction=False)
             for name in names:
-                pipe.llen(queue_key(name))
+                pipe.llen(keys.queue(name))
             for identity in identities:
-                pipe.hget(identity, "busy")
+                pipe.hget(keys.key(identity), "busy")
             results = pipe.execute()
             sizes = dict(zip(names, (int(size) for size in results[: len(names)]), strict=True))
             self._queues = dict(sorted(sizes.items(), key=lambda item: (-item[1], item[0])))
@@ -78,8 +80,10 @@ class Stats:
         start = start or datetime.datetime.now(datetime.UTC).date()
         dates = [(start - datetime.timedelta(days=offset)).isoformat() for offset in range(days)]
         history: dict[str, dict[str, int]] = {}
+        redis = self.config.redis
+        keys = keyspace(redis)
         for stat in ("processed", "failed"):
-            values = self.config.redis.mget([stat_key(stat, date) for date in dates]) if dates else []
+            values = redis.mget([keys.key(stat_key(stat, date)) for date in dates]) if dates else []
             history[stat] = {date: int(value or 0) for date, value in zip(dates, values, strict=True)}
         return history
 

@@ -13,7 +13,8 @@ write and are not pushed back by later ones, as Sidekiq 8 does it) and ``HGET ca
 whether the job was cancelled meanwhile. Redis 6.2 (the embedded server) has no ``EXPIRE ... NX``: there the TTL is
 set by a plain ``EXPIRE``, as Sidekiq 7.3 does it (its TODO awaits Redis 7); the server's version is asked once per
 client. Completion ``UNLINK``s the hash. Each write has a sync and an asyncio form:
-the commands are queued by one function, the round trip is the only difference.
+the commands are queued by one function, the round trip is the only difference. On a Redis Cluster the hash is
+``{kiq}it-<jid>`` (``key_of``: kiq's shared slot), one key per transaction.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from weakref import WeakKeyDictionary
 
 from redis.exceptions import ResponseError
 
-from ..keys import ITERATION_TTL, iteration_key
+from ..keys import ITERATION_TTL, iteration_key, keyspace
 from ..redis import ENCODING_ERRORS
 
 if TYPE_CHECKING:
@@ -45,6 +46,11 @@ _Number = TypeVar("_Number", int, float)
 
 # per Redis client: does its server take EXPIRE's NX flag (Redis >= 7.0)?
 _expire_nx: WeakKeyDictionary[object, bool] = WeakKeyDictionary()
+
+
+def key_of(redis: Any, jid: str) -> str:
+    """The state hash of ``jid`` on ``redis`` (``it-<jid>`` on a standalone server)."""
+    return keyspace(redis).key(iteration_key(jid))
 
 
 def _takes_nx(info: dict[str, Any]) -> bool:
@@ -110,8 +116,9 @@ def ruby_number(value: int | float) -> str:
     return text
 
 
-def parse(jid: str, fields: dict[str, str]) -> IterationState | None:
-    """The state held in the hash's ``fields`` (None when the hash does not exist)."""
+def parse(jid: str, fields: dict[str, str], key: str | None = None) -> IterationState | None:
+    """The state held in the hash's ``fields`` (None when the hash does not exist); ``key``, the hash's key (default
+    ``it-<jid>``), names it in an error."""
     if not fields:
         return None
     raw_cursor = fields.get(CURSOR)
@@ -122,7 +129,7 @@ def parse(jid: str, fields: dict[str, str]) -> IterationState | None:
             cursor = None  # a cancelled job does not walk: it completes as cancelled without its cursor
         else:
             raise ValueError(
-                f"{iteration_key(jid)} holds a cursor that is not JSON ({raw_cursor!r:.100}: {exc}); delete the "
+                f"{key or iteration_key(jid)} holds a cursor that is not JSON ({raw_cursor!r:.100}: {exc}); delete the "
                 "hash to restart the job from the beginning, or write a valid cursor"
             ) from None
     return IterationState(
@@ -146,31 +153,32 @@ def _number(text: str | None, kind: type[_Number]) -> _Number:
 
 def read(redis: redis.Redis, jid: str) -> IterationState | None:
     """The state of the iterable job ``jid``, or None when it has none (never ran, completed, or expired)."""
+    key = key_of(redis, jid)
     try:
-        return parse(jid, cast("dict[str, str]", redis.hgetall(iteration_key(jid))))  # kiq's clients decode
+        return parse(jid, cast("dict[str, str]", redis.hgetall(key)), key)  # kiq's clients decode
     except ResponseError as exc:
-        raise _not_a_hash(jid, exc) from None
+        raise _not_a_hash(key, exc) from None
 
 
 async def aread(redis: redis_async.Redis, jid: str) -> IterationState | None:
+    key = key_of(redis, jid)
     try:
-        return parse(jid, cast("dict[str, str]", await redis.hgetall(iteration_key(jid))))
+        return parse(jid, cast("dict[str, str]", await redis.hgetall(key)), key)
     except ResponseError as exc:
-        raise _not_a_hash(jid, exc) from None
+        raise _not_a_hash(key, exc) from None
 
 
-def _not_a_hash(jid: str, exc: ResponseError) -> Exception:
+def _not_a_hash(key: str, exc: ResponseError) -> Exception:
     """``WRONGTYPE``: another program's key has the name; anything else as it was."""
     if not str(exc).startswith("WRONGTYPE"):
         return exc
     return ValueError(
-        f"{iteration_key(jid)} is not a hash ({exc}): another program uses this key name; rename or delete it, and "
+        f"{key} is not a hash ({exc}): another program uses this key name; rename or delete it, and "
         "the job starts from the beginning"
     )
 
 
-def _queue_flush(pipe: Pipeline | AsyncPipeline, jid: str, progress: tuple[int, Any, float], nx: bool) -> None:
-    key = iteration_key(jid)
+def _queue_flush(pipe: Pipeline | AsyncPipeline, key: str, progress: tuple[int, Any, float], nx: bool) -> None:
     executions, cursor, runtime = progress
     fields = {EXECUTIONS: str(executions), CURSOR: encode_cursor(cursor), RUNTIME: ruby_number(runtime)}
     pipe.hset(key, mapping=fields)  # type: ignore[arg-type]  # redis-py types the mapping's values too narrowly
@@ -182,19 +190,18 @@ def flush(redis: redis.Redis, jid: str, executions: int, cursor: Any, runtime: f
     """Write the job's progress; True when the job was cancelled meanwhile."""
     nx = expire_nx(redis)
     with redis.pipeline(transaction=True) as pipe:
-        _queue_flush(pipe, jid, (executions, cursor, runtime), nx)
+        _queue_flush(pipe, key_of(redis, jid), (executions, cursor, runtime), nx)
         return pipe.execute()[-1] is not None
 
 
 async def aflush(redis: redis_async.Redis, jid: str, executions: int, cursor: Any, runtime: float) -> bool:
     nx = await aexpire_nx(redis)
     async with redis.pipeline(transaction=True) as pipe:
-        _queue_flush(pipe, jid, (executions, cursor, runtime), nx)
+        _queue_flush(pipe, key_of(redis, jid), (executions, cursor, runtime), nx)
         return (await pipe.execute())[-1] is not None
 
 
-def _queue_cancel(pipe: Pipeline | AsyncPipeline, jid: str, nx: bool) -> None:
-    key = iteration_key(jid)
+def _queue_cancel(pipe: Pipeline | AsyncPipeline, key: str, nx: bool) -> None:
     pipe.hsetnx(key, CANCELLED, str(int(time.time())))
     pipe.hget(key, CANCELLED)
     pipe.expire(key, ITERATION_TTL, nx=nx)  # a job not started yet keeps the mark as long as a started one
@@ -204,21 +211,21 @@ def cancel(redis: redis.Redis, jid: str) -> int:
     """Mark ``jid`` cancelled (a second call keeps the first time); returns the epoch seconds of the cancellation."""
     nx = expire_nx(redis)
     with redis.pipeline(transaction=True) as pipe:
-        _queue_cancel(pipe, jid, nx)
+        _queue_cancel(pipe, key_of(redis, jid), nx)
         return _number(pipe.execute()[1], int)
 
 
 async def acancel(redis: redis_async.Redis, jid: str) -> int:
     nx = await aexpire_nx(redis)
     async with redis.pipeline(transaction=True) as pipe:
-        _queue_cancel(pipe, jid, nx)
+        _queue_cancel(pipe, key_of(redis, jid), nx)
         return _number((await pipe.execute())[1], int)
 
 
 def clear(redis: redis.Redis, jid: str) -> None:
     """The job completed (or was cancelled): its state goes."""
-    redis.unlink(iteration_key(jid))
+    redis.unlink(key_of(redis, jid))
 
 
 async def aclear(redis: redis_async.Redis, jid: str) -> None:
-    await redis.unlink(iteration_key(jid))
+    await redis.unlink(key_of(redis, jid))

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..async_client import async_redis
 from ..config import config_or_default
-from ..keys import iteration_key
 from ..redis import REDIS_REFUSALS
 from . import state
 
@@ -101,9 +100,10 @@ def _build(job: IterableJob, args: tuple[Any, ...]) -> Any:
         return job.build_enumerator(*args, cursor=job._cursor)
     except Exception as exc:
         if job._cursor is not None:
+            key = state.key_of(config_or_default(None).redis, job.jid)
             exc.add_note(
                 f"{type(job).__qualname__}.build_enumerator failed on the cursor {job._cursor!r:.200} saved in "
-                f"{iteration_key(job.jid)} (field {state.CURSOR}); if it is not a cursor this job yields, delete the "
+                f"{key} (field {state.CURSOR}); if it is not a cursor this job yields, delete the "
                 "hash to restart the job from the beginning, or write one it yields"
             )
         raise
@@ -246,7 +246,7 @@ def _clear_refused(job: IterableJob, refusal: BaseException, pause: float) -> No
         log.warning(
             "%s jid=%s completed, but Redis refused to delete %s (%s): tried again until it does or the worker stops "
             "(then the hash expires with its TTL)",
-            type(job).__qualname__, job.jid, iteration_key(job.jid), refusal,
+            type(job).__qualname__, job.jid, state.key_of(config_or_default(None).redis, job.jid), refusal,
         )  # fmt: skip
 
 

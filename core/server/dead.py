@@ -36,9 +36,9 @@ def bury(config: Config, jobstr: str) -> None:
     pipe.execute()
 
 
-def replay_command(jobstr: str) -> list[str]:
+def replay_command(config: Config, jobstr: str) -> list[str]:
     """``bury`` as a Redis command, for a log line that must let an operator write it by hand."""
-    return ["ZADD", DEAD, repr(time.time()), jobstr]
+    return ["ZADD", keyspace(config.redis).key(DEAD), repr(time.time()), jobstr]
 
 
 def notify_death(config: Config, job: dict[str, Any], exc: BaseException | None) -> None:

@@ -287,7 +287,9 @@ class JobRunner:
         except Exception as error:
             if refused(error):  # held: buried and acknowledged once Redis takes it
                 write = functools.partial(dead.bury, self.config, unit.job)
-                self.keeper.hold(Outcome(write, dead.replay_command(unit.job), unit, _acknowledge_unit), error)
+                self.keeper.hold(
+                    Outcome(write, dead.replay_command(self.config, unit.job), unit, _acknowledge_unit), error
+                )
             else:
                 self.config.handle_exception(error, {"context": "Internal exception!", "jobstr": unit.job})
             return

@@ -161,7 +161,7 @@ class JobRetry:
         """The last resort: the job as it was stored goes to the dead set, with the death hooks."""
         logger.error("A failed job goes to the dead set as stored (%s): %.200s", why, jobstr)
         note_failure_outcome("dead")
-        _write(lambda: dead.kill(self.config, jobstr, exc), dead.replay_command(jobstr))
+        _write(lambda: dead.kill(self.config, jobstr, exc), dead.replay_command(self.config, jobstr))
 
     # -- Sidekiq's process_retry -----------------------------------------------------------------------
     def _process_retry(self, instance: Any, job: dict[str, Any], queue: str, exc: BaseException) -> None:
@@ -264,7 +264,7 @@ class JobRetry:
             # entry, so a held death runs its hooks once, when Redis took it
             dead.notify_death(self.config, job, exc)
 
-        _write(record_death, dead.replay_command(member))
+        _write(record_death, dead.replay_command(self.config, member))
 
 
 # The guards are a small class rather than @contextmanager generators: they are entered twice per job, and a

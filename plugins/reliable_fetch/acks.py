@@ -55,8 +55,16 @@ class PendingAcks:
             self._due.set()  # a lock and a notify: skipped on the busy path, where it is almost always set
 
     def take(self, working_key: str) -> list[str]:
+        """The pending acknowledgements of a list, taken: a fetch (without ``sending``) and the sender may take at
+        once; each ``popleft`` is atomic, so every job is taken by exactly one of them."""
         jobs = self._jobs[working_key]
-        return [jobs.popleft() for _ in range(len(jobs))]  # one appended meanwhile stays for the next taker
+        taken: list[str] = []
+        for _ in range(len(jobs)):  # one appended meanwhile stays for the next taker
+            try:
+                taken.append(jobs.popleft())
+            except IndexError:  # the other taker emptied it first
+                break
+        return taken
 
     def take_all(self) -> dict[str, list[str]]:
         return {key: jobs for key in self._jobs if (jobs := self.take(key))}

@@ -88,3 +88,34 @@ def test_acknowledgements_redis_refuses_are_kept_and_sent_once_it_is_back(
         acks.stop()
         client.close()
         server.stop()
+
+
+def test_two_takers_at_once_take_every_acknowledgement_exactly_once() -> None:
+    """A fetch takes acknowledgements without the sender's lock: the two racing must neither fail (an empty deque)
+    nor drop one (a job whose acknowledgement is lost would run again)."""
+    import threading
+
+    acks = PendingAcks(None, ["working"])
+    acks._sender = threading.current_thread()  # no sender thread: the test's threads are the takers
+    taken: list[list[str]] = [[], []]
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def taker(index: int) -> None:
+        try:
+            while not stop.is_set() or acks.pending():
+                taken[index] += acks.take("working")
+        except BaseException as exc:  # the failure this test looks for
+            errors.append(exc)
+
+    threads = [threading.Thread(target=taker, args=(index,)) for index in (0, 1)]
+    for thread in threads:
+        thread.start()
+    added = [f"job-{n}" for n in range(200_000)]
+    for job in added:
+        acks._jobs["working"].append(job)
+    stop.set()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    assert sorted(taken[0] + taken[1]) == sorted(added)
