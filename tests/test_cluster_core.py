@@ -1,23 +1,17 @@
-"""The API, iteration state, dashboard and CLI on a real Redis Cluster, in the layout of KIQ_TEST_CLUSTER_SLOTS (one
-or queue): each reads and writes its keys through the keyspace (``{kiq}...``, ``queue:{<name>}``), and nothing sends
-two slots' keys in one script or transaction.
+"""The API, iteration state, dashboard and CLI on the real clusters (the ``cluster`` mark's 4 targets: Redis 7 and
+Valkey 9, both layouts): each reads and writes its keys through the keyspace (``{kiq}...``, ``queue:{<name>}``),
+and nothing sends two slots' keys in one script or transaction.
 
-The cluster is the one at KIQ_TEST_CLUSTER_URL (``redis+cluster://host:port``; the tests skip without it), flushed
-before each test: a throwaway one. Queues ``alpha`` and ``beta`` hash to different slots, so in the queue layout
-every test that uses both crosses slots.
+Queues ``alpha`` and ``beta`` hash to different slots, so in the queue layout every test that uses both crosses slots.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -26,7 +20,6 @@ import pytest
 from redis.crc import key_slot
 
 import kiq
-from kiq import config as kiq_config
 from kiq.api import DeadSet, ProcessSet, Queue, RetrySet, ScheduledSet, Stats, Workers
 from kiq.api.fleet import FleetGauges
 from kiq.api.iterations import iteration_states
@@ -34,31 +27,16 @@ from kiq.async_client import async_redis
 from kiq.contrib.web import asgi_app
 from kiq.iteration import state
 from kiq.server.dead import replay_command
+from tests.cluster_support import cli
 from tests.jobs.basic import Record, Sleepy
 from tests.jobs.iteration import HOOKS, SEEN, Walk
 from tests.jobs.iteration import QUEUE as ITERATION_QUEUE
 from tests.jobs.retry import ATTEMPTS, AlwaysFails
-from tests.support import FAST, ROOT, WorkerProcess, child_env, wait_until
+from tests.support import FAST, WorkerProcess, wait_until
 
-pytestmark = pytest.mark.cluster
+pytestmark = pytest.mark.cluster(only=True)
 
-CLUSTER_URL = os.environ.get("KIQ_TEST_CLUSTER_URL")
-CLUSTER_SLOTS = os.environ.get("KIQ_TEST_CLUSTER_SLOTS", "one")
 ORIGIN = "http://testserver"
-
-
-@pytest.fixture
-def cluster() -> Iterator[kiq.Config]:
-    """A config on the test cluster, every primary flushed, the process default while the test runs."""
-    if not CLUSTER_URL:
-        pytest.skip("KIQ_TEST_CLUSTER_URL is not set (a redis+cluster:// URL of a throwaway cluster)")
-    config = kiq.Config(redis_url=CLUSTER_URL, slots=CLUSTER_SLOTS)
-    config.redis.flushall()  # a cluster client sends it to every primary
-    previous = kiq_config._default
-    kiq_config.set_default_config(config)
-    yield config
-    kiq_config._default = previous
-    config.redis.close()
 
 
 def job(jid: str, queue: str = "default", **fields: Any) -> dict[str, Any]:
@@ -75,20 +53,20 @@ def queued_jids(name: str) -> list[str]:
     return [str(record.jid) for record in Queue(name)]
 
 
-def test_the_queues_of_the_layout_fall_in_their_slots(cluster: kiq.Config) -> None:
-    keys = kiq.keyspace(cluster.redis)
-    assert keys.cluster and keys.slots == CLUSTER_SLOTS
+def test_the_queues_of_the_layout_fall_in_their_slots(config: kiq.Config) -> None:
+    keys = kiq.keyspace(config.redis)
+    assert keys.cluster and keys.slots == config.slots
     slots = {key_slot(keys.queue(name).encode()) for name in ("alpha", "beta")}
-    assert len(slots) == (2 if CLUSTER_SLOTS == "queue" else 1)
+    assert len(slots) == (2 if config.slots == "queue" else 1)
     assert key_slot(keys.key("retry").encode()) == key_slot(keys.key("queues").encode())
 
 
-def test_queues_size_latency_page_delete_pause_and_clear(cluster: kiq.Config) -> None:
+def test_queues_size_latency_page_delete_pause_and_clear(config: kiq.Config) -> None:
     for name in ("alpha", "beta"):
-        kiq.Client(cluster).push_bulk({"class": "Record", "queue": name, "args": [[f"{name}-{n}"] for n in range(3)]})
+        kiq.Client(config).push_bulk({"class": "Record", "queue": name, "args": [[f"{name}-{n}"] for n in range(3)]})
     assert [queue.name for queue in Queue.all()] == ["alpha", "beta"]
     alpha = Queue("alpha")
-    assert alpha.key == kiq.keyspace(cluster.redis).queue("alpha")
+    assert alpha.key == kiq.keyspace(config.redis).queue("alpha")
     assert alpha.size == 3 and 0 <= alpha.latency < 60
     records = list(alpha)
     assert [record.args for record in records] == [["alpha-2"], ["alpha-1"], ["alpha-0"]]  # newest first
@@ -109,11 +87,11 @@ def test_queues_size_latency_page_delete_pause_and_clear(cluster: kiq.Config) ->
 
     stats = Stats()
     assert stats.queues == {"beta": 3, "alpha": 1} and stats.enqueued == 4
-    gauges = {(reading.name, reading.labels): reading.value for reading in FleetGauges(cluster).readings()}
+    gauges = {(reading.name, reading.labels): reading.value for reading in FleetGauges(config).readings()}
     assert gauges["kiq_queue_size", (("queue", "beta"),)] == 3 and gauges["kiq_queue_size", (("queue", "alpha"),)] == 1
 
 
-def test_retry_set_iterate_find_search_retry_kill_delete_clear(cluster: kiq.Config) -> None:
+def test_retry_set_iterate_find_search_retry_kill_delete_clear(config: kiq.Config) -> None:
     retries = RetrySet()
     due = time.time() + 3600
     for n, queue in enumerate(("alpha", "beta", "alpha", "beta", "alpha")):
@@ -138,12 +116,12 @@ def test_retry_set_iterate_find_search_retry_kill_delete_clear(cluster: kiq.Conf
     assert Stats().retry_size == 0 and Stats().dead_size == 1
 
 
-def test_dead_and_scheduled_sets(cluster: kiq.Config) -> None:
+def test_dead_and_scheduled_sets(config: kiq.Config) -> None:
     dead = DeadSet()
     for n, queue in enumerate(("alpha", "beta")):
         dead.kill(json.dumps(failed(f"d{n}", queue)), notify_failure=False)
     assert dead.size == 2 and dead.retry_all() == 2 and dead.size == 0
-    assert replay_command(cluster, "{}")[:2] == ["ZADD", dead.key]  # what a log line tells an operator to run
+    assert replay_command(config, "{}")[:2] == ["ZADD", dead.key]  # what a log line tells an operator to run
     assert queued_jids("alpha") == ["d0"] and queued_jids("beta") == ["d1"]
 
     Record.set(queue="beta").perform_in(3600, "later")
@@ -155,8 +133,8 @@ def test_dead_and_scheduled_sets(cluster: kiq.Config) -> None:
     assert Stats().scheduled_size == 1 and scheduled.clear() == 1
 
 
-def test_iteration_state_save_load_cancel_clear(cluster: kiq.Config) -> None:
-    redis = cluster.redis
+def test_iteration_state_save_load_cancel_clear(config: kiq.Config) -> None:
+    redis = config.redis
     assert state.key_of(redis, "j1") == kiq.keyspace(redis).key("it-j1")
     assert not state.flush(redis, "j1", 1, {"id": 7}, 0.5)
     assert redis.hget(kiq.keyspace(redis).key("it-j1"), "c") == '{"id":7}'
@@ -168,7 +146,7 @@ def test_iteration_state_save_load_cancel_clear(cluster: kiq.Config) -> None:
     assert state.read(redis, "j1") is None
 
     async def in_asyncio() -> tuple[state.IterationState | None, int]:
-        client = async_redis(cluster)
+        client = async_redis(config)
         await state.aflush(client, "j2", 2, [1, 2], 1.0)
         return await state.aread(client, "j2"), await kiq.cancel.aio("j2")
 
@@ -178,21 +156,20 @@ def test_iteration_state_save_load_cancel_clear(cluster: kiq.Config) -> None:
 
 
 @pytest.fixture
-def worker(cluster: kiq.Config, tmp_path: Path) -> Iterator[WorkerProcess]:
+def worker(e2e_config: kiq.Config, start_worker: Callable[..., WorkerProcess]) -> WorkerProcess:
     """A real ``kiq worker`` on the cluster, in the test's layout, reading alpha then beta."""
-    assert CLUSTER_URL is not None
-    env = {**FAST, "KIQ_SLOTS": CLUSTER_SLOTS, "KIQ_POLL_INTERVAL": "0.5", "KIQ_ITERATION_FLUSH_INTERVAL": "0.1"}
+    env = {**FAST, "KIQ_POLL_INTERVAL": "0.5", "KIQ_ITERATION_FLUSH_INTERVAL": "0.1"}
     jobs = ("-r", "tests.jobs.basic", "-r", "tests.jobs.retry", "-r", "tests.jobs.iteration")
-    args = (*jobs, "-q", "alpha", "-q", "beta", "-q", ITERATION_QUEUE, "-c", "3", "-t", "1")
-    with WorkerProcess(args, CLUSTER_URL, tmp_path / "worker.log", env) as process:
-        yield process
+    return start_worker(*jobs, "-q", "alpha", "-q", "beta", "-q", ITERATION_QUEUE, "-c", "3", "-t", "1", env=env)
 
 
-def test_a_worker_runs_retries_and_buries_jobs_and_the_api_sees_it(cluster: kiq.Config, worker: WorkerProcess) -> None:
+def test_a_worker_runs_retries_and_buries_jobs_and_the_api_sees_it(
+    e2e_config: kiq.Config, worker: WorkerProcess
+) -> None:
     for n in range(4):
         Record.set(queue=("alpha", "beta")[n % 2]).perform_async(f"run-{n}")
     AlwaysFails.set(queue="beta", retry=1).perform_async("doomed")
-    redis = cluster.redis
+    redis = e2e_config.redis
     wait_until(lambda: redis.llen("order") == 4, 30, message="the four Record jobs")
     # fails, waits in the retry set, the poller enqueues it again, fails again: dead
     wait_until(lambda: DeadSet().size == 1, 60, message=f"AlwaysFails dead\n{worker.output()}")
@@ -209,7 +186,7 @@ def test_a_worker_runs_retries_and_buries_jobs_and_the_api_sees_it(cluster: kiq.
     works = wait_until(lambda: list(Workers()), 30, message="the Sleepy job in the process's work hash")
     assert [work.payload["jid"] for work in works] == [jid] and works[0].queue == "alpha"
     assert Workers().size == 1 and Stats().workers_size == 1
-    busy_page = Dashboard(cluster).get("/busy")
+    busy_page = Dashboard(e2e_config).get("/busy")
     assert busy_page.status_code == 200 and jid in busy_page.text
 
     assert ProcessSet().stop(str(processes[0].identity)) == 1  # the signals key, read by the heartbeat
@@ -218,8 +195,8 @@ def test_a_worker_runs_retries_and_buries_jobs_and_the_api_sees_it(cluster: kiq.
     wait_until(lambda: ProcessSet().size == 0, 10, message="the stopped process unregistered")
 
 
-def test_a_worker_walks_an_iterable_job_and_kiq_cancel_stops_it(cluster: kiq.Config, worker: WorkerProcess) -> None:
-    redis = cluster.redis
+def test_a_worker_walks_an_iterable_job_and_kiq_cancel_stops_it(e2e_config: kiq.Config, worker: WorkerProcess) -> None:
+    redis = e2e_config.redis
     jid = Walk.perform_async(10_000, 0.01)
     saved = wait_until(lambda: (found := state.read(redis, jid)) is not None and found.cursor, 30, message="a flush")
     assert saved  # the worker saved its cursor in {kiq}it-<jid>
@@ -256,12 +233,12 @@ class Dashboard:
         return asyncio.run(send())
 
 
-def test_dashboard_pages_answer_on_a_cluster(cluster: kiq.Config) -> None:
+def test_dashboard_pages_answer_on_a_cluster(config: kiq.Config) -> None:
     Record.set(queue="alpha").perform_async("waiting")
     Record.set(queue="beta").perform_in(3600, "later")
     RetrySet().schedule(time.time() + 600, failed("r1", "beta"))
     DeadSet().kill(json.dumps(failed("d1", "alpha")), notify_failure=False)
-    get = Dashboard(cluster).get
+    get = Dashboard(config).get
     for path, shows in {
         "/": "Dashboard",
         "/stats.json": '"enqueued":1',
@@ -277,12 +254,12 @@ def test_dashboard_pages_answer_on_a_cluster(cluster: kiq.Config) -> None:
         assert shows in answer.text, path
 
 
-def test_dashboard_actions_on_a_cluster(cluster: kiq.Config) -> None:
-    kiq.Client(cluster).push_bulk({"class": "Record", "queue": "alpha", "args": [["a"], ["b"]]})
+def test_dashboard_actions_on_a_cluster(config: kiq.Config) -> None:
+    kiq.Client(config).push_bulk({"class": "Record", "queue": "alpha", "args": [["a"], ["b"]]})
     Record.set(queue="beta").perform_async("c")
     DeadSet().kill(json.dumps(failed("d1", "beta")), notify_failure=False)
     RetrySet().schedule(time.time() + 600, failed("r1", "alpha"))
-    site = Dashboard(cluster)
+    site = Dashboard(config)
     assert site.post("/queues/alpha", {"op": "clear"}).status_code == 303
     assert Queue("alpha").size == 0 and [queue.name for queue in Queue.all()] == ["beta"]
     assert site.post("/queues/beta", {"op": "pause"}).status_code == 303 and Queue("beta").paused
@@ -292,33 +269,15 @@ def test_dashboard_actions_on_a_cluster(cluster: kiq.Config) -> None:
     assert RetrySet().size == 0 and [entry.jid for entry in DeadSet()] == ["r1"]
 
 
-def kiq_command(*args: str) -> subprocess.CompletedProcess[str]:
-    assert CLUSTER_URL is not None
-    return subprocess.run(
-        [sys.executable, "-m", "kiq.cli", *args, "--redis-url", CLUSTER_URL, "--json"],
-        cwd=ROOT,
-        env=child_env(KIQ_SLOTS=CLUSTER_SLOTS),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
-def test_cli_queues_stats_and_sets_on_a_cluster(cluster: kiq.Config) -> None:
+def test_cli_queues_stats_and_sets_on_a_cluster(config: kiq.Config) -> None:
     Record.set(queue="alpha").perform_async("one")
-    kiq.Client(cluster).push_bulk({"class": "Record", "queue": "beta", "args": [["two"], ["three"]]})
+    kiq.Client(config).push_bulk({"class": "Record", "queue": "beta", "args": [["two"], ["three"]]})
     RetrySet().schedule(time.time() + 600, failed("r1", "beta"))
     ScheduledSet().schedule(time.time() + 600, job("s1", "alpha"))
     DeadSet().kill(json.dumps(failed("d1", "alpha")), notify_failure=False)
 
-    queues = kiq_command("queues")
-    assert queues.returncode == 0, queues.stderr
-    assert {row["name"]: row["size"] for row in json.loads(queues.stdout)} == {"alpha": 1, "beta": 2}
-    stats = kiq_command("stats")
-    assert stats.returncode == 0, stats.stderr
-    assert json.loads(stats.stdout)["enqueued"] == 3 and json.loads(stats.stdout)["retry_size"] == 1
+    assert {row["name"]: row["size"] for row in cli(config, "queues")} == {"alpha": 1, "beta": 2}
+    stats = cli(config, "stats")
+    assert stats["enqueued"] == 3 and stats["retry_size"] == 1
     for command, jid in (("retries", "r1"), ("scheduled", "s1"), ("dead", "d1")):
-        listed = kiq_command(command)
-        assert listed.returncode == 0, listed.stderr
-        assert [row["jid"] for row in json.loads(listed.stdout)] == [jid], command
+        assert [row["jid"] for row in cli(config, command)] == [jid], command
