@@ -205,13 +205,14 @@ def test_a_queue_is_listed_again_once_queue_listed_for_has_passed(
     assert r.llen("queue:default") == 3
 
 
-def test_a_cleared_queue_is_listed_again_by_the_next_push(r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_a_cleared_queue_is_listed_again_by_the_next_push(r: redis.Redis, keys: kiq.Keyspace) -> None:
     HardJob.perform_async(1)
     assert kiq.api.Queue("default").clear() == 1
-    assert r.smembers("queues") == set()
+    assert r.smembers(keys.key("queues")) == set()
     HardJob.perform_async(2)
-    assert r.smembers("queues") == {"default"}
-    assert [job["args"] for job in map(json.loads, r.lrange("queue:default", 0, -1))] == [[2]]
+    assert r.smembers(keys.key("queues")) == {"default"}
+    assert [job["args"] for job in map(json.loads, r.lrange(keys.queue("default"), 0, -1))] == [[2]]
 
 
 def test_a_failed_write_leaves_its_queue_unlisted_for_the_next_push(r: redis.Redis, other: redis.Redis) -> None:
@@ -266,7 +267,10 @@ def test_an_async_push_lists_its_queue_once_per_queue_listed_for(
     assert r.llen("queue:aio") == 4
 
 
-def test_a_cleared_queue_is_listed_again_by_the_next_async_push(config: kiq.Config, r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_a_cleared_queue_is_listed_again_by_the_next_async_push(
+    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace
+) -> None:
     async def pushes() -> None:
         client = kiq.AsyncClient(config)
         await client.push({"class": HardJob, "args": [1]})
@@ -274,8 +278,8 @@ def test_a_cleared_queue_is_listed_again_by_the_next_async_push(config: kiq.Conf
         await client.push({"class": HardJob, "args": [2]})
 
     run(config, pushes)
-    assert r.llen("queue:default") == 1
-    assert r.smembers("queues") == {"default"}
+    assert r.llen(keys.queue("default")) == 1
+    assert r.smembers(keys.key("queues")) == {"default"}
 
 
 def test_a_push_that_no_replica_confirms_raises_not_replicated_and_stays_written(

@@ -63,6 +63,7 @@ def jids(entries: Any) -> list[str | None]:
 
 
 # -- DeadSet.kill: Sidekiq's trimming and the death hook ------------------------------------------------
+@pytest.mark.cluster
 def test_dead_set_never_exceeds_dead_max_jobs(config: kiq.Config, r: redis.Redis) -> None:
     config.dead_max_jobs = 3
     dead = DeadSet(config)
@@ -72,21 +73,26 @@ def test_dead_set_never_exceeds_dead_max_jobs(config: kiq.Config, r: redis.Redis
     assert jids(dead) == ["j5", "j4", "j3"]  # the newest stay, newest first
 
 
-def test_dead_max_jobs_zero_keeps_nothing(config: kiq.Config, r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_dead_max_jobs_zero_keeps_nothing(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
     config.dead_max_jobs = 0
     DeadSet(config).kill(job_json("j"), notify_failure=False)
-    assert r.zcard("dead") == 0
+    assert r.zcard(keys.key("dead")) == 0
 
 
-def test_dead_entries_older_than_dead_timeout_are_trimmed(config: kiq.Config, r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_dead_entries_older_than_dead_timeout_are_trimmed(
+    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace
+) -> None:
     config.dead_timeout = 3600
     now = time.time()
-    r.zadd("dead", {job_json("ancient"): now - 7200, job_json("recent"): now - 60})
+    r.zadd(keys.key("dead"), {job_json("ancient"): now - 7200, job_json("recent"): now - 60})
     DeadSet(config).kill(job_json("new"), notify_failure=False)
-    assert sorted(json.loads(m)["jid"] for m in r.zrange("dead", 0, -1)) == ["new", "recent"]
-    assert abs(r.zscore("dead", job_json("new")) - now) < 5  # type: ignore[operator]
+    assert sorted(json.loads(m)["jid"] for m in r.zrange(keys.key("dead"), 0, -1)) == ["new", "recent"]
+    assert abs(r.zscore(keys.key("dead"), job_json("new")) - now) < 5  # type: ignore[operator]
 
 
+@pytest.mark.cluster
 def test_kill_runs_the_death_hook(config: kiq.Config, recorder: DeathRecorder) -> None:
     error = ValueError("gone")
     DeadSet(config).kill(job_json("a"), exc=error)
@@ -108,7 +114,8 @@ def test_a_failing_death_hook_is_reported_not_raised(config: kiq.Config, recorde
 
 
 # -- Queue and JobRecord ----------------------------------------------------------------------------
-def test_queue_size_iteration_find_delete_clear(config: kiq.Config, r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_queue_size_iteration_find_delete_clear(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
     pushed = [Hard.perform_async(index) for index in range(120)]
     Hard.set(queue="low").perform_async("x")
     queue = Queue("default", config)
@@ -126,21 +133,23 @@ def test_queue_size_iteration_find_delete_clear(config: kiq.Config, r: redis.Red
     assert queue.size == 0
 
     assert Queue("low", config).clear() == 1
-    assert r.smembers("queues") == {"default"}
+    assert r.smembers(keys.key("queues")) == {"default"}
 
 
-def test_queue_latency(config: kiq.Config, r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_queue_latency(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
     queue = Queue("default", config)
     assert queue.latency == 0.0
-    r.lpush("queue:default", job_json("old", enqueued_at=time.time() - 30))
-    r.lpush("queue:default", job_json("new", enqueued_at=time.time()))
+    r.lpush(keys.queue("default"), job_json("old", enqueued_at=time.time() - 30))
+    r.lpush(keys.queue("default"), job_json("new", enqueued_at=time.time()))
     assert 29 < queue.latency < 40
     assert 29 < Stats(config).default_queue_latency < 40
-    r.delete("queue:default")
-    r.lpush("queue:default", job_json("sidekiq8", enqueued_at=int((time.time() - 10) * 1000)))  # milliseconds
+    r.delete(keys.queue("default"))
+    r.lpush(keys.queue("default"), job_json("sidekiq8", enqueued_at=int((time.time() - 10) * 1000)))  # milliseconds
     assert 9 < queue.latency < 20
 
 
+@pytest.mark.cluster
 def test_job_record_fields(config: kiq.Config) -> None:
     backtrace = base64.b64encode(zlib.compress(json.dumps(["a.py:1", "b.py:2"]).encode())).decode()
     raw = failed_json("abc", created_at=100.0, enqueued_at=200.0, error_backtrace=backtrace, tags=["t"], extra=1)
@@ -161,7 +170,8 @@ class Stamp(ClientMiddleware):
         yield
 
 
-def test_scheduled_set_listing_find_and_actions(config: kiq.Config, r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_scheduled_set_listing_find_and_actions(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
     config.client_middleware.add(Stamp)
     soon, later, latest = (Hard.perform_in(delay, delay) for delay in (60, 120, 180))
     scheduled = ScheduledSet(config)
@@ -174,17 +184,20 @@ def test_scheduled_set_listing_find_and_actions(config: kiq.Config, r: redis.Red
     assert scheduled.find_job("0" * 24) is None
 
     assert entry.add_to_queue() and not entry.add_to_queue()  # the second caller finds it gone
-    (job,) = [json.loads(raw) for raw in r.lrange("queue:default", 0, -1)]
+    (job,) = [json.loads(raw) for raw in r.lrange(keys.queue("default"), 0, -1)]
     assert job["jid"] == later and job["stamped"] is True and "enqueued_at" in job
 
     assert scheduled.delete_by_jid(soon) and not scheduled.delete_by_jid(soon)  # type: ignore[arg-type]
     entry = scheduled.find_job(latest)  # type: ignore[arg-type]
     assert entry is not None and entry.reschedule(time.time() + 5)
-    assert abs(r.zscore("schedule", entry.value) - time.time() - 5) < 2  # type: ignore[operator]
+    assert abs(r.zscore(keys.key("schedule"), entry.value) - time.time() - 5) < 2  # type: ignore[operator]
     assert scheduled.clear() == 1 and scheduled.size == 0
 
 
-def test_retry_set_retry_kill_and_bulk(config: kiq.Config, r: redis.Redis, recorder: DeathRecorder) -> None:
+@pytest.mark.cluster
+def test_retry_set_retry_kill_and_bulk(
+    config: kiq.Config, r: redis.Redis, recorder: DeathRecorder, keys: kiq.Keyspace
+) -> None:
     retries = RetrySet(config)
     now = time.time()
     for index in range(5):
@@ -193,7 +206,7 @@ def test_retry_set_retry_kill_and_bulk(config: kiq.Config, r: redis.Redis, recor
     assert entry is not None and entry.error and entry.error_class == "ValueError" and entry.retry_count == 2
 
     assert entry.retry() and not entry.retry()
-    (job,) = [json.loads(raw) for raw in r.lrange("queue:default", 0, -1)]
+    (job,) = [json.loads(raw) for raw in r.lrange(keys.queue("default"), 0, -1)]
     assert job["jid"] == "r0" and job["retry_count"] == 1  # the next failure counts it up again
 
     assert retries.retry_by_jid("r1") and not retries.retry_by_jid("r1")
@@ -205,19 +218,23 @@ def test_retry_set_retry_kill_and_bulk(config: kiq.Config, r: redis.Redis, recor
     assert retries.kill_all() == 2
     assert retries.size == 0 and DeadSet(config).size == 3
     assert DeadSet(config).retry_all() == 3
-    assert DeadSet(config).size == 0 and r.llen("queue:default") == 5
+    assert DeadSet(config).size == 0 and r.llen(keys.queue("default")) == 5
 
 
-def test_retry_all_leaves_unparseable_entries_and_refuses_to_retry_them(config: kiq.Config, r: redis.Redis) -> None:
-    r.zadd("retry", {"{broken": 1.0, failed_json("ok"): 2.0})
+@pytest.mark.cluster
+def test_retry_all_leaves_unparseable_entries_and_refuses_to_retry_them(
+    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace
+) -> None:
+    r.zadd(keys.key("retry"), {"{broken": 1.0, failed_json("ok"): 2.0})
     assert RetrySet(config).retry_all() == 1
-    assert r.zrange("retry", 0, -1) == ["{broken"]
+    assert r.zrange(keys.key("retry"), 0, -1) == ["{broken"]
     (entry,) = list(RetrySet(config))
     with pytest.raises(KiqError, match="only be deleted"):
         entry.retry()
     assert entry.delete() and RetrySet(config).size == 0
 
 
+@pytest.mark.cluster
 def test_iterating_a_large_set_while_deleting_visits_every_entry(config: kiq.Config) -> None:
     dead = DeadSet(config)
     for index in range(130):
@@ -230,6 +247,7 @@ def test_iterating_a_large_set_while_deleting_visits_every_entry(config: kiq.Con
     assert dead.size == 0
 
 
+@pytest.mark.cluster
 def test_find_job_does_not_treat_the_jid_as_a_pattern(config: kiq.Config) -> None:
     retries = RetrySet(config)
     retries.schedule(1.0, json.loads(job_json("abc")))
@@ -239,19 +257,23 @@ def test_find_job_does_not_treat_the_jid_as_a_pattern(config: kiq.Config) -> Non
 
 # -- processes and running jobs ----------------------------------------------------------------------------
 def register(r: redis.Redis, identity: str, busy: int = 0, quiet: bool = False, **info: Any) -> None:
-    r.sadd("processes", identity)
+    keys = kiq.keyspace(r)
+    r.sadd(keys.key("processes"), identity)
     details = {"identity": identity, "hostname": "host", "pid": 1, "concurrency": 5, "queues": ["default"], **info}
     r.hset(
-        identity,
+        keys.key(identity),
         mapping={"info": json.dumps(details), "busy": busy, "beat": time.time(), "quiet": str(quiet).lower()},
     )
-    r.expire(identity, 60)
+    r.expire(keys.key(identity), 60)
 
 
-def test_process_set_lists_live_processes_and_signals_them(config: kiq.Config, r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_process_set_lists_live_processes_and_signals_them(
+    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace
+) -> None:
     register(r, "host:1:aaa", busy=2, tag="web")
     register(r, "host:2:bbb", quiet=True)
-    r.sadd("processes", "host:3:gone")  # its heartbeat hash expired
+    r.sadd(keys.key("processes"), "host:3:gone")  # its heartbeat hash expired
     processes = ProcessSet(config)
     assert processes.size == 2  # cleaned up on creation
     listed = list(processes)
@@ -262,24 +284,25 @@ def test_process_set_lists_live_processes_and_signals_them(config: kiq.Config, r
     processes.get("host:1").quiet()
     processes.get("host:2:bbb").dump_threads()
     assert processes.stop() == 2
-    assert r.lrange("host:1:aaa-signals", 0, -1) == ["TERM", "TSTP"]
-    assert r.lrange("host:2:bbb-signals", 0, -1) == ["TERM", "TTIN"]
-    assert 0 < r.ttl("host:1:aaa-signals") <= 60
+    assert r.lrange(keys.key("host:1:aaa-signals"), 0, -1) == ["TERM", "TSTP"]
+    assert r.lrange(keys.key("host:2:bbb-signals"), 0, -1) == ["TERM", "TTIN"]
+    assert 0 < r.ttl(keys.key("host:1:aaa-signals")) <= 60
     with pytest.raises(KiqError, match="matches 2"):
         processes.get("host:")
     with pytest.raises(KiqError, match="no live process"):
         processes.quiet("other")
 
 
-def test_process_state_running_quiet_or_stale(config: kiq.Config, r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_process_state_running_quiet_or_stale(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
     """A killed process keeps its hash for 60 s: it is stale once its last beat is 2.5 intervals old (its own
     ``heartbeat_interval`` from ``info``, else Sidekiq's 10 s)."""
     register(r, "host:1:aaa")
     register(r, "host:2:bbb", quiet=True)
     register(r, "host:3:ccc", heartbeat_interval=2)
     register(r, "host:4:ddd")
-    r.hset("host:3:ccc", "beat", time.time() - 6)  # 2.5 x 2 s = 5 s
-    r.hset("host:4:ddd", "beat", time.time() - 24)  # no interval given: 10 s, stale after 25 s
+    r.hset(keys.key("host:3:ccc"), "beat", time.time() - 6)  # 2.5 x 2 s = 5 s
+    r.hset(keys.key("host:4:ddd"), "beat", time.time() - 24)  # no interval given: 10 s, stale after 25 s
     processes = {process.identity: process for process in ProcessSet(config)}
     assert {identity: process.state for identity, process in processes.items()} == {
         "host:1:aaa": "running",
@@ -292,12 +315,13 @@ def test_process_state_running_quiet_or_stale(config: kiq.Config, r: redis.Redis
     assert processes["host:3:ccc"].as_dict()["state"] == "stale"
 
 
-def test_workers_list_running_jobs(config: kiq.Config, r: redis.Redis) -> None:
+@pytest.mark.cluster
+def test_workers_list_running_jobs(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
     register(r, "host:1:aaa", busy=2)
     payload = json.loads(job_json("running"))
     # Sidekiq 7 stores the payload as a JSON string, Sidekiq 6 as an object: both are read
     r.hset(
-        "host:1:aaa:work",
+        keys.key("host:1:aaa:work"),
         mapping={
             "t1": json.dumps({"queue": "default", "payload": json.dumps(payload), "run_at": time.time() - 5}),
             "t2": json.dumps({"queue": "low", "payload": payload, "run_at": time.time()}),
@@ -313,17 +337,18 @@ def test_workers_list_running_jobs(config: kiq.Config, r: redis.Redis) -> None:
 
 
 # -- Stats ---------------------------------------------------------------------------------------------
-def test_stats(config: kiq.Config, r: redis.Redis) -> None:
-    r.set("stat:processed", 42)
-    r.set("stat:failed", 3)
+@pytest.mark.cluster
+def test_stats(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
+    r.set(keys.key("stat:processed"), 42)
+    r.set(keys.key("stat:failed"), 3)
     today = datetime.datetime.now(datetime.UTC).date()
-    r.set(f"stat:processed:{today.isoformat()}", 7)
+    r.set(keys.key(f"stat:processed:{today.isoformat()}"), 7)
     for index in range(3):
         Hard.perform_async(index)
     Hard.set(queue="low").perform_async(0)
     Hard.perform_in(60)
-    r.zadd("retry", {failed_json("r"): time.time()})
-    r.zadd("dead", {failed_json("d1"): time.time(), failed_json("d2"): time.time()})
+    r.zadd(keys.key("retry"), {failed_json("r"): time.time()})
+    r.zadd(keys.key("dead"), {failed_json("d1"): time.time(), failed_json("d2"): time.time()})
     register(r, "host:1:aaa", busy=3)
 
     stats = Stats(config)

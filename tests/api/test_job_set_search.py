@@ -12,10 +12,12 @@ import kiq
 from kiq.api import DeadSet, SearchResult
 from kiq.errors import KiqError
 
+pytestmark = pytest.mark.cluster
+
 
 def add(config: kiq.Config, scored: dict[str, float]) -> None:
-    config.redis.zadd("dead", {json.dumps({"class": "Fragile", "args": [text], "jid": text}): score
-                               for text, score in scored.items()})  # fmt: skip
+    entries = {json.dumps({"class": "Fragile", "args": [text], "jid": text}): score for text, score in scored.items()}
+    config.redis.zadd(kiq.keyspace(config.redis).key("dead"), entries)
 
 
 def search_all(dead: DeadSet, text: str, newest_first: bool, window: int, limit: int = 25) -> list[SearchResult]:
