@@ -12,8 +12,6 @@ import kiq
 from kiq.api import DeadSet, SearchResult
 from kiq.errors import KiqError
 
-pytestmark = pytest.mark.cluster
-
 
 def add(config: kiq.Config, scored: dict[str, float]) -> None:
     entries = {json.dumps({"class": "Fragile", "args": [text], "jid": text}): score for text, score in scored.items()}
@@ -32,6 +30,7 @@ def jids(results: list[SearchResult]) -> list[str]:
     return [entry.jid or "" for result in results for entry in result.entries]
 
 
+@pytest.mark.cluster
 def test_a_search_looks_at_a_window_per_call_and_goes_on_to_the_end(config: kiq.Config) -> None:
     add(config, {f"needle-{i:03d}" if i % 10 == 3 else f"hay-{i:03d}": 1000.0 + i for i in range(100)})
     dead = DeadSet(config)
@@ -52,6 +51,7 @@ def test_a_search_looks_at_a_window_per_call_and_goes_on_to_the_end(config: kiq.
     assert len(nothing) == 1 and nothing[0].entries == [] and nothing[0].examined == 100
 
 
+@pytest.mark.cluster
 def test_entries_sharing_a_score_across_windows_are_each_found_once(config: kiq.Config) -> None:
     add(config, {f"same-{i:02d}": 5.0 for i in range(23)} | {"before": 4.0, "after": 6.0})
     dead = DeadSet(config)
@@ -63,6 +63,7 @@ def test_entries_sharing_a_score_across_windows_are_each_found_once(config: kiq.
             assert found[0] == ("after" if newest_first else "before")
 
 
+@pytest.mark.cluster
 def test_an_entry_added_behind_the_position_reached_leaves_the_rest_alone(config: kiq.Config) -> None:
     add(config, {f"needle-{i}": float(i) for i in range(10)})
     dead = DeadSet(config)
