@@ -72,6 +72,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     path = metafunc.definition.path.relative_to(TESTS).as_posix()
     valkey = ALL_ON_VALKEY or (argname == "redis_url" and path.startswith(VALKEY_SUBSET))
     mark = metafunc.definition.get_closest_marker("cluster")
+    if mark is not None and {"redis_url", "one_redis_url"} <= set(names):
+        raise pytest.UsageError(
+            f"{metafunc.definition.nodeid} is marked cluster and asks for both config (or r) and e2e_config (or "
+            "start_worker): only one of them would be on the cluster; use e2e_config.redis instead of r"
+        )
     only = mark is not None and mark.kwargs.get("only", False)  # cluster(only=True): its assertions are the cluster's
     extra = [*(["valkey"] if valkey and not only else []), *(CLUSTER_TARGETS if mark is not None else [])]
     if extra:
