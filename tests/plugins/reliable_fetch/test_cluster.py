@@ -18,7 +18,7 @@ from kiq.plugins.reliable_fetch import ReliableFetch, ReliableUnit, recover_orph
 from kiq.plugins.reliable_fetch.keys import JobList, alive_key, recovering_key, working_key
 from kiq.server.fetch import fetcher_for
 from tests.jobs.reliable import DONE, INTERRUPTED, RUNS, Tick
-from tests.support import WorkerProcess, identity_of, wait_until
+from tests.support import WorkerProcess, wait_until
 
 IDENTITY = "host:1:aaaaaaaaaaaa"
 GHOST = "ghost:2:bbbbbbbbbbbb"  # the owner of planted orphan lists: no such process is alive
@@ -248,9 +248,9 @@ def test_a_worker_killed_mid_drain_loses_no_job(e2e_config: kiq.Config, start_wo
     queues = (arg for name in names for arg in ("-q", name))
     args = ["-r", "tests.jobs.reliable", *queues, "-c", "4", "--fetch", "reliable"]
     first = start_worker(*args, env=env)
-    identity = identity_of(r, first)
     wait_until(lambda: r.scard(DONE) >= 20, 60, message="the first worker to run jobs")
-    wait_until(lambda: int(r.hget(kiq.keyspace(r).key(identity), "busy") or 0) > 0, 30, message="busy")
+    # jobs in its working lists now, not a heartbeat's count of up to a second ago: the kill finds some in flight
+    wait_until(lambda: any(r.llen(key) for key in all_lists(e2e_config)), 30, message="jobs in its working lists")
     first.kill()
     assert r.scard(DONE) < total  # killed mid-drain
     second = start_worker(*args, env=env)
