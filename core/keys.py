@@ -102,10 +102,13 @@ class Keyspace:
 
 def _tag(queue: str) -> str:
     """A queue's name as the hash tag of its keys: Redis hashes what lies between the first ``{`` and the next
-    ``}``, so every key built as ``...{<name>}`` falls in one slot, whatever braces the name holds; but an empty
-    name would make an empty tag (the whole key hashed)."""
-    if not queue:
-        raise ValueError("a queue name must not be empty")
+    ``}``, so every key built as ``...{<name>}`` falls in one slot, whatever braces the name holds; but a name that
+    is empty or starts with ``}`` would make an empty tag (then Redis hashes each whole key: no common slot)."""
+    if not queue or queue.startswith("}"):
+        raise ValueError(
+            f'queue name {queue!r} cannot have a slot of its own on a Redis Cluster with slots = "queue" (an '
+            "empty name or one starting with '}' gives its keys no common hash tag): rename the queue"
+        )
     return queue
 
 
