@@ -60,4 +60,4 @@ def test_a_cluster_url_with_a_database_or_a_bad_node_is_refused() -> None:
         ("redis+cluster://127.0.0.1", "host:port"),
     ):
         with pytest.raises(kiq.ConfigError, match=message):
-            kiq.Config(redis_url=url).redis
+            assert kiq.Config(redis_url=url).redis is None  # never reached: connecting raises
