@@ -124,7 +124,10 @@ def test_a_failover_mid_drain_loses_no_job_and_the_worker_follows(
         pusher.join(120)
         assert not pusher.is_alive(), "the client's pushes did not go through"
         expected = {**pushed, **{jid: victim for jid in late if jid is not None}}
-        wait_until(lambda: set(expected) <= set(jids_of(done)), 180, message="every job to run")
+        try:
+            wait_until(lambda: set(expected) <= set(jids_of(done)), 90, message="every job to run")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; {whereabouts(r, set(expected) - set(jids_of(done)), late)}") from None
         wait_until(lambda: all(r.llen(keys.queue(queue)) == 0 for queue in queues), 30, message="empty queues")
         assert worker.proc.poll() is None, worker.output()  # followed the new primary: still the same process
         output = worker.output()
@@ -180,6 +183,20 @@ def owner(cluster: LoopbackCluster, r: redis.Redis, key: str) -> Node:
             if not item.startswith("[") and int(first) <= slot <= int(last or first):
                 return primary
     raise AssertionError(f"no primary serves slot {slot} of {key!r}")
+
+
+def whereabouts(r: redis.Redis, missing: set[str], late: list[str | None]) -> str:
+    """Where the jobs that did not run are: in which list of the cluster (a queue, a working list), or nowhere."""
+    found: dict[str, list[str]] = {jid: [] for jid in missing}
+    for key in r.scan_iter(_type="list"):
+        for job in r.lrange(key, 0, -1):
+            for jid in missing:
+                if jid in job:
+                    found[jid].append(str(key))
+    return "; ".join(
+        f"{jid} ({'pushed one by one' if jid in late else 'pushed in bulk'}) is in {lists or 'no list'}"
+        for jid, lists in found.items()
+    )
 
 
 def runs_of(done: Path) -> list[tuple[str, float]]:
