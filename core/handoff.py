@@ -6,6 +6,7 @@ plugin: subclass it, implement ``_fetch(wanted, block)``, and call ``_next_job()
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections import deque
@@ -36,6 +37,10 @@ class BatchFetch:
     never holds a job that no idle thread is ready to run, and every ready job is taken before its sleeper's
     deadline passes (a sleeper whose time is up takes a ready job, if any, instead of returning None). Only one
     thread at a time talks to Redis to fetch, on its own connection. Subclasses implement ``_fetch``.
+
+    None means "Redis had no job": a thread whose wait ends without a job while the latest fetch failed raises that
+    failure (a copy), as its leader did, so that its processor does not take the outage for over (a worker logs an
+    outage once, until a fetch works again: kiq.server.processor.RedisOutage).
     """
 
     # the longest a thread waits for work before retrieve_work returns None (so it notices a quiet or stop): the
@@ -53,6 +58,7 @@ class BatchFetch:
         self._woken = 0  # sleepers sent _WAKE that have not come for a job yet
         self._fetching = False  # a leader is at work
         self._closed = False
+        self._failure: Exception | None = None  # what the latest fetch raised; None once one works
         self._local = threading.local()
         self.connection = DedicatedConnection(redis)  # used by the leader only
 
@@ -99,7 +105,10 @@ class BatchFetch:
                 with self._lock:
                     if (box, deadline) in self._sleepers and (self._ready or not self._fetching or self._closed):
                         self._sleepers.remove((box, deadline))
-                        return self._take_ready() if self._ready else None
+                        if self._ready:
+                            return self._take_ready()
+                        self._raise_failure()
+                        return None
                 # a fetch under way counts on this thread (or a signal is on its way): its leader answers
                 signal = box.get()
             if signal is _LEAD:
@@ -111,7 +120,10 @@ class BatchFetch:
                 if self._fetching and not self._closed:
                     self._sleepers.append((box, deadline))  # the fetch under way counts on it: its leader answers
                     continue
-                if self._closed or time.monotonic() >= deadline:
+                if self._closed:
+                    return None
+                if time.monotonic() >= deadline:
+                    self._raise_failure()
                     return None
                 self._fetching = True
             return self._lead(deadline)
@@ -126,16 +138,30 @@ class BatchFetch:
                 # at most MAX_BLOCK per call: the next one builds its queue list again (a queue paused or unpaused)
                 block = min(deadline - time.monotonic(), MAX_BLOCK)
                 jobs = self._fetch(wanted, block) if wanted > 0 else []
-            except BaseException:
+            except BaseException as exc:
                 with self._lock:
+                    if isinstance(exc, Exception):  # not a stop (Shutdown, KeyboardInterrupt): that is this thread's
+                        self._failure = exc
                     self._end_lead()  # the lead passes on; the error reaches this thread's processor
                 raise
             with self._lock:
+                self._failure = None
                 self._ready.extend(jobs)
                 mine = self._ready.popleft() if self._ready else None
                 if mine is not None or self._closed or time.monotonic() >= deadline:
                     self._end_lead()
                     return mine
+
+    def _raise_failure(self) -> None:
+        """Before a waiting thread returns without a job (called with the lock held): when the latest fetch failed,
+        raise that failure here too (a copy: the leader's is being raised in its own thread)."""
+        if self._failure is None or self._closed:
+            return
+        try:
+            failure = copy.copy(self._failure)
+        except Exception:  # an exception class that cannot be rebuilt from its args: the same object, then
+            failure = self._failure
+        raise failure
 
     def _end_lead(self) -> None:
         """Called with the lock held by a leader that is done: answer the sleepers whose time is up, hand the

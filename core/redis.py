@@ -307,10 +307,20 @@ class DedicatedConnection:
             return self.command("EVALSHA", sha, len(keys), *keys, *args)
 
     def _cluster_command(self, args: tuple[Any, ...]) -> Any:
+        """The command sent to the primary of its keys' slot, and not sent again by the client after a broken
+        connection: redis-py's cluster client sends such a command once more to whichever node its refreshed map
+        names (a replica that took over), and says nothing when that works, so a fetch whose first sending ran with
+        its reply lost (jobs moved into a working list) would go unseen; here it counts in ``broken``. Redirections
+        (MOVED, ASK) are still followed. A command without keys is routed by the client as usual."""
         try:
-            return self._cluster.execute_command(*args)
+            slot = self._cluster.determine_slot(*args)
+        except (redis.RedisError, redis.exceptions.RedisClusterException):
+            slot = None  # no key (SCRIPT LOAD goes to every primary)
+        options = {} if slot is None else {"target_nodes": self._cluster.nodes_manager.get_node_from_slot(slot)}
+        try:
+            return self._cluster.execute_command(*args, **options)
         except redis.ConnectionError:
-            self.broken += 1  # the client may have sent it again to the node that took over the slot
+            self.broken += 1
             raise
 
     def release(self) -> None:

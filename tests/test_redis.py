@@ -20,7 +20,8 @@ from redis.retry import Retry
 import kiq
 from kiq.redis import DedicatedConnection, EmbeddedRedis, _shelves, connect, run_pipeline
 
-from .support import raw_redis
+from .cluster_support import ClusterPool
+from .support import raw_redis, wait_until
 
 
 def test_embedded_server_is_shared_between_processes(tmp_path: Path) -> None:
@@ -140,6 +141,41 @@ def test_dedicated_connection_sends_commands_and_scripts_and_survives_a_dropped_
         connection.command("LPUSH", "list")  # an error reply keeps the connection
     assert connection.command("LLEN", "list") == 1
     connection.release()
+
+
+def test_a_dedicated_connection_on_a_cluster_does_not_send_again_a_command_whose_connection_broke(
+    cluster_pool: ClusterPool,
+) -> None:
+    """redis-py's cluster client sends a command whose connection broke once more, silently; a reliable fetch must
+    know that the first sending may have run with its reply lost (``broken``), so this connection's commands are not
+    sent again: the error reaches the caller."""
+    cluster = cluster_pool.get("redis7")
+    client = connect(cluster.url)
+    connection = DedicatedConnection(client)
+    key = "{kiq}dedicated-broken"
+    outcome: list[object] = []
+
+    def block() -> None:
+        try:
+            outcome.append(connection.command("BLPOP", key, 5))
+        except redis.ConnectionError as exc:
+            outcome.append(exc)
+
+    waiter = threading.Thread(target=block)
+    waiter.start()
+    node = client.get_node_from_key(key)
+    admin = redis.Redis(host=node.host, port=node.port, decode_responses=True)
+    try:
+        blocked = wait_until(
+            lambda: [c for c in admin.client_list(_type="normal") if c["cmd"] == "blpop"], 10, message="the BLPOP"
+        )
+        admin.client_kill_filter(_id=blocked[0]["id"])
+        waiter.join(10)
+    finally:
+        admin.close()
+        client.close()
+    assert len(outcome) == 1 and isinstance(outcome[0], redis.ConnectionError), outcome  # not a None 5 s later
+    assert connection.broken == 1
 
 
 def client_id(client: redis.Redis) -> int:

@@ -352,3 +352,43 @@ def test_a_sleeper_whose_job_an_awake_thread_took_fetches_instead_of_waiting_out
     sleeper.join(3)
     assert got == [("default", "for-the-sleeper")]  # it fetched the job still in the queue
     assert time.monotonic() - started < 1  # at once, not at its deadline (5 s)
+
+
+class SlowFetch(BasicFetch):
+    """A round trip slower than the waiting threads' time (as a cluster client's, retrying a primary that died)."""
+
+    def _fetch(self, wanted: int, block: float) -> list[tuple[str, str]]:
+        time.sleep(0.4)
+        return super()._fetch(wanted, block)
+
+
+def test_threads_whose_wait_ends_while_the_fetch_fails_get_that_failure_not_none(
+    config: kiq.Config, r: redis.Redis
+) -> None:
+    """None says "Redis had no job": a worker takes it for a Redis that works, the end of an outage it logged
+    (kiq.server.processor.RedisOutage). The threads that waited on a fetch that failed get its failure, or an outage
+    would be logged over and over while it lasts, each time a waiting thread returned empty-handed."""
+    r.set("queue:broken", "not a list")
+    fetch = short_block(SlowFetch(capsule(config, ("broken", 0))), 0.2)
+
+    def outcomes() -> list[object]:
+        got: list[object] = []
+
+        def take() -> None:
+            try:
+                got.append(fetch.retrieve_work())
+            except redis.ResponseError as exc:
+                got.append(exc)
+
+        threads = [threading.Thread(target=take) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+        return got
+
+    failed = outcomes()
+    assert len(failed) == 4 and all("WRONGTYPE" in str(outcome) for outcome in failed), failed
+    assert len({id(outcome) for outcome in failed}) == 4  # each thread raises its own (a copy)
+    r.delete("queue:broken")
+    assert outcomes() == [None] * 4  # Redis answers again: no job is None again
