@@ -148,10 +148,11 @@ client = kiq.Client()
 item = {"class": BenchNoop, "args": [1]}
 encoded = client.encode(dict(item))
 listed = listed_queues(connection.connection_pool)
-commands = write_commands([encoded], config, listed)
+keys = kiq.keyspace(connection)
+commands = write_commands([encoded], config, listed, keys)
 steps = {
     "normalize, check, jid, encode": lambda: client.encode({"class": BenchNoop, "args": [1]}),
-    "commands to send": lambda: write_commands([encoded], config, listed),
+    "commands to send": lambda: write_commands([encoded], config, listed, keys),
     "the write (one round trip)": lambda: run_pipeline(connection, commands),
     "PING through redis-py (for scale)": connection.ping,
     "perform_async": lambda: BenchNoop.perform_async(1),
