@@ -250,7 +250,7 @@ def redis_steps(commands: dict[str, dict[str, float]], redis_us: float, jobs: in
     round trips' socket reads and writes, and the event loop."""
     from kiq.plugins.reliable_fetch import scripts
 
-    inside = {name.lower() for name in re.findall(r"redis\.call\('(\w+)'", scripts.FETCH)}
+    inside = {name.lower() for name in re.findall(r"redis\.call\('(\w+)'", scripts.FETCH.source)}
     inside = inside if "evalsha" in commands else set()
     steps = {}
     for name, stats in sorted(commands.items(), key=lambda item: -float(item[1]["usec"])):
