@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 from redis.crc import key_slot
 
+from .errors import InvalidJobError
+
 QUEUES = "queues"  # SET of queue names
 QUEUE_PREFIX = "queue:"  # LIST per queue: LPUSH to push, RPOP/BRPOP to fetch (FIFO)
 SCHEDULE = "schedule"  # ZSET, score = when the job runs (epoch seconds)
@@ -104,8 +106,8 @@ def _tag(queue: str) -> str:
     """A queue's name as the hash tag of its keys: Redis hashes what lies between the first ``{`` and the next
     ``}``, so every key built as ``...{<name>}`` falls in one slot, whatever braces the name holds; but a name that
     is empty or starts with ``}`` would make an empty tag (then Redis hashes each whole key: no common slot)."""
-    if not queue or queue.startswith("}"):
-        raise ValueError(
+    if not queue or queue.startswith("}"):  # a KiqError: the CLI says it; a poller sends such a job to dead once
+        raise InvalidJobError(
             f'queue name {queue!r} cannot have a slot of its own on a Redis Cluster with slots = "queue" (an '
             "empty name or one starting with '}' gives its keys no common hash tag): rename the queue"
         )

@@ -56,7 +56,14 @@ class PausedQueues:
             # then. The fetch that follows reports the outage, once (kiq.server.processor.RedisOutage).
             log.debug("could not read the paused queues: %s", exc)
             return
-        self._keys = frozenset(keyspace(self.redis).queue(_text(name)) for name in names if name)
+        keys = keyspace(self.redis)
+        listed = set()
+        for name in names:
+            try:
+                listed.add(keys.queue(_text(name)))
+            except ValueError:  # a name no queue of this layout can have (written by another program): no jobs
+                continue
+        self._keys = frozenset(listed)
         self._next_read = time.monotonic() + self.interval
 
 
@@ -74,8 +81,11 @@ def paused_queues(redis: Any) -> PausedQueues:
 
 
 def pause(redis: Any, name: str) -> bool:
-    """Pause the queue ``name``; True if it was not paused yet."""
-    return bool(redis.sadd(keyspace(redis).key(PAUSED), name))
+    """Pause the queue ``name``; True if it was not paused yet. A name no queue can have on this Redis (in the
+    ``queue`` layout of a cluster: empty, or starting with ``}``) is refused with the ValueError that says so."""
+    keys = keyspace(redis)
+    keys.queue(name)  # raises for a name no queue of this layout can have
+    return bool(redis.sadd(keys.key(PAUSED), name))
 
 
 def unpause(redis: Any, name: str) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 import redis
 
 import kiq
@@ -80,3 +81,22 @@ def test_queue_api_reports_and_toggles_the_pause(config: kiq.Config, r: redis.Re
     assert queue.paused and r.smembers("kiq:paused") == {"reports"}
     assert queue.unpause() is True and queue.unpause() is False
     assert not queue.paused and not r.exists("kiq:paused")
+
+
+@pytest.mark.cluster(only=True)
+def test_a_name_no_queue_can_have_is_refused_at_pause_and_skipped_when_another_program_paused_it(
+    config: kiq.Config, r: redis.Redis
+) -> None:
+    """With slots = "queue", "}x" gives its keys no common hash tag: a pause of it is refused naming the fix, and
+    one another program wrote into the paused set costs the fetchers nothing (the other paused queues hold)."""
+    keys = kiq.keyspace(r)
+    view = PausedQueues(r, interval=0.0)
+    kiq.Queue("mail", config).pause()
+    if keys.slots == "queue":
+        with pytest.raises(ValueError, match="rename the queue"):
+            kiq.Queue("}x", config).pause()
+        r.sadd(keys.key("kiq:paused"), "}x")  # another program's write
+        assert view.keys() == frozenset({keys.queue("mail")})
+    else:  # one slot for everything: any name is a queue
+        kiq.Queue("}x", config).pause()
+        assert view.keys() == frozenset({keys.queue("mail"), keys.queue("}x")})

@@ -242,3 +242,24 @@ def test_perform_in_runs_about_that_much_later_in_a_worker(
     assert 1.0 <= run["at"] - pushed_at <= 3.0, run["at"] - pushed_at
     assert r.zcard("schedule") == 1  # the one due in 10 minutes stays
     assert worker.stop() == 0
+
+
+@pytest.mark.cluster(only=True)
+def test_a_due_job_for_a_queue_the_layout_cannot_have_goes_to_dead_once(
+    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With slots = "queue", a queue named "}x" has no hash tag of its own: a scheduled job for it (a ZADD does not
+    name its queue's key) can never be enqueued, so it goes to dead once instead of back every poll; the other due
+    job is enqueued. With slots = "one" both are enqueued."""
+    bad = json.dumps({"class": "Hard", "args": [1], "jid": "bad", "queue": "}x"})
+    r.zadd(keys.key("schedule"), {bad: time.time() - 1, job_json("fine"): time.time() - 1})
+    poller = Poller(config)
+    for _ in range(3):
+        poller.enqueue_jobs()
+    assert r.zcard(keys.key("schedule")) == 0
+    if keys.slots == "queue":
+        assert r.zrange(keys.key("dead"), 0, -1) == [bad]
+        assert caplog.text.count("can never be enqueued") == 1
+    else:
+        assert [kiq.loads(job)["jid"] for job in r.lrange(keys.queue("}x"), 0, -1)] == ["bad"]
+    assert [kiq.loads(job)["jid"] for job in r.lrange(keys.queue("default"), 0, -1)] == ["fine"]
