@@ -265,11 +265,12 @@ class Launcher:
                 for slot in manager.slots()
                 if (entry := slot.work) is not None
             }
+            work_hash = keys.key(work_key(self.identity))
             pipe = redis.pipeline(transaction=True)
-            pipe.unlink(keys.key(work_key(self.identity)))
+            pipe.unlink(work_hash)
             if work:
-                pipe.hset(keys.key(work_key(self.identity)), mapping=work)
-                pipe.expire(keys.key(work_key(self.identity)), PROCESS_TTL)
+                pipe.hset(work_hash, mapping=work)
+                pipe.expire(work_hash, PROCESS_TTL)
             pipe.execute()
             started = time.perf_counter()
             redis.ping()
@@ -367,9 +368,10 @@ class Launcher:
         keys = keyspace(self.config.redis)
         pipe = self.config.redis.pipeline(transaction=False)
         for name, count in (("processed", done), ("failed", fails)):
+            daily = keys.key(stat_key(name, day))
             pipe.incrby(keys.key(stat_key(name)), count)
-            pipe.incrby(keys.key(stat_key(name, day)), count)
-            pipe.expire(keys.key(stat_key(name, day)), STATS_TTL)
+            pipe.incrby(daily, count)
+            pipe.expire(daily, STATS_TTL)
         pipe.execute()
         self._flushed = (processed, failed)
 
