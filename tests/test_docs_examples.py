@@ -227,10 +227,13 @@ def test_a_failing_block_names_its_page_and_line(tmp_path: Path) -> None:
     assert 'File "page.md", line 7' in problem and "NameError: name 'y' is not defined" in problem
 
 
+GUARANTEES_HEADER = "| situation | what kiq promises | shown by |"
+
+
 def _guarantees_table(page: Path) -> list[str]:
     """The rows of ``page``'s guarantees table, each link resolved to the file it names (relative to the repository)."""
     text = page.read_text()
-    rows = text[text.index("| situation | what kiq promises | shown by |") :].splitlines()
+    rows = text[text.index(GUARANTEES_HEADER) :].splitlines()
     rows = rows[: next(i for i, row in enumerate(rows) if not row.startswith("|"))]
 
     def resolved(link: re.Match[str]) -> str:
@@ -241,6 +244,12 @@ def _guarantees_table(page: Path) -> list[str]:
     return [re.sub(r"\]\(([^)]*)\)", resolved, row) for row in rows]
 
 
-def test_the_readme_shows_the_guarantees_table_of_the_guide() -> None:
-    """README's Guarantees section is docs/guide/guarantees.md's table, row for row (links written for each place)."""
-    assert _guarantees_table(ROOT / "README.md") == _guarantees_table(ROOT / "docs" / "guide" / "guarantees.md")
+def test_the_guarantees_table_is_the_guides_wherever_it_is_shown() -> None:
+    """docs/guide/guarantees.md holds the guarantees table and the README links to it; a page that shows the table
+    too (README.md or docs/) shows the guide's, row for row (links written for each place)."""
+    guide = ROOT / "docs" / "guide" / "guarantees.md"
+    assert "](docs/guide/guarantees.md)" in (ROOT / "README.md").read_text()
+    assert len(_guarantees_table(guide)) > 2  # the header, its rule and the rows
+    pages = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]
+    copies = [page for page in pages if page != guide and GUARANTEES_HEADER in page.read_text()]
+    assert [page for page in copies if _guarantees_table(page) != _guarantees_table(guide)] == []
