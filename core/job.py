@@ -61,7 +61,9 @@ class Job:
     share a job with another language's worker (e.g. ``kiq_name = "HardJob"`` for a Ruby class).
 
     A push with a number of arguments ``perform`` cannot take is refused (``kiq.InvalidJobError``), from the
-    signature read once here; the option ``check_args: False`` turns that off for a job.
+    signature read once here; the option ``check_args: False`` turns that off for a job. What is read once, when the
+    class is defined (its options, ``perform``'s signature and annotations, async or not) is its plan:
+    ``kiq.plan.plan_of(MyJob)``.
     """
 
     kiq_options: ClassVar[dict[str, Any]] = {}
@@ -78,6 +80,8 @@ class Job:
         if not isinstance(own, dict):
             raise ConfigError(f"{cls.__qualname__}.kiq_options must be a dict, got {own!r}")
         check_job_options(own, cls.__qualname__)
+        if "kiq_name" not in cls.__dict__:
+            cls.kiq_name = wire_name(cls.__module__, cls.__qualname__)
         set_plan(cls, cls._build_plan(own))
         if not abstract:
             registry.register(cls)
@@ -87,8 +91,6 @@ class Job:
         """The class's plan (kiq.plan), over its base's: ``own_options`` are its own ``kiq_options``."""
         is_async = cls._perform_is_async()
         base = plan_of(cls)  # the base's plan, until this one is set
-        if "kiq_name" not in cls.__dict__:
-            cls.kiq_name = wire_name(cls.__module__, cls.__qualname__)
         perform = cls._perform_function()
         return JobPlan(
             options={**base.options, **own_options},  # inherited, as sidekiq_options are

@@ -71,8 +71,8 @@ class IterableJob(Job, abstract=True):
         """Job's plan, interruptible, with ``around_iteration`` as a context manager (None when not overridden)."""
         around = cls.around_iteration
         wrapped: Callable[[Any], Any] | None
-        if around.__qualname__ == "IterableJob.around_iteration" and around.__module__ == __name__:  # not overridden
-            wrapped = None
+        if getattr(around, "__qualname__", None) == "IterableJob.around_iteration" and around.__module__ == __name__:
+            wrapped = None  # not overridden
         elif inspect.isasyncgenfunction(around):
             wrapped = contextlib.asynccontextmanager(around)
         elif inspect.isgeneratorfunction(around):
