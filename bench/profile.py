@@ -136,7 +136,7 @@ def push_steps(url: str, count: int, cpus: frozenset[int] | None = None) -> dict
 _PUSH_STEPS = """
 import json, sys, timeit
 import kiq
-from kiq.client import listed_queues, write_commands
+from kiq.job_writes import listed_queues, write_commands
 from kiq.redis import run_pipeline
 from bench.systems.kiq_jobs import BenchNoop
 

@@ -31,8 +31,9 @@ from .fetcher import Capsule, Fetcher, QueueOrder, UnitOfWork, pop_script, poppe
 from .handoff import BatchFetch, Fetched
 from .hookspecs import hookimpl, hookspec
 from .iteration import IterableJob, IterationState, cancel
-from .job import AsyncJobSetter, Call, Job, JobFunction, JobSetter, job
+from .job import Job, JobFunction, job
 from .job_registry import registry
+from .job_setter import AsyncJobSetter, Call, JobSetter
 from .keys import Keyspace, keyspace
 from .middleware import Chain, ClientMiddleware, ServerMiddleware, Wrapper
 from .payload import dumps, epoch_seconds, loads, new_jid, new_public_id, parse_payload, wire_time

@@ -29,6 +29,7 @@ from typing import Any
 import msgspec
 
 from .errors import ArgumentError, JobArgumentError
+from .plan import plan_of
 
 # the types whose instances a value is checked to be exactly, then written without a validating round trip
 _SCALARS: tuple[type, ...] = (uuid.UUID, decimal.Decimal, datetime.datetime, datetime.date, datetime.time,
@@ -224,7 +225,7 @@ def call_perform(instance: Any, args: list[Any]) -> Any:
     """``instance.perform`` called with a payload's ``args`` and ``kwargs``, converted by its class's plan: what a
     worker and the testing modes run. Returns what ``perform`` returns (a coroutine for an async job)."""
     job = instance.job
-    plan: ArgumentPlan | None = instance._kiq_arguments
+    plan = plan_of(type(instance)).arguments
     if plan is None and "kwargs" not in job:  # the usual job
         return instance.perform(*args)
     kwargs = job.get("kwargs")

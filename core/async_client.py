@@ -17,8 +17,9 @@ from weakref import WeakKeyDictionary
 import redis as redis_py
 
 from . import sink
-from .client import Client, EncodedJob, check_replicated, listed_queues, note_listed, write_commands, write_jobs
+from .client import Client, EncodedJob
 from .config import config_or_default
+from .job_writes import check_replicated, listed_queues, note_listed, write_commands, write_jobs
 from .keys import keyspace
 from .redis import connect_async, is_cluster, pool_of
 from .reliable_push import OUTAGE, behind_held, held, hold

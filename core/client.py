@@ -1,26 +1,21 @@
-"""The Client: normalize a job, run the client middleware, check and encode it, push it with Sidekiq 7's keys.
-
-Immediate jobs: ``SADD queues <q>`` + ``LPUSH queue:<q> <json>``; scheduled jobs: ``ZADD schedule <at> <json>``;
-both in one pipelined round trip, retried once when a failover made the server read-only.
-"""
+"""The Client: normalize a job, run the client middleware, check and encode it, and push it (kiq.job_writes
+writes it with Sidekiq 7's keys)."""
 
 from __future__ import annotations
 
-import inspect
-import sys
 import time
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
-from typing import TYPE_CHECKING, Any, NamedTuple
-
-import redis as redis_py
+from typing import TYPE_CHECKING, Any
 
 from . import sink
 from .arguments import ArgumentPlan
+from .arity import Arity, check_arity, wrong_count
 from .config import config_or_default
-from .errors import ConfigError, InvalidJobError, JobArgumentError, NotReplicated, PayloadTooLarge
-from .keys import QUEUES, SCHEDULE, Keyspace, keyspace
+from .errors import InvalidJobError, JobArgumentError
+from .job_options import accepted_options, refuse_near_misses_of_declared
+from .job_writes import refuse_oversized, write_jobs
 from .payload import (
     DEFAULT_OPTIONS,
     check_args,
@@ -31,9 +26,8 @@ from .payload import (
     new_jids,
     wire_time,
 )
-from .redis import ENCODING_ERRORS, PerPool, is_cluster, pool_of, run_pipeline
+from .plan import plan_of
 from .reliable_push import OUTAGE, behind_held, held, hold
-from .settings import MIN_MAX_PAYLOAD_BYTES, did_you_mean
 
 if TYPE_CHECKING:
     import redis
@@ -41,27 +35,8 @@ if TYPE_CHECKING:
     from .config import Config
 
 
-# a kiq.Job subclass: the client reads its kiq_name, get_options() and _kiq_arity; it does not import kiq.job
+# a kiq.Job subclass: the client reads its kiq_name, get_options() and plan (kiq.plan); it does not import kiq.job
 JobClass = type[Any]
-
-# the fields of a Sidekiq 7 payload: never taken for a misspelt option (``args`` is a near miss of ``tags``)
-PAYLOAD_FIELDS = frozenset(
-    {"class", "args", "jid", "queue", "retry", "created_at", "enqueued_at", "at", "retry_queue", "retry_for",
-     "backtrace", "dead", "tags", "error_message", "error_class", "failed_at", "retried_at", "retry_count",
-     "error_backtrace", "wrapped", "bid", "kwargs"}
-)  # fmt: skip
-
-
-class Arity(NamedTuple):
-    """What arguments a job class's ``perform`` takes; found once, when the class is defined."""
-
-    counts: range  # how many positional ones: range(1, 3) for perform(number, mode="ok"); to sys.maxsize with *args
-    signature: str  # "perform(number, mode='ok')", for the error message
-    parameters: inspect.Signature  # without self: says why a push with keyword arguments does not fit
-    keywords_required: bool  # a keyword-only parameter without a default: every push is checked by name
-    by_name: dict[str, int]  # the parameters a keyword can give: their position, or sys.maxsize if keyword-only
-    required: tuple[tuple[str, int], ...]  # the parameters without a default, and their position (same rule)
-    any_keyword: bool  # perform takes **kwargs
 
 
 class Client:
@@ -112,7 +87,7 @@ class Client:
             and ("kwargs" in job or arity.keywords_required or len(job["args"]) not in arity.counts)
             and job.get("check_args") is not False
         ):  # the usual push (positional arguments of a right count) calls nothing more
-            _check_arity(job, arity)
+            check_arity(job, arity)
         if plan is not None:
             plan.encode(job, skip=later)
         return self._encode_through_chain(job_class, job)
@@ -145,7 +120,7 @@ class Client:
         elif arity is not None and template.get("check_args") is not False:
             for index, job_args in enumerate(all_args):  # before any middleware runs: a wrong count pushes nothing
                 if len(job_args) not in arity.counts:
-                    raise _wrong_count(template, arity, len(job_args), f" in args[{index}]")
+                    raise wrong_count(template, arity, len(job_args), f" in args[{index}]")
         no_middleware = self.config.client_middleware.idle()
         if no_middleware:  # else a middleware may change any field of any job: each is checked in full
             check_job(template)  # the fields every job shares, once; then only each job's own arguments
@@ -188,15 +163,15 @@ class Client:
         if isinstance(job_class, type) and isinstance(getattr(job_class, "kiq_name", None), str):
             options: dict[str, Any] = job_class.get_options()  # type: ignore[attr-defined]
             job = {**options, **item, "class": job_class.kiq_name}  # type: ignore[attr-defined]
-            arity: Arity | None = getattr(job_class, "_kiq_arity", None)
-            plan: ArgumentPlan | None = getattr(job_class, "_kiq_arguments", None)
+            job_plan = plan_of(job_class)
+            arity, plan = job_plan.arity, job_plan.arguments
             if "kwargs" in job:
                 _check_kwargs(job)
             declared = self.config.job_options
             if declared:
-                accepted = _accepted.get(declared)
+                accepted = accepted_options.get(declared)
                 if accepted is None or not accepted.issuperset(job):
-                    _refuse_near_misses_of_declared(job, declared)
+                    refuse_near_misses_of_declared(job, declared)
         elif isinstance(job_class, str) and job_class:
             job = {**DEFAULT_OPTIONS, **item}
             arity = plan = None
@@ -257,140 +232,6 @@ class Client:
                 raise
 
 
-def write_jobs(connection: redis.Redis, jobs: list[EncodedJob], config: Config) -> None:
-    """One pipelined round trip that writes ``jobs`` (immediate ones by queue, scheduled ones into ``schedule``)."""
-    listed = listed_queues(pool_of(connection))
-    commands = write_commands(jobs, config, listed, keyspace(connection))
-    try:
-        replies = run_pipeline(connection, commands)
-    except redis_py.ReadOnlyError:  # a failover left us talking to a replica: once more, on new connections
-        if is_cluster(connection):  # a cluster client follows its failovers itself
-            raise
-        connection.connection_pool.disconnect()
-        replies = run_pipeline(connection, commands)
-    note_listed(commands, listed)
-    check_replicated(commands, replies, jobs, config)
-
-
-def write_commands(
-    jobs: list[EncodedJob], config: Config, listed: dict[str, float], keys: Keyspace
-) -> list[tuple[Any, ...]]:
-    """The commands that write ``jobs``, for one pipelined round trip: ``ZADD schedule`` for the scheduled ones,
-    one ``LPUSH`` per queue for the others, with ``SADD queues`` unless ``listed`` (``listed_queues``) says this
-    process added the queue within ``QUEUE_LISTED_FOR``; then, with ``push_replicas``, a ``WAIT`` for that many
-    replicas (asynchronous replication loses what a failover finds unreplicated). ``note_listed`` after the write.
-    ``keys``: the keyspace of the Redis written to."""
-    now = time.monotonic()
-    replicas = config.get("push_replicas")  # not config.push_replicas: a setting read as an attribute costs 0.4 µs
-    if len(jobs) == 1 and jobs[0][2] is None and not replicas:  # a single push, the common case
-        queue, _, _, data = jobs[0]
-        if len(data) > SURELY_ALLOWED:  # reading the setting costs 0.15 µs: not for the usual small job
-            refuse_oversized(jobs, config.get("max_payload_bytes"))
-        push = ("LPUSH", keys.queue(queue), data)
-        return [("SADD", keys.key(QUEUES), queue), push] if _unlisted(listed, queue, now) else [push]
-    refuse_oversized(jobs, config.get("max_payload_bytes"))
-    scheduled: dict[str, float] = {}
-    queued: dict[str, list[str]] = {}
-    for queue, _, at, data in jobs:
-        if at is None:
-            queued.setdefault(queue, []).append(data)
-        else:
-            scheduled[data] = at
-    commands: list[tuple[Any, ...]] = []
-    if scheduled:
-        commands.append(("ZADD", keys.key(SCHEDULE), *(item for data, at in scheduled.items() for item in (at, data))))
-    for queue, payloads in queued.items():
-        if _unlisted(listed, queue, now):
-            commands.append(("SADD", keys.key(QUEUES), queue))
-        commands.append(("LPUSH", keys.queue(queue), *payloads))
-    if replicas:
-        commands.append(("WAIT", replicas, int(config.push_replicas_timeout * 1000)))
-    return commands
-
-
-# a job's JSON of at most this many characters is within any max_payload_bytes (at least 1,024 bytes; UTF-8 takes
-# at most 4 bytes a character)
-SURELY_ALLOWED = MIN_MAX_PAYLOAD_BYTES // 4
-
-
-def refuse_oversized(jobs: list[EncodedJob], limit: int) -> None:
-    """``PayloadTooLarge`` for the first job whose JSON is over ``limit`` bytes (``max_payload_bytes``)."""
-    for queue, jid, _, data in jobs:
-        if len(data) * 4 > limit and len(data.encode("utf-8", ENCODING_ERRORS)) > limit:
-            raise PayloadTooLarge(
-                f"job {jid} for queue {queue!r} is {len(data.encode('utf-8', ENCODING_ERRORS)):,} bytes of JSON, over "
-                f"max_payload_bytes = {limit:,}; nothing was pushed. Pass large data by reference (a file or object "
-                "URL, a database id), or raise max_payload_bytes (KIQ_MAX_PAYLOAD_BYTES)"
-            )
-
-
-# Sidekiq adds a job's queue to the ``queues`` set (what the dashboard and kiq.api list) on every push. Adding a
-# member again changes nothing and costs the round trip a second reply (6 % of a single push), so a process adds
-# each queue at most once per QUEUE_LISTED_FOR seconds per Redis. The set loses a queue only when the queue is
-# cleared (kiq.api.Queue.clear calls forget_listed) or Redis loses its data: the next push a second later lists it
-# again. Keyed by connection pool (one Redis); each value maps a queue to when this process last added it.
-QUEUE_LISTED_FOR = 1.0
-_listed: PerPool[dict[str, float]] = PerPool(dict)
-
-
-def _unlisted(listed: dict[str, float], queue: str, now: float) -> bool:
-    """Whether this push adds ``queue`` to ``queues``: not added by this process within ``QUEUE_LISTED_FOR``."""
-    return now - listed.get(queue, -QUEUE_LISTED_FOR) >= QUEUE_LISTED_FOR
-
-
-def listed_queues(pool: Any) -> dict[str, float]:
-    """The queues this process added to ``queues`` on the Redis of ``pool`` (a sync or an asyncio pool), and when."""
-    return _listed.get(pool)
-
-
-def forget_listed(queue: str) -> None:
-    """``queue`` was taken out of ``queues``: the next push to it, on any Redis and client, adds it again."""
-    for listed in _listed.values():
-        listed.pop(queue, None)
-
-
-def note_listed(commands: list[tuple[Any, ...]], listed: dict[str, float]) -> None:
-    """After a write of ``write_commands``: its ``SADD queues`` are done."""
-    now = time.monotonic()
-    for command in commands:
-        if command[0] == "SADD":
-            listed[command[2]] = now
-
-
-def check_replicated(
-    commands: list[tuple[Any, ...]], replies: list[Any], jobs: list[EncodedJob], config: Config
-) -> None:
-    """``NotReplicated`` when the ``WAIT`` that ``write_commands`` added (with ``push_replicas``) came back short."""
-    command, confirmed = commands[-1], replies[-1]
-    if command[0] == "WAIT" and confirmed < command[1]:
-        raise NotReplicated(
-            f"{len(jobs)} job(s) written to the Redis master, but {confirmed} of {command[1]} replicas confirmed them "
-            f"within {config.push_replicas_timeout:g} s: a failover now could lose them"
-        )
-
-
-def refuse_near_misses(names: Iterable[Any], options: Collection[str], owner: str) -> None:
-    """Sidekiq lets any option travel in the payload for middleware to read, so an unknown option is no error; but
-    one that is a near miss of ``options`` is a typo that would be ignored silently (``queu`` pushes to ``default``)."""
-    for name in names:
-        if isinstance(name, str) and name not in options and name not in PAYLOAD_FIELDS:
-            hint = did_you_mean(name, options)
-            if hint:
-                raise ConfigError(f"{owner}: unknown job option {name!r}{hint}")
-
-
-# per set of options declared by plugins, the names a push of a job class found not to be a near miss of one: a
-# push compares its keys with this set, so difflib runs once per new name, not on every push
-_accepted: dict[frozenset[str], set[str]] = {}
-
-
-def _refuse_near_misses_of_declared(job: dict[str, Any], declared: frozenset[str]) -> None:
-    """Check the names of a job not seen before (options of its class or its ``.set()``) against the options its
-    config's plugins declared, which are not known where the class is defined."""
-    refuse_near_misses(job, declared, str(job["class"]))
-    _accepted.setdefault(declared, set(declared | PAYLOAD_FIELDS)).update(job)
-
-
 def _check_kwargs(job: dict[str, Any], where: str = "kwargs") -> None:
     """A job's keyword arguments: a dict whose keys are strings (``{}`` is dropped: the payload stays Sidekiq's)."""
     kwargs = job["kwargs"]
@@ -404,40 +245,6 @@ def _check_kwargs(job: dict[str, Any], where: str = "kwargs") -> None:
             )
     if not kwargs:
         del job["kwargs"]
-
-
-def _check_arity(job: dict[str, Any], arity: Arity, where: str = "") -> None:
-    """Refuse a push whose arguments ``perform`` could not take: by count, or by binding when keywords are in play."""
-    kwargs = job.get("kwargs")
-    count = len(job["args"])
-    if kwargs is None and not arity.keywords_required:
-        if count not in arity.counts:
-            raise _wrong_count(job, arity, count, where)
-        return
-    if _fits(arity, count, kwargs or {}):  # the common case, cheaply: Signature.bind costs ~4 µs
-        return
-    try:
-        arity.parameters.bind(*job["args"], **(kwargs or {}))
-    except TypeError as exc:
-        raise InvalidJobError(
-            f"{job['class']}: {arity.signature} cannot take these arguments{where}: {exc}; nothing was pushed (the "
-            "option check_args=False turns this check off)"
-        ) from None
-
-
-def _fits(arity: Arity, count: int, kwargs: dict[str, Any]) -> bool:
-    """Whether ``count`` positional arguments and ``kwargs`` bind to ``perform`` (as ``Signature.bind`` would say)."""
-    if count >= arity.counts.stop:
-        return False
-    by_name = arity.by_name
-    for key in kwargs:
-        position = by_name.get(key)
-        if position is None:
-            if not arity.any_keyword:
-                return False
-        elif position < count:  # given twice
-            return False
-    return all(position < count or name in kwargs for name, position in arity.required)
 
 
 def _bulk_arguments(
@@ -458,27 +265,12 @@ def _bulk_arguments(
             _check_kwargs(job, f"kwargs[{index}]")
         if check:
             assert arity is not None
-            _check_arity(job, arity, f" in args[{index}]")
+            check_arity(job, arity, f" in args[{index}]")
         if plan is not None:
             plan.encode(job)
         converted_args.append(job["args"])
         converted_kwargs.append(job.get("kwargs"))
     return converted_args, converted_kwargs
-
-
-def _wrong_count(job: dict[str, Any], arity: Arity, count: int, where: str = "") -> InvalidJobError:
-    counts = arity.counts
-    if counts.stop == sys.maxsize:
-        expected = f"at least {counts.start}"
-    elif len(counts) == 1:
-        expected = str(counts.start)
-    else:
-        expected = f"{counts.start} {'or' if len(counts) == 2 else 'to'} {counts.stop - 1}"
-    noun = "argument" if expected == "1" or expected.endswith(" 1") else "arguments"
-    return InvalidJobError(
-        f"{job['class']}: {arity.signature} takes {expected} {noun}, got {count}"
-        f"{where}; nothing was pushed (the option check_args=False turns this check off)"
-    )
 
 
 # A job ready to write: (queue, jid, ``at`` or None, its JSON). A plain tuple: a NamedTuple costs 8x as much to

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 from .config import default_config
 
 if TYPE_CHECKING:
-    from .job import Job, JobSetter
+    from .job import Job
+    from .job_setter import JobSetter
 
 
 class Signature:

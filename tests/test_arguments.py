@@ -19,6 +19,7 @@ import redis
 
 import kiq
 from kiq import testing
+from kiq.plan import plan_of
 from tests.jobs import typed
 from tests.jobs.basic import Record
 from tests.jobs.typed import Color, Keywords, Later, Line, Order, Stamp, TypedAsync, typed_sync
@@ -60,8 +61,8 @@ def test_a_payload_without_keyword_arguments_is_byte_for_byte_what_it_was(r: red
 
 
 def test_a_job_class_without_converted_parameters_has_no_plan() -> None:
-    assert Keywords._kiq_arguments is None and Record._kiq_arguments is None  # its pushes and runs pay nothing
-    assert TypedAsync._kiq_arguments is not None and typed_sync.job_class._kiq_arguments is not None
+    assert plan_of(Keywords).arguments is None and plan_of(Record).arguments is None  # its pushes and runs pay nothing
+    assert plan_of(TypedAsync).arguments is not None and plan_of(typed_sync.job_class).arguments is not None
 
 
 def test_typed_values_are_written_in_their_json_form(r: redis.Redis) -> None:
@@ -291,10 +292,9 @@ CALLS: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
 
 @pytest.mark.parametrize("function", _signatures(), ids=lambda function: function.__name__)
 def test_the_push_check_of_keyword_arguments_says_what_signature_bind_says(function: Callable[..., Any]) -> None:
-    from kiq.client import _fits
-    from kiq.job import _arity
+    from kiq.arity import arity_of, fits
 
-    arity = _arity(function, method=False)
+    arity = arity_of(function, method=False)
     assert arity is not None
     for args, kwargs in CALLS:
         try:
@@ -302,7 +302,7 @@ def test_the_push_check_of_keyword_arguments_says_what_signature_bind_says(funct
             binds = True
         except TypeError:
             binds = False
-        assert _fits(arity, len(args), kwargs) is binds, (function.__name__, args, kwargs)
+        assert fits(arity, len(args), kwargs) is binds, (function.__name__, args, kwargs)
 
 
 def test_a_forward_reference_is_read_at_the_first_push_and_an_unknown_annotation_is_not_converted(

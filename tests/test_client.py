@@ -12,7 +12,7 @@ import redis
 
 import kiq
 import kiq.api
-import kiq.client
+import kiq.job_writes
 from tests.support import run_async as run
 
 T = TypeVar("T")
@@ -198,7 +198,7 @@ def test_a_queue_is_listed_again_once_queue_listed_for_has_passed(
     other.srem("queues", "default")  # e.g. another process cleared the queue
     HardJob.perform_async(2)  # within the second: not added again
     assert r.smembers("queues") == set()
-    monkeypatch.setattr(kiq.client, "QUEUE_LISTED_FOR", 0.05)
+    monkeypatch.setattr(kiq.job_writes, "QUEUE_LISTED_FOR", 0.05)
     time.sleep(0.06)  # what is checked is the time passed since the queue was added
     HardJob.perform_async(3)
     assert r.smembers("queues") == {"default"}
@@ -243,7 +243,7 @@ def test_a_bulk_push_lists_every_queue_it_writes_and_a_scheduled_push_none(
     other.srem("queues", "a", "b", "c")
     HardJob.perform_bulk([["a"], ["b"]])  # within the second: not added again
     assert r.smembers("queues") == set()
-    monkeypatch.setattr(kiq.client, "QUEUE_LISTED_FOR", 0.0)
+    monkeypatch.setattr(kiq.job_writes, "QUEUE_LISTED_FOR", 0.0)
     HardJob.perform_bulk([["b"], ["c"]])
     assert r.smembers("queues") == {"b", "c"}
 
@@ -258,7 +258,7 @@ def test_an_async_push_lists_its_queue_once_per_queue_listed_for(
         other.srem("queues", "aio")
         await HardJob.set(config=config, queue="aio").aio.perform_async(2)  # within the second: not added again
         seen.append(r.smembers("queues"))
-        monkeypatch.setattr(kiq.client, "QUEUE_LISTED_FOR", 0.0)
+        monkeypatch.setattr(kiq.job_writes, "QUEUE_LISTED_FOR", 0.0)
         await client.push_bulk({"class": HardJob, "args": [[3], [4]], "queue": "aio"})
         seen.append(r.smembers("queues"))
         return seen

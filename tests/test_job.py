@@ -8,6 +8,7 @@ import pytest
 
 import kiq
 from kiq.job_registry import JobRegistry
+from kiq.plan import plan_of
 
 
 class Base(kiq.Job, abstract=True):
@@ -111,8 +112,10 @@ def test_an_async_perform_makes_an_async_job_and_a_generator_is_refused() -> Non
 
     async def fetch_feed(url: str) -> None: ...
 
-    assert AsyncJob._kiq_async and kiq.job(fetch_feed).job_class._kiq_async and not Child._kiq_async
-    assert AsyncJob._kiq_arity is not None and AsyncJob._kiq_arity.counts == range(1, 2)  # pushes are checked too
+    assert plan_of(AsyncJob).is_async and plan_of(kiq.job(fetch_feed).job_class).is_async
+    assert not plan_of(Child).is_async
+    arity = plan_of(AsyncJob).arity
+    assert arity is not None and arity.counts == range(1, 2)  # pushes are checked too
 
     with pytest.raises(kiq.ConfigError, match=r"StreamJob\.perform is a generator function"):
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from ..client import forget_listed
 from ..config import config_or_default
+from ..job_writes import forget_listed
 from ..keys import PAUSED, QUEUES, keyspace
 from ..paused_queues import is_paused, pause, unpause
 from .records import PAGE_SIZE, JobRecord, latency

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import logging
 import threading
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import ConfigError, Interrupted, Shutdown
 from ..job import Job
+from ..plan import JobPlan, plan_of
 from .walk import walk, walk_async
 
 if TYPE_CHECKING:
@@ -48,15 +50,13 @@ log = logging.getLogger("kiq")
 class IterableJob(Job, abstract=True):
     """Base class of iterable jobs: define ``build_enumerator`` and ``each_iteration`` (see the module's doc)."""
 
-    _kiq_interruptible = True
     # per class; None: the settings of the same names
     iteration_flush_interval: ClassVar[float | None] = None
     max_iteration_runtime: ClassVar[float | None] = None
-    _kiq_around: ClassVar[Callable[[Any], Any] | None] = None  # around_iteration as a context manager, if defined
 
-    # given by the worker before the run (kiq.server.interruption); a test may set them to drive a job in-process
-    _kiq_stopping: threading.Event | None = None
-    _kiq_time_limit: float = 0.0
+    # what the worker hands over before the run (interrupt_when)
+    _stopping: threading.Event | None = None
+    _time_limit: float = 0.0
 
     def __init_subclass__(cls, abstract: bool = False, **kwargs: Any) -> None:
         if "perform" in cls.__dict__:
@@ -64,21 +64,28 @@ class IterableJob(Job, abstract=True):
                 f"{cls.__qualname__} is an iterable job and must not define perform: define build_enumerator(self, "
                 "*args, cursor) and each_iteration(self, item, *args)"
             )
+        super().__init_subclass__(abstract=abstract, **kwargs)
+
+    @classmethod
+    def _build_plan(cls, own_options: dict[str, Any]) -> JobPlan:
+        """Job's plan, interruptible, with ``around_iteration`` as a context manager (None when not overridden)."""
         around = cls.around_iteration
-        if around is IterableJob.around_iteration:
-            cls._kiq_around = None
+        wrapped: Callable[[Any], Any] | None
+        if getattr(around, "__qualname__", None) == "IterableJob.around_iteration" and around.__module__ == __name__:
+            wrapped = None  # not overridden
         elif inspect.isasyncgenfunction(around):
-            cls._kiq_around = contextlib.asynccontextmanager(around)
+            wrapped = contextlib.asynccontextmanager(around)
         elif inspect.isgeneratorfunction(around):
-            cls._kiq_around = contextlib.contextmanager(around)
+            wrapped = contextlib.contextmanager(around)
         else:
             raise ConfigError(
                 f"{cls.__qualname__}.around_iteration must be a generator that yields once around the item "
                 "(def around_iteration(self): ...; yield; ...), or an async one for an async job"
             )
-        super().__init_subclass__(abstract=abstract, **kwargs)
-        if cls._kiq_around is not None and inspect.isasyncgenfunction(around) and not cls._kiq_async:
+        plan = super()._build_plan(own_options)
+        if wrapped is not None and inspect.isasyncgenfunction(around) and not plan.is_async:
             raise ConfigError(f"{cls.__qualname__}.around_iteration is async, so each_iteration must be too")
+        return dataclasses.replace(plan, interruptible=True, around_iteration=wrapped)
 
     @classmethod
     def _perform_function(cls) -> tuple[Callable[..., Any], bool] | None:
@@ -154,8 +161,15 @@ class IterableJob(Job, abstract=True):
         """True once this run saw the job cancelled."""
         return self._cancelled
 
+    def interrupt_when(self, stopping: threading.Event | None, time_limit: float = 0.0) -> None:
+        """Stop at the next item boundary once ``stopping`` is set or this run has taken ``time_limit`` seconds (0:
+        no limit), saving the cursor: what the worker tells the job before its run (kiq.server.interruption, its
+        stopping flag and the job's ``timeout``); a test may call it to drive a job in-process."""
+        self._stopping = stopping
+        self._time_limit = time_limit
+
     def perform(self, *args: Any) -> Any:
-        if self._kiq_async:
+        if plan_of(type(self)).is_async:
             return walk_async(self, args)
         walk(self, args)
         return None
@@ -172,7 +186,7 @@ class IterableJob(Job, abstract=True):
     def _limits(self, config: Config) -> tuple[float, float]:
         """(seconds between saves, monotonic time this run stops at or 0) from the class and the settings."""
         interval = self.iteration_flush_interval
-        limits = [self.max_iteration_runtime, self._kiq_time_limit]
+        limits = [self.max_iteration_runtime, self._time_limit]
         if self.max_iteration_runtime is None:
             limits[0] = config.max_iteration_runtime
         runtime_limit = min((limit for limit in limits if limit), default=0.0)

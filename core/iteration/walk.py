@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..async_client import async_redis
 from ..config import config_or_default
+from ..plan import plan_of
 from ..redis import REDIS_REFUSALS
 from . import state
 
@@ -36,7 +37,7 @@ class _Pace:
     def __init__(self, job: IterableJob) -> None:
         config = config_or_default(None)
         self.interval, self.deadline = job._limits(config)  # the deadline is monotonic; 0: none
-        self.stopping: threading.Event | None = job._kiq_stopping
+        self.stopping: threading.Event | None = job._stopping
         self.stop_timeout = config.timeout
         self.flushed_at = time.monotonic()
         self.ran_one = False  # a runtime limit interrupts only after one item: each run makes progress
@@ -140,7 +141,7 @@ def _iterate(job: IterableJob, items: Iterator[Any], args: tuple[Any, ...], redi
         job.on_cancel()
         return True
     pace = _Pace(job)
-    around = type(job)._kiq_around
+    around = plan_of(type(job)).around_iteration
     each = job.each_iteration
     for entry in items:
         item, job._cursor = _pair(entry, job)
@@ -236,7 +237,7 @@ def _clear_attempts(job: IterableJob) -> Iterator[float]:
     pause = CLEAR_BACKOFF[0]
     while True:
         yield pause
-        if job._kiq_stopping is None or job._kiq_stopping.is_set():
+        if job._stopping is None or job._stopping.is_set():
             return
         pause = min(pause * 2, CLEAR_BACKOFF[1])
 
@@ -298,7 +299,7 @@ async def _iterate_async(job: IterableJob, items: AsyncIterator[Any], args: tupl
         await _maybe(job.on_cancel())
         return True
     pace = _Pace(job)
-    around = type(job)._kiq_around
+    around = plan_of(type(job)).around_iteration
     async for entry in items:
         item, job._cursor = _pair(entry, job)
         job.current_object = item

@@ -1,7 +1,7 @@
 """Jobs that stop themselves at a safe point (``kiq.IterableJob``): what the worker tells them, and what it does
 when one stopped.
 
-Such a job (a class with ``_kiq_interruptible``) is not cut off by the time-limit watchdog: it gets the worker's
+Such a job (its plan is ``interruptible``, kiq.plan) is not cut off by the time-limit watchdog: it gets the worker's
 stopping flag (set at quiet and stop, as Sidekiq's ``interrupted?``) and its time limit (the ``timeout`` option or
 ``job_timeout``), checks them between two items, saves its progress and raises ``kiq.errors.Interrupted``. The
 worker then pushes the payload again, as it was fetched with a new ``enqueued_at`` (Sidekiq's InterruptHandler:
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..keys import QUEUES, keyspace
 from ..payload import dumps, loads, wire_time
+from ..plan import plan_of
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -30,10 +31,9 @@ if TYPE_CHECKING:
 def prepare(instance: Any, stopping: threading.Event | None, limit: float) -> float:
     """Hand an interruptible job the stopping flag and its time limit; returns the limit the watchdog enforces
     (0 for such a job: it keeps its limit itself, between items)."""
-    if not getattr(instance, "_kiq_interruptible", False):
+    if not plan_of(type(instance)).interruptible:
         return limit
-    instance._kiq_stopping = stopping
-    instance._kiq_time_limit = limit
+    instance.interrupt_when(stopping, limit)
     return 0.0
 
 

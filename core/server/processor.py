@@ -32,6 +32,7 @@ from ..errors import Interrupted, InvalidPayload, Shutdown
 from ..job_registry import registry
 from ..logging import JobLogger, thread_id
 from ..payload import LARGE_TEXT, parse_payload, running_summary
+from ..plan import plan_of
 from . import acknowledgement, dead, interruption
 from .metrics import Recorder
 from .outcomes import Outcome, OutcomeKeeper, refused
@@ -373,7 +374,7 @@ class Processor(JobRunner):
         if job is None:
             return
         job_class = registry.find(job["class"]) or unwrap(self.config, job)
-        if job_class is not None and job_class._kiq_async and self.run_async is not None:
+        if job_class is not None and plan_of(job_class).is_async and self.run_async is not None:
             if not self.run_async(unit, job, job_class):
                 self._requeue(unit)  # stopping before the loop had room: another process runs it
             return
@@ -384,7 +385,7 @@ class Processor(JobRunner):
             return  # ended before perform (e.g. a middleware halted the job)
         job = instance.job
         limit = time_limit(job, self.default_time_limit) if self.default_time_limit or "timeout" in job else 0
-        if getattr(type(instance), "_kiq_interruptible", False):  # it keeps its limit itself, between items
+        if plan_of(type(instance)).interruptible:  # it keeps its limit itself, between items
             limit = interruption.prepare(instance, self.stopping, limit)
         try:
             try:
@@ -427,8 +428,6 @@ def unwrap(config: Config, job: dict[str, Any]) -> type[Any] | None:
 
 def _unrunnable(error: Exception) -> type[Any]:
     class Unrunnable:
-        _kiq_async = False
-
         def __init__(self) -> None:
             raise error
 

@@ -22,7 +22,7 @@ def make(job_class: type[kiq.IterableJob], args: list[Any], stopping: threading.
     job = job_class()
     job.jid = JID
     job.job = {"class": job_class.kiq_name, "jid": JID, "args": args, "queue": "iteration"}
-    job._kiq_stopping = stopping
+    job.interrupt_when(stopping)
     return job
 
 
@@ -87,7 +87,7 @@ def test_max_iteration_runtime_interrupts_after_at_least_one_item(config: kiq.Co
 
 def test_the_timeout_option_is_a_runtime_limit_between_items(config: kiq.Config) -> None:
     job = make(Walk, [3])
-    job._kiq_time_limit = 0.000001  # what the worker hands over from "timeout" instead of arming its watchdog
+    job.interrupt_when(None, 0.000001)  # what the worker hands over from "timeout" instead of arming its watchdog
     with pytest.raises(kiq.Interrupted):
         job.perform(3)
     assert seen(config) == {0: 1}

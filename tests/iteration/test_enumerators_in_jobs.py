@@ -31,15 +31,15 @@ class Recorded(kiq.IterableJob, abstract=True):
             type(self).failed = True
             raise RuntimeError(f"item {item} fails once")
         type(self).done.append(item)
-        if len(type(self).done) == type(self).stop_after and self._kiq_stopping is not None:
-            self._kiq_stopping.set()
+        if len(type(self).done) == type(self).stop_after and self._stopping is not None:
+            self._stopping.set()
 
 
 def run(job_class: type[Recorded], stopping: threading.Event | None = None) -> str:
     job = job_class()
     job.jid = JID
     job.job = {"class": "Recorded", "jid": JID, "args": [], "queue": "default"}
-    job._kiq_stopping = stopping
+    job.interrupt_when(stopping)
     try:
         job.perform()
     except kiq.Interrupted:

@@ -73,7 +73,7 @@ def test_processed_items_cover_the_walk_and_repeats_stay_within_a_flush_window(
         job = Walk()
         job.jid = jid
         job.job = {"class": "Walk", "jid": jid, "args": [], "queue": "default"}
-        job._kiq_stopping = stopping
+        job.interrupt_when(stopping)
         try:
             job.perform()
             break
