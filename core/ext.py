@@ -18,8 +18,6 @@ apart from what their users call. Both lists are pinned by tests/test_public_api
 - the job running in this thread: ``hold_acknowledgement``, ``report_failure``.
 """
 
-from __future__ import annotations
-
 from .errors import error_class
 from .fetcher import Capsule, Fetcher, QueueOrder, UnitOfWork, pop_script, popped_jobs
 from .handoff import BatchFetch, Fetched
