@@ -1,7 +1,8 @@
 """kiq: Redis-backed background jobs for Python, wire-compatible with Sidekiq 7.
 
-Everything an application or a plugin uses is here; the modules below are organised in layers (see the README's
-"Architecture"): the base, the extension surface, the client and the server, then the API (``kiq.api``) and CLI.
+What an application uses is here (``kiq.__all__``); what a plugin, a fetcher or a tool on kiq's Redis data uses
+besides is in ``kiq.ext``. The modules below are organised in layers (docs/architecture.md): the base, the
+extension surface, the client and the server, then the API (``kiq.api``) and CLI.
 """
 
 import importlib as _importlib
@@ -38,7 +39,7 @@ if _typing.TYPE_CHECKING:
     from .iteration import IterableJob, IterationState, cancel
 
 # Loaded on first use (PEP 562), so that a process that only pushes jobs loads neither the API, whose queues and
-# sets reach into the server package, nor the iteration package: the worker loads them when it starts.
+# sets reach into the server package, nor the iteration package (a worker's modules import both).
 _LAZY = {
     "Queue": "kiq.api.queue",
     "IterableJob": "kiq.iteration",
