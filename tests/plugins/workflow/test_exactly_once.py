@@ -89,7 +89,7 @@ def test_a_10000_member_chord_starts_in_a_round_trip_per_1000_steps_and_its_body
     r = config.redis
     round_trips = []
     real = kiq.ext.run_pipeline
-    monkeypatch.setattr(kiq, "run_pipeline", lambda *args, **kw: round_trips.append(1) or real(*args, **kw))
+    monkeypatch.setattr(kiq.ext, "run_pipeline", lambda *args, **kw: round_trips.append(1) or real(*args, **kw))
     wf = (group(Const.s(n) for n in range(10_000)) | Total.s()).perform_async()
     monkeypatch.undo()
     assert len(round_trips) == 11 + 10  # the graph (10,001 steps), then the 10,000 first steps
