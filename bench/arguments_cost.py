@@ -23,6 +23,7 @@ from typing import Any
 from uuid import UUID
 
 import kiq
+import kiq.ext
 from kiq.arguments import call_perform
 
 ID = UUID("8f14e45f-ceea-467a-9575-4bc0c8e5b1a2")
@@ -89,7 +90,7 @@ def measure(count: int) -> list[dict[str, Any]]:
         encoded = client.encode({"class": job, "args": args, **({"kwargs": kwargs} if kwargs else {})})
         assert encoded is not None
         instance = job()
-        instance.job = kiq.loads(encoded[3])
+        instance.job = kiq.ext.loads(encoded[3])
         wire_args = instance.job["args"]
         return lambda: call_perform(instance, wire_args)
 

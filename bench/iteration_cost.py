@@ -33,6 +33,7 @@ def measure(items: int, redis_url: str | None = None, repeat: int = 3) -> list[d
     """µs per item of each walk, the best of ``repeat`` runs of ``items`` items (on the default config's Redis, or
     ``redis_url``'s)."""
     import kiq
+    import kiq.ext
     from kiq.config import set_default_config
 
     if redis_url is not None:
@@ -61,7 +62,7 @@ def measure(items: int, redis_url: str | None = None, repeat: int = 3) -> list[d
         best = float("inf")
         for _ in range(repeat):
             job = job_class()
-            job.jid = kiq.new_jid()
+            job.jid = kiq.ext.new_jid()
             job.job = {"class": "BenchIteration", "args": [items], "jid": job.jid, "queue": "default"}
             started = time.perf_counter()
             job.perform(items)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import kiq
+import kiq.ext
 from kiq.config import set_default_config
 from kiq.plugins.batch import Batch
 from kiq.plugins.limiter import bucket, concurrent, window
@@ -86,7 +87,7 @@ def performing(config: kiq.Config, job_class: type[kiq.Job]) -> Callable[[int], 
     def run(jobs: int) -> None:
         chain = config.server_middleware
         for raw in config.redis.lrange("queue:default", 0, jobs - 1):
-            job = kiq.loads(raw)
+            job = kiq.ext.loads(raw)
             instance = job_class()
             instance.jid, instance.job = job["jid"], job
             chain.invoke((instance, job, "default"), lambda: instance.perform(*job["args"]))  # noqa: B023

@@ -148,7 +148,7 @@ client = kiq.Client()
 item = {"class": BenchNoop, "args": [1]}
 encoded = client.encode(dict(item))
 listed = listed_queues(connection.connection_pool)
-keys = kiq.keyspace(connection)
+keys = kiq.ext.keyspace(connection)
 commands = write_commands([encoded], config, listed, keys)
 steps = {
     "normalize, check, jid, encode": lambda: client.encode({"class": BenchNoop, "args": [1]}),

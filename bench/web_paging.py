@@ -22,6 +22,7 @@ import urllib.request
 from urllib.parse import quote
 
 import kiq
+import kiq.ext
 from kiq.api import Queue, RetrySet
 from kiq.contrib.http import serve_in_background
 from kiq.contrib.web import wsgi_app
@@ -41,7 +42,7 @@ def fill(config: kiq.Config, entries: int) -> None:
         jobs = []
         for n in range(start, min(start + BATCH, entries)):
             jid = f"{n:024x}"
-            payload = kiq.dumps({
+            payload = kiq.ext.dumps({
                 "class": "Importer", "args": [n, f"row {n}"], "queue": "imports", "jid": jid, "retry_count": 3,
                 "error_class": "TimeoutError", "error_message": f"row {n} timed out", "failed_at": now,
                 "created_at": now, "enqueued_at": now,
@@ -49,7 +50,7 @@ def fill(config: kiq.Config, entries: int) -> None:
             members[payload] = now + n
             jobs.append(payload)
         pipe.zadd(RetrySet.name, members)
-        pipe.lpush(kiq.keyspace(redis).queue("imports"), *jobs)
+        pipe.lpush(kiq.ext.keyspace(redis).queue("imports"), *jobs)
         pipe.sadd("queues", "imports")
         pipe.execute()
 

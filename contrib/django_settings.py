@@ -13,11 +13,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import kiq
+import kiq.ext
 
 SETTINGS_MODULE = "DJANGO_SETTINGS_MODULE"
 # the Django plugin by the name the plugins setting takes: its on-commit pushes and its django_on_commit setting
 DJANGO_PLUGIN = "kiq.contrib.django.plugin:DjangoPlugin"
-PLUGIN_NAMES = kiq.Setting.names("plugins", [])  # parses a plugins value as kiq does (a list, or "a,b")
+PLUGIN_NAMES = kiq.ext.Setting.names("plugins", [])  # parses a plugins value as kiq does (a list, or "a,b")
 
 
 class DjangoSettings:

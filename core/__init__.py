@@ -1,12 +1,13 @@
 """kiq: Redis-backed background jobs for Python, wire-compatible with Sidekiq 7.
 
-Everything an application or a plugin uses is here; the modules below are organised in layers (see the README's
-"Architecture"): the base, the extension surface, the client and the server, then the API (``kiq.api``) and CLI.
+What an application uses is here (``kiq.__all__``); what a plugin, a fetcher or a tool on kiq's Redis data uses
+besides is in ``kiq.ext``. The modules below are organised in layers (docs/architecture.md): the base, the
+extension surface, the client and the server, then the API (``kiq.api``) and CLI.
 """
 
-from __future__ import annotations
+import importlib as _importlib
+import typing as _typing
 
-from .api.queue import Queue  # Sidekiq::Queue's place: kiq.Queue(name).pause()
 from .async_client import AsyncClient
 from .client import Client
 from .config import Config, configure_client, configure_server, default_config
@@ -25,42 +26,52 @@ from .errors import (
     RegistryError,
     Shutdown,
     UnknownJobError,
-    error_class,
 )
-from .fetcher import Capsule, Fetcher, QueueOrder, UnitOfWork, pop_script, popped_jobs
-from .handoff import BatchFetch, Fetched
-from .hookspecs import hookimpl, hookspec
-from .iteration import IterableJob, IterationState, cancel
+from .hookspecs import hookimpl
 from .job import Job, JobFunction, job
 from .job_registry import registry
 from .job_setter import AsyncJobSetter, Call, JobSetter
-from .keys import Keyspace, keyspace
 from .middleware import Chain, ClientMiddleware, ServerMiddleware, Wrapper
-from .payload import dumps, epoch_seconds, loads, new_jid, new_public_id, parse_payload, wire_time
-from .readings import Reading
-from .redis import REDIS_REFUSALS, run_pipeline
-from .scripts import ENQUEUE_LUA, LuaScript, enqueue_keys, lua_script
-from .server.acknowledgement import hold_acknowledgement, report_failure
-from .settings import Setting
 from .signature import Signature
 from .version import __version__
 
+if _typing.TYPE_CHECKING:
+    from .api.queue import Queue  # Sidekiq::Queue's place: kiq.Queue(name).pause()
+    from .iteration import IterableJob, IterationState, cancel
+
+# Loaded on first use (PEP 562), so that a process that only pushes jobs loads neither the API, whose queues and
+# sets reach into the server package, nor the iteration package (a worker's modules import both).
+_LAZY = {
+    "Queue": "kiq.api.queue",
+    "IterableJob": "kiq.iteration",
+    "IterationState": "kiq.iteration",
+    "cancel": "kiq.iteration",
+}
+
+if not _typing.TYPE_CHECKING:  # mypy reads the imports above; a __getattr__ it saw would accept any name
+
+    def __getattr__(name: str) -> object:
+        if name not in _LAZY:
+            raise AttributeError(f"module 'kiq' has no attribute {name!r}")
+        value = getattr(_importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # the next look-up finds it without this function
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
 __all__ = [
-    "ENQUEUE_LUA",
-    "REDIS_REFUSALS",
     "ArgumentError",
     "AsyncClient",
     "AsyncJobSetter",
-    "BatchFetch",
     "Call",
-    "Capsule",
     "Chain",
     "Client",
     "ClientMiddleware",
     "Config",
     "ConfigError",
-    "Fetched",
-    "Fetcher",
     "Interrupted",
     "InvalidJobError",
     "InvalidPayload",
@@ -71,21 +82,15 @@ __all__ = [
     "JobFunction",
     "JobSetter",
     "JobTimeout",
-    "Keyspace",
     "KiqError",
-    "LuaScript",
     "NotReplicated",
     "PayloadTooLarge",
     "PushBufferFull",
     "Queue",
-    "QueueOrder",
-    "Reading",
     "RegistryError",
     "ServerMiddleware",
-    "Setting",
     "Shutdown",
     "Signature",
-    "UnitOfWork",
     "UnknownJobError",
     "Wrapper",
     "__version__",
@@ -93,24 +98,7 @@ __all__ = [
     "configure_client",
     "configure_server",
     "default_config",
-    "dumps",
-    "enqueue_keys",
-    "epoch_seconds",
-    "error_class",
-    "hold_acknowledgement",
     "hookimpl",
-    "hookspec",
     "job",
-    "keyspace",
-    "loads",
-    "lua_script",
-    "new_jid",
-    "new_public_id",
-    "parse_payload",
-    "pop_script",
-    "popped_jobs",
     "registry",
-    "report_failure",
-    "run_pipeline",
-    "wire_time",
 ]

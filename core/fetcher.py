@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .config import Config
 
 # seconds a fetch blocks at most: bounds how long a processor takes to notice a quiet or stop (the default of
-# kiq.BatchFetch.block_seconds, which a fetcher class or a single fetcher may set lower)
+# kiq.ext.BatchFetch.block_seconds, which a fetcher class or a single fetcher may set lower)
 TIMEOUT = 2
 # seconds one blocking fetch waits at most: a thread blocked on a queue that was paused meanwhile (or not on one
 # unpaused) stops (starts) taking from it within this plus the paused set's refresh (kiq.paused_queues)

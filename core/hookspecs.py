@@ -52,7 +52,7 @@ NOTIFICATIONS = frozenset(
 )  # fmt: skip
 
 # how a job attempt ended, for a JobObserver: it returned, it raised (or a plugin reported its failure with
-# kiq.report_failure), a hard shutdown requeued it (no attempt: neither processed nor failed), or an iterable job
+# kiq.ext.report_failure), a hard shutdown requeued it (no attempt: neither processed nor failed), or an iterable job
 # stopped between two items, saved its cursor and was pushed again (kiq.Interrupted: no retry, not processed)
 AttemptOutcome = Literal["done", "failed", "requeued", "interrupted"]
 
@@ -150,7 +150,7 @@ def kiq_web_tabs(config: Config) -> list[Tab] | None:
 
 @hookspec
 def kiq_metrics(config: Config, scope: str) -> list[Reading] | None:
-    """Return this plugin's metric readings (``kiq.Reading``) for ``scope``, or None: ``"process"`` for what this
+    """Return this plugin's metric readings (``kiq.ext.Reading``) for ``scope``, or None: ``"process"`` for what this
     worker process counted or holds (asked in each worker at every scrape of its metrics port; summed over a
     swarm's children), ``"fleet"`` for what Redis holds for all (asked once per scrape of any port, ``kiq web``'s
     included, and cached for about a second). Keep it cheap: a fleet reading is at most one pipelined round trip.
@@ -229,7 +229,7 @@ def kiq_quiet(config: Config) -> None:
 @hookspec
 def kiq_shutdown(config: Config) -> None:
     """The worker's jobs are finished or requeued; its fetchers close after this (a plugin may still release
-    acknowledgements it holds, see ``kiq.hold_acknowledgement``)."""
+    acknowledgements it holds, see ``kiq.ext.hold_acknowledgement``)."""
 
 
 @hookspec

@@ -1,7 +1,7 @@
 """The Redis keys kiq reads and writes: Sidekiq 7's (and Sidekiq 8's job metrics), so a Ruby app and a Python app
 can share one Redis.
 
-The constants and functions below give each key's *name*; a ``Keyspace`` (``kiq.keyspace(redis)``) turns a name into
+The constants and functions below give each key's *name*; a ``Keyspace`` (``kiq.ext.keyspace(redis)``) turns a name into
 the key used on a given Redis. On a standalone server (or Sentinel) that is the name itself, Sidekiq's wire format.
 On a Redis Cluster, the keyspace is the one place that hash-tags keys, so that every Lua script and multi-key command
 finds its keys in one slot (``slots`` setting, docs/guide/redis.md):

@@ -59,7 +59,7 @@ def _base36(number: int) -> str:
 
 class JobLogger:
     """Sets a job's log context and logs how it ended: ``done``/``fail`` at INFO with ``elapsed`` seconds; ``fail:
-    <reason>`` for a job that returned but failed (``kiq.report_failure``), whose error is logged nowhere else.
+    <reason>`` for a job that returned but failed (``kiq.ext.report_failure``), whose error is logged nowhere else.
 
     ``start`` is logged at DEBUG only: one line per job at INFO halves the per-job logging cost compared to
     Sidekiq's two, and ``done``/``fail`` already carry the duration.

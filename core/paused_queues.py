@@ -39,7 +39,7 @@ class PausedQueues:
         self._reading = threading.Lock()
 
     def keys(self) -> frozenset[str]:
-        """The list keys (``kiq.Keyspace.queue``) of the paused queues."""
+        """The list keys (``kiq.ext.Keyspace.queue``) of the paused queues."""
         if time.monotonic() >= self._next_read and self._reading.acquire(blocking=False):
             try:
                 self._read()

@@ -55,7 +55,7 @@ def registered_scripts() -> list[LuaScript]:
 
 # A Lua function for a script that pushes a job while it holds keys of kiq's shared slot (a batch's callback, a
 # workflow's next step); the script's KEYS[k...] are ``enqueue_keys(keyspace)``. ``job`` is the payload's JSON text
-# without its closing brace; ``now`` the time in epoch seconds, ``enqueued_at`` its wire form (``kiq.wire_time``).
+# without its closing brace; ``now`` the time in epoch seconds, ``enqueued_at`` its wire form (``kiq.ext.wire_time``).
 # Pushed as the client pushes (SADD queues, LPUSH queue:<name>, with ``enqueued_at``); but in the ``queue`` layout a
 # queue's list is in a slot of its own, out of the script's reach: the job goes into the schedule set, due ``now``,
 # and a worker's poller pushes it within a poll interval (atomic: at least once).

@@ -36,6 +36,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
 
 import kiq
+import kiq.ext
 from tests.support import FAST, ROOT, child_env, missing_service, wait_until
 
 HOST = "127.0.0.1"
@@ -447,19 +448,19 @@ CLUSTER_WORKER_ENV = {**FAST, "KIQ_POLL_INTERVAL": "0.1"}
 
 
 def pushed_by_script(r: Any, queue: str) -> dict[str, Any]:
-    """The one job a plugin's script pushed to ``queue`` (``kiq.ENQUEUE_LUA``): in its list, stamped
+    """The one job a plugin's script pushed to ``queue`` (``kiq.ext.ENQUEUE_LUA``): in its list, stamped
     ``enqueued_at``, the queue listed in ``queues``; or in the ``queue`` layout, where the list is in another slot,
     in the ``schedule`` set due now, unstamped (the poller's push stamps it)."""
-    keys = kiq.keyspace(r)
+    keys = kiq.ext.keyspace(r)
     if keys.slots == "queue":
         ((payload, score),) = r.zrange(keys.key("schedule"), 0, -1, withscores=True)
         assert r.llen(keys.queue(queue)) == 0 and abs(score - time.time()) < 30
-        job: dict[str, Any] = kiq.loads(payload)
+        job: dict[str, Any] = kiq.ext.loads(payload)
         assert "enqueued_at" not in job
         return job
     (payload,) = r.lrange(keys.queue(queue), 0, -1)
     assert queue in r.smembers(keys.key("queues")) and r.zcard(keys.key("schedule")) == 0
-    job = kiq.loads(payload)
+    job = kiq.ext.loads(payload)
     assert isinstance(job["enqueued_at"], float)
     return job
 
@@ -473,4 +474,4 @@ def cli(config: kiq.Config, *args: str, plugins: str = "") -> Any:
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 0, f"kiq {' '.join(args)}: {done.stderr}"
-    return kiq.loads(done.stdout)
+    return kiq.ext.loads(done.stdout)

@@ -22,6 +22,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 import kiq
+import kiq.ext
 from kiq.redis import EmbeddedRedis
 
 from .cluster_support import CLUSTER_TARGETS, ClusterPool, ClusterTarget, server_binary
@@ -239,7 +240,7 @@ def encodable(text: str) -> str:
 
 
 @pytest.fixture
-def keys(r: redis.Redis) -> kiq.Keyspace:
-    """The key names of ``r``'s layout (``kiq.keyspace``): Sidekiq's own on a standalone Redis, hash-tagged on a
+def keys(r: redis.Redis) -> kiq.ext.Keyspace:
+    """The key names of ``r``'s layout (``kiq.ext.keyspace``): Sidekiq's own on a standalone Redis, hash-tagged on a
     cluster target; a test marked ``cluster`` that reads kiq's keys names them through it."""
-    return kiq.keyspace(r)
+    return kiq.ext.keyspace(r)

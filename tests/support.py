@@ -20,6 +20,7 @@ import pytest
 import redis
 
 import kiq
+import kiq.ext
 from kiq import config as kiq_config
 from kiq.tabs import TabRequest, TabView
 
@@ -164,8 +165,9 @@ def child_env(**extra: str) -> dict[str, str]:
 
 
 def short_block(fetcher: F, seconds: float = TEST_BLOCK) -> F:
-    """``fetcher`` (a ``kiq.BatchFetch``, e.g. the one a Manager built), set to wait at most ``seconds`` for work."""
-    assert isinstance(fetcher, kiq.BatchFetch), fetcher
+    """``fetcher`` (a ``kiq.ext.BatchFetch``, e.g. the one a Manager built), set to wait at most ``seconds`` for
+    work."""
+    assert isinstance(fetcher, kiq.ext.BatchFetch), fetcher
     fetcher.block_seconds = seconds
     return fetcher
 
@@ -242,7 +244,7 @@ class WorkerProcess:
 
 def identity_of(r: redis.Redis, worker: WorkerProcess) -> str:
     """The worker's process identity, once its first heartbeat registered it (in ``r``'s keyspace)."""
-    processes = kiq.keyspace(r).key("processes")
+    processes = kiq.ext.keyspace(r).key("processes")
 
     def find() -> str | None:
         for key in r.smembers(processes):
@@ -257,7 +259,7 @@ def make_retries_due(r: redis.Redis) -> list[dict[str, Any]]:
     """Move every waiting retry to now (what "retry now" in a UI amounts to, but keeping retry_count, and leaving
     the push to the worker's poller), so the test does not wait out Sidekiq's jitter of up to 9 s; returns the
     entries that were waiting."""
-    retries = kiq.keyspace(r).key("retry")
+    retries = kiq.ext.keyspace(r).key("retry")
     waiting = r.zrange(retries, 0, -1)
     for member in waiting:
         r.zadd(retries, {member: time.time()}, xx=True)

@@ -12,6 +12,8 @@ import redis
 
 import kiq
 import kiq.api
+import kiq.client
+import kiq.ext
 import kiq.job_writes
 from tests.support import run_async as run
 
@@ -37,7 +39,7 @@ def only_job(r: redis.Redis, key: str) -> dict[str, Any]:
 
 
 @pytest.mark.cluster
-def test_push_writes_sidekiq_7_json(r: redis.Redis, keys: kiq.Keyspace) -> None:
+def test_push_writes_sidekiq_7_json(r: redis.Redis, keys: kiq.ext.Keyspace) -> None:
     before = time.time()
     jid = HardJob.perform_async(1, "two", {"three": [3.0]})
     after = time.time()
@@ -56,7 +58,7 @@ def test_push_writes_sidekiq_7_json(r: redis.Redis, keys: kiq.Keyspace) -> None:
 
 
 @pytest.mark.cluster
-def test_class_options_and_default_wire_name(r: redis.Redis, keys: kiq.Keyspace) -> None:
+def test_class_options_and_default_wire_name(r: redis.Redis, keys: kiq.ext.Keyspace) -> None:
     CriticalJob.perform_async()
     job = only_job(r, keys.queue("critical"))
     assert job["class"] == "tests.test_client.CriticalJob"
@@ -64,7 +66,7 @@ def test_class_options_and_default_wire_name(r: redis.Redis, keys: kiq.Keyspace)
 
 
 @pytest.mark.cluster
-def test_set_overrides_options_for_one_push(r: redis.Redis, keys: kiq.Keyspace) -> None:
+def test_set_overrides_options_for_one_push(r: redis.Redis, keys: kiq.ext.Keyspace) -> None:
     CriticalJob.set(queue="low", retry=False).perform_async(7)
     job = only_job(r, keys.queue("low"))
     assert job["retry"] is False and job["args"] == [7]
@@ -72,14 +74,14 @@ def test_set_overrides_options_for_one_push(r: redis.Redis, keys: kiq.Keyspace) 
 
 
 @pytest.mark.cluster
-def test_lpush_then_brpop_is_fifo(r: redis.Redis, keys: kiq.Keyspace) -> None:
+def test_lpush_then_brpop_is_fifo(r: redis.Redis, keys: kiq.ext.Keyspace) -> None:
     first = HardJob.perform_async(1)
     HardJob.perform_async(2)
     assert json.loads(r.brpop([keys.queue("default")], 1)[1])["jid"] == first  # type: ignore[index]
 
 
 @pytest.mark.cluster
-def test_perform_in_goes_to_schedule_without_enqueued_at(r: redis.Redis, keys: kiq.Keyspace) -> None:
+def test_perform_in_goes_to_schedule_without_enqueued_at(r: redis.Redis, keys: kiq.ext.Keyspace) -> None:
     jid = HardJob.perform_in(300, 1)
     [(member, score)] = r.zrange(keys.key("schedule"), 0, -1, withscores=True)
     job = json.loads(member)
@@ -90,7 +92,7 @@ def test_perform_in_goes_to_schedule_without_enqueued_at(r: redis.Redis, keys: k
 
 
 @pytest.mark.cluster
-def test_perform_at_timestamp_and_past_times_enqueue_now(r: redis.Redis, keys: kiq.Keyspace) -> None:
+def test_perform_at_timestamp_and_past_times_enqueue_now(r: redis.Redis, keys: kiq.ext.Keyspace) -> None:
     at = time.time() + 60
     HardJob.perform_at(at, 1)
     assert r.zscore(keys.key("schedule"), r.zrange(keys.key("schedule"), 0, 0)[0]) == pytest.approx(at)
@@ -99,7 +101,7 @@ def test_perform_at_timestamp_and_past_times_enqueue_now(r: redis.Redis, keys: k
 
 
 @pytest.mark.cluster
-def test_push_bulk_batches_and_returns_jids(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
+def test_push_bulk_batches_and_returns_jids(config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace) -> None:
     commands: list[int] = []
 
     class CountPipelines(kiq.ClientMiddleware):
@@ -124,7 +126,7 @@ def test_push_bulk_writes_1000_per_round_trip(config: kiq.Config, r: redis.Redis
 
 
 @pytest.mark.cluster
-def test_push_bulk_with_at_list(r: redis.Redis, keys: kiq.Keyspace) -> None:
+def test_push_bulk_with_at_list(r: redis.Redis, keys: kiq.ext.Keyspace) -> None:
     now = time.time()
     kiq.Client().push_bulk({"class": HardJob, "args": [[1], [2]], "at": [now + 100, now + 200]})
     scores = sorted(score for _, score in r.zrange(keys.key("schedule"), 0, -1, withscores=True))
@@ -141,7 +143,7 @@ def test_bad_argument_writes_nothing(r: redis.Redis) -> None:
 
 
 @pytest.mark.cluster
-def test_push_by_wire_name_without_a_class(r: redis.Redis, keys: kiq.Keyspace) -> None:
+def test_push_by_wire_name_without_a_class(r: redis.Redis, keys: kiq.ext.Keyspace) -> None:
     kiq.Client().push({"class": "Ruby::Mailer", "args": [1], "queue": "mail"})
     job = only_job(r, keys.queue("mail"))
     assert job["class"] == "Ruby::Mailer" and job["retry"] is True
@@ -168,7 +170,7 @@ def test_malformed_items_are_refused(r: redis.Redis, item: dict[str, Any]) -> No
 
 
 @pytest.mark.cluster
-def test_function_job(r: redis.Redis, keys: kiq.Keyspace) -> None:
+def test_function_job(r: redis.Redis, keys: kiq.ext.Keyspace) -> None:
     @kiq.job(queue="mail", name="Receipts")
     def send_receipt(order_id: int) -> int:
         return order_id * 2
@@ -206,7 +208,7 @@ def test_a_queue_is_listed_again_once_queue_listed_for_has_passed(
 
 
 @pytest.mark.cluster
-def test_a_cleared_queue_is_listed_again_by_the_next_push(r: redis.Redis, keys: kiq.Keyspace) -> None:
+def test_a_cleared_queue_is_listed_again_by_the_next_push(r: redis.Redis, keys: kiq.ext.Keyspace) -> None:
     HardJob.perform_async(1)
     assert kiq.api.Queue("default").clear() == 1
     assert r.smembers(keys.key("queues")) == set()
@@ -269,7 +271,7 @@ def test_an_async_push_lists_its_queue_once_per_queue_listed_for(
 
 @pytest.mark.cluster
 def test_a_cleared_queue_is_listed_again_by_the_next_async_push(
-    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace
+    config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace
 ) -> None:
     async def pushes() -> None:
         client = kiq.AsyncClient(config)

@@ -20,6 +20,7 @@ import pytest
 from redis.crc import key_slot
 
 import kiq
+import kiq.ext
 from kiq.api import DeadSet, ProcessSet, Queue, RetrySet, ScheduledSet, Stats, Workers
 from kiq.api.fleet import FleetGauges
 from kiq.api.iterations import iteration_states
@@ -54,7 +55,7 @@ def queued_jids(name: str) -> list[str]:
 
 
 def test_the_queues_of_the_layout_fall_in_their_slots(config: kiq.Config) -> None:
-    keys = kiq.keyspace(config.redis)
+    keys = kiq.ext.keyspace(config.redis)
     assert keys.cluster and keys.slots == config.slots
     slots = {key_slot(keys.queue(name).encode()) for name in ("alpha", "beta")}
     assert len(slots) == (2 if config.slots == "queue" else 1)
@@ -66,7 +67,7 @@ def test_queues_size_latency_page_delete_pause_and_clear(config: kiq.Config) -> 
         kiq.Client(config).push_bulk({"class": "Record", "queue": name, "args": [[f"{name}-{n}"] for n in range(3)]})
     assert [queue.name for queue in Queue.all()] == ["alpha", "beta"]
     alpha = Queue("alpha")
-    assert alpha.key == kiq.keyspace(config.redis).queue("alpha")
+    assert alpha.key == kiq.ext.keyspace(config.redis).queue("alpha")
     assert alpha.size == 3 and 0 <= alpha.latency < 60
     records = list(alpha)
     assert [record.args for record in records] == [["alpha-2"], ["alpha-1"], ["alpha-0"]]  # newest first
@@ -135,9 +136,9 @@ def test_dead_and_scheduled_sets(config: kiq.Config) -> None:
 
 def test_iteration_state_save_load_cancel_clear(config: kiq.Config) -> None:
     redis = config.redis
-    assert state.key_of(redis, "j1") == kiq.keyspace(redis).key("it-j1")
+    assert state.key_of(redis, "j1") == kiq.ext.keyspace(redis).key("it-j1")
     assert not state.flush(redis, "j1", 1, {"id": 7}, 0.5)
-    assert redis.hget(kiq.keyspace(redis).key("it-j1"), "c") == '{"id":7}'
+    assert redis.hget(kiq.ext.keyspace(redis).key("it-j1"), "c") == '{"id":7}'
     saved = state.read(redis, "j1")
     assert saved is not None and saved.cursor == {"id": 7} and saved.executions == 1 and not saved.cancelled
     assert kiq.cancel("j1") > 0 and state.flush(redis, "j1", 1, {"id": 8}, 0.5)  # the flush tells it was cancelled

@@ -23,6 +23,7 @@ import redis
 from redis.crc import key_slot
 
 import kiq
+import kiq.ext
 from tests.cluster_support import LoopbackCluster, Node, started_cluster
 from tests.jobs.failover import AppendStarted
 from tests.support import FAST, WorkerProcess, fresh_config, wait_until
@@ -77,7 +78,7 @@ def test_a_failover_mid_drain_loses_no_job_and_the_worker_follows(
     case: Case, cluster: LoopbackCluster, config: kiq.Config, tmp_path: Path
 ) -> None:
     r = config.redis
-    keys = kiq.keyspace(r)
+    keys = kiq.ext.keyspace(r)
     queues, victim = chosen_queues(cluster, r, case.slots)
     primary = owner(cluster, r, keys.queue(victim))
     done = tmp_path / "done.txt"  # outside Redis: a killed primary loses the writes its replica did not get yet
@@ -160,7 +161,7 @@ def chosen_queues(cluster: LoopbackCluster, r: redis.Redis, slots: str) -> tuple
     """The queues to drain and the one whose primary fails. In the "one" layout a single queue (every key is in one
     slot); in the queue layout 3 queues on 3 distinct primaries, the failing one not on the primary of kiq's shared
     slot (so that the outage is the queue's alone)."""
-    keys = kiq.keyspace(r)
+    keys = kiq.ext.keyspace(r)
     if slots == "one":
         return ["default"], "default"
     shared = owner(cluster, r, keys.key("processes"))

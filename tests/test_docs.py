@@ -1,14 +1,17 @@
-"""The documentation site (``make docs``, into build/site): every public name of ``kiq.__all__`` has its entry in the
-API reference, every shipped plugin and framework module has a reference page, and the changelog and the license
-are the repository's own files. ``make test`` builds the site first; without it these tests are skipped."""
+"""The documentation site (``make docs``, into build/site): every public name of ``kiq.__all__`` and
+``kiq.ext.__all__`` has its entry in the API reference, every shipped plugin and framework module has a reference
+page, and the changelog and the license are the repository's own files. ``make test`` builds the site first; without
+it these tests are skipped."""
 
 from __future__ import annotations
 
 import importlib.metadata
+from types import ModuleType
 
 import pytest
 
 import kiq
+import kiq.ext
 from tests.support import ROOT
 
 SITE = ROOT / "build" / "site"
@@ -27,11 +30,17 @@ def reference() -> str:
     return "\n".join(built.read_text() for built in (SITE / "reference").glob("*/index.html"))
 
 
-def test_every_public_name_of_kiq_has_an_entry_in_the_api_reference() -> None:
-    html = page("reference/kiq")
+@pytest.mark.parametrize(("module", "reference_page"), [(kiq, "kiq"), (kiq.ext, "ext")], ids=["kiq", "kiq.ext"])
+def test_every_public_name_of_kiq_has_an_entry_in_the_api_reference(module: ModuleType, reference_page: str) -> None:
+    html = page(f"reference/{reference_page}")
+    prefix = module.__name__
     # a name that is also a module of kiq (kiq.job: the decorator and core/job.py) is documented under the module
-    missing = [name for name in kiq.__all__ if f'id="kiq.{name}"' not in html and f'id="kiq.{name}.{name}"' not in html]
-    assert missing == [], f"names of kiq.__all__ without an entry in docs/reference/kiq.md: {missing}"
+    missing = [
+        name
+        for name in module.__all__
+        if f'id="{prefix}.{name}"' not in html and f'id="{prefix}.{name}.{name}"' not in html
+    ]
+    assert missing == [], f"names of {prefix}.__all__ without an entry in docs/reference/{reference_page}.md: {missing}"
 
 
 def test_every_installed_plugin_and_the_integrations_have_a_reference_page() -> None:

@@ -9,6 +9,7 @@ import pytest
 import redis
 
 import kiq
+import kiq.ext
 from kiq.errors import ConfigError, InvalidJobError
 
 
@@ -37,7 +38,7 @@ def test_an_option_nobody_declared_travels_in_the_payload(config: kiq.Config, r:
         def perform(self) -> None: ...
 
     Audited.set(config=config).perform_async()
-    assert kiq.loads(r.lindex("queue:default", 0))["audit_level"] == "high"
+    assert kiq.ext.loads(r.lindex("queue:default", 0))["audit_level"] == "high"
 
 
 def test_a_misspelt_plugin_option_fails_at_push(config: kiq.Config, r: redis.Redis) -> None:
@@ -137,7 +138,7 @@ def test_a_push_with_a_fitting_number_of_arguments_goes_through(
     config: kiq.Config, r: redis.Redis, job: Any, args: list[Any]
 ) -> None:
     job.set(config=config).perform_async(*args)
-    assert kiq.loads(r.lindex("queue:default", 0))["args"] == args
+    assert kiq.ext.loads(r.lindex("queue:default", 0))["args"] == args
 
 
 def test_push_bulk_checks_every_job_before_any_is_written(config: kiq.Config, r: redis.Redis) -> None:

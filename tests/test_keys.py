@@ -1,4 +1,4 @@
-"""kiq.Keyspace: the keys of each layout, and that the keys of one queue share a slot whatever its name."""
+"""kiq.ext.Keyspace: the keys of each layout, and that the keys of one queue share a slot whatever its name."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import pytest
 from redis.crc import key_slot
 
 import kiq
+import kiq.ext
 from kiq.keys import Keyspace
 
 
@@ -14,7 +15,7 @@ def slot(key: str) -> int:
 
 
 def test_a_standalone_server_keeps_sidekiqs_names() -> None:
-    keys = kiq.keyspace(object())  # a client kiq did not make for a cluster
+    keys = kiq.ext.keyspace(object())  # a client kiq did not make for a cluster
     assert (keys.key("retry"), keys.queue("default"), keys.beside_queue("default", "kiq:working:x")) == (
         "retry",
         "queue:default",

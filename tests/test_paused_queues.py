@@ -10,6 +10,7 @@ import pytest
 import redis
 
 import kiq
+import kiq.ext
 from kiq.fetcher import MAX_BLOCK, Capsule, QueueOrder
 from kiq.paused_queues import REFRESH_INTERVAL, PausedQueues, paused_queues
 from kiq.server.fetch import BasicFetch
@@ -89,7 +90,7 @@ def test_a_name_no_queue_can_have_is_refused_at_pause_and_skipped_when_another_p
 ) -> None:
     """With slots = "queue", "}x" gives its keys no common hash tag: a pause of it is refused naming the fix, and
     one another program wrote into the paused set costs the fetchers nothing (the other paused queues hold)."""
-    keys = kiq.keyspace(r)
+    keys = kiq.ext.keyspace(r)
     view = PausedQueues(r, interval=0.0)
     kiq.Queue("mail", config).pause()
     if keys.slots == "queue":

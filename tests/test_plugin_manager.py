@@ -11,6 +11,7 @@ import pytest
 import redis
 
 import kiq
+import kiq.ext
 from kiq.plugin_manager import resolve
 from kiq.server.launcher import Launcher
 
@@ -29,8 +30,8 @@ class Early(kiq.ClientMiddleware):
 
 class AuditPlugin:
     @kiq.hookimpl
-    def kiq_settings(self) -> list[kiq.Setting]:
-        return [kiq.Setting("audit_name", "anonymous", str, "who audits")]
+    def kiq_settings(self) -> list[kiq.ext.Setting]:
+        return [kiq.ext.Setting("audit_name", "anonymous", str, "who audits")]
 
     @kiq.hookimpl
     def kiq_client_middleware(self, chain: kiq.Chain[Any]) -> None:
@@ -220,7 +221,7 @@ def test_a_context_manager_that_fails_to_enter_is_left_out(config: kiq.Config) -
 def test_a_failing_contribution_stops_with_an_error_naming_the_plugin() -> None:
     class BadSettings:
         @kiq.hookimpl
-        def kiq_settings(self) -> list[kiq.Setting]:
+        def kiq_settings(self) -> list[kiq.ext.Setting]:
             raise RuntimeError("cannot declare")
 
     config = kiq.Config()

@@ -1,4 +1,4 @@
-"""The static slot test: every Lua script kiq and its plugins run is declared (``kiq.lua_script``), names its keys
+"""The static slot test: every Lua script kiq and its plugins run is declared (``kiq.ext.lua_script``), names its keys
 only through ``KEYS`` (or by appending to a ``KEYS`` entry), and the keys of one call fall in one hash slot in
 both cluster layouts. A script that would fail with CROSSSLOT on a Redis Cluster fails here, without a cluster."""
 
@@ -15,6 +15,7 @@ from redis.crc import key_slot
 
 import kiq
 import kiq.contrib
+import kiq.ext
 import kiq.plugins
 from kiq.scripts import LuaScript, registered_scripts
 
@@ -95,7 +96,7 @@ def test_a_script_names_its_keys_only_through_KEYS(script: LuaScript) -> None:
     assert not problems, f"{script.name}: " + "; ".join(problems)
 
 
-def _samples(script: LuaScript, keys: kiq.Keyspace) -> dict[str, object]:
+def _samples(script: LuaScript, keys: kiq.ext.Keyspace) -> dict[str, object]:
     """Names for each parameter of the script's key builder: queue names with braces (a user's), several queues
     where the layout lets one call take several (the callers pass one slot group: ``Keyspace.slot_groups``)."""
     samples: dict[str, object] = {}
@@ -113,7 +114,7 @@ def _samples(script: LuaScript, keys: kiq.Keyspace) -> dict[str, object]:
 @pytest.mark.parametrize("slots", ["one", "queue"])
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda script: script.name)
 def test_the_keys_of_a_call_fall_in_one_slot(script: LuaScript, slots: kiq.keys.Slots) -> None:
-    keys = kiq.Keyspace(slots)
+    keys = kiq.ext.Keyspace(slots)
     declared = script.keys(keys, **_samples(script, keys))
     assert declared, f"{script.name} declares no key: a cluster could not route it"
     slot_of = {key: key_slot(key.encode("utf-8", "surrogateescape")) for key in declared}
@@ -121,7 +122,7 @@ def test_the_keys_of_a_call_fall_in_one_slot(script: LuaScript, slots: kiq.keys.
 
 
 def test_every_script_that_runs_is_declared() -> None:
-    """A script registered with Redis but not through kiq.lua_script would escape the tests above."""
+    """A script registered with Redis but not through kiq.ext.lua_script would escape the tests above."""
     undeclared = []
     for path in [*ROOT.glob("core/**/*.py"), *ROOT.glob("plugins/**/*.py"), *ROOT.glob("contrib/**/*.py")]:
         text = path.read_text()
@@ -129,7 +130,7 @@ def test_every_script_that_runs_is_declared() -> None:
             argument = (found.group(1) or found.group(2)).strip()
             if not argument.endswith(".source") and argument not in ("self.source", "source"):
                 undeclared.append(f"{path.relative_to(ROOT)}: {found.group(0)}")
-    assert not undeclared, "scripts not declared with kiq.lua_script: " + "; ".join(undeclared)
+    assert not undeclared, "scripts not declared with kiq.ext.lua_script: " + "; ".join(undeclared)
 
 
 def test_the_lint_catches_a_literal_key_and_an_argv_prefix() -> None:

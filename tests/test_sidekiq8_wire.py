@@ -1,5 +1,5 @@
 """Sidekiq 8 on the wire: the golden fixtures (``tests/fixtures/sidekiq8/``) read by kiq's API and CLI, the one
-reader of payload times (``kiq.epoch_seconds``: Sidekiq 8's rule), the ``sidekiq_wire`` setting and a scan of all
+reader of payload times (``kiq.ext.epoch_seconds``: Sidekiq 8's rule), the ``sidekiq_wire`` setting and a scan of all
 that kiq writes in both of its modes, the ``capsules`` of the process record, and ``CLIENT SETINFO``."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pytest
 import redis
 
 import kiq
+import kiq.ext
 from kiq.api import DeadSet, ProcessSet, Queue, RetrySet, ScheduledSet, Stats, Workers
 from kiq.payload import WIRE_TIME_FIELDS
 from kiq.redis import connect
@@ -56,18 +57,18 @@ def utc(epoch: float) -> str:
     ],
 )
 def test_epoch_seconds_follows_sidekiq_8s_rule_and_refuses_what_is_no_time(stored: Any, read: float | None) -> None:
-    assert kiq.epoch_seconds(stored) == read
+    assert kiq.ext.epoch_seconds(stored) == read
 
 
 def test_epoch_seconds_for_times_sidekiq_keeps_in_seconds() -> None:
-    assert kiq.epoch_seconds(1764064801, integers="seconds") == 1764064801.0  # a work entry's run_at
-    assert kiq.epoch_seconds(1764064801.5, integers="seconds") == 1764064801.5
-    assert kiq.epoch_seconds(1764064801000, integers="seconds") is None  # past year 9999
+    assert kiq.ext.epoch_seconds(1764064801, integers="seconds") == 1764064801.0  # a work entry's run_at
+    assert kiq.ext.epoch_seconds(1764064801.5, integers="seconds") == 1764064801.5
+    assert kiq.ext.epoch_seconds(1764064801000, integers="seconds") is None  # past year 9999
 
 
 def test_wire_time_and_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert kiq.wire_time(1764064800.1239, 7) == 1764064800.1239
-    assert kiq.wire_time(1764064800.1239, 8) == 1764064800123  # Sidekiq's CLOCK_REALTIME :millisecond, cut
+    assert kiq.ext.wire_time(1764064800.1239, 7) == 1764064800.1239
+    assert kiq.ext.wire_time(1764064800.1239, 8) == 1764064800123  # Sidekiq's CLOCK_REALTIME :millisecond, cut
     assert kiq.Config().sidekiq_wire == 7
     monkeypatch.setenv("KIQ_SIDEKIQ_WIRE", "8")
     assert kiq.Config.load().sidekiq_wire == 8

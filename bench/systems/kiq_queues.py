@@ -19,6 +19,7 @@ from importlib.metadata import version
 from typing import Any
 
 import kiq
+import kiq.ext
 from bench.systems.common import Pusher
 from bench.systems.kiq_jobs import BenchLatency, BenchNoop
 
@@ -47,7 +48,7 @@ def pusher() -> Pusher:
 
 
 def keys() -> dict[str, Any]:
-    space = kiq.keyspace(kiq.default_config().redis)
+    space = kiq.ext.keyspace(kiq.default_config().redis)
     return {
         "queues": {name: space.queue(name) for name in queues()},
         "processes": space.key("processes"),

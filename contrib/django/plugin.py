@@ -8,15 +8,16 @@ from typing import Any
 from django.db import connections
 
 import kiq
+import kiq.ext
 
 from .transactions import ON_COMMIT, OnCommitMiddleware
 
 
 class DjangoPlugin:
     @kiq.hookimpl
-    def kiq_settings(self) -> list[kiq.Setting]:
+    def kiq_settings(self) -> list[kiq.ext.Setting]:
         help = "push jobs pushed inside transaction.atomic() when it commits (false: at once)"
-        return [kiq.Setting.boolean("django_on_commit", True, help)]
+        return [kiq.ext.Setting.boolean("django_on_commit", True, help)]
 
     @kiq.hookimpl
     def kiq_job_options(self) -> list[str]:

@@ -111,5 +111,5 @@ def plugin_readings(config: Config, scope: str) -> list[Reading]:
         if isinstance(result, list | tuple) and all(isinstance(item, Reading) for item in result):
             readings.extend(result)
         else:
-            log.error("a plugin's kiq_metrics returned %.100r, not a list of kiq.Reading: left out", result)
+            log.error("a plugin's kiq_metrics returned %.100r, not a list of kiq.ext.Reading: left out", result)
     return readings

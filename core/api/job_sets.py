@@ -164,7 +164,7 @@ class JobSet:
 
     @property
     def key(self) -> str:
-        """The set's key on this config's Redis (``kiq.Keyspace.key``)."""
+        """The set's key on this config's Redis (``kiq.ext.Keyspace.key``)."""
         return keyspace(self.config.redis).key(self.name)
 
     @property

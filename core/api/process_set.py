@@ -5,7 +5,7 @@
   ``rtt_us``; expires 60 s after the last heartbeat); HASH ``<identity>:work`` (thread id -> JSON work).
 - Remote control: ``LPUSH <identity>-signals TSTP|TERM|TTIN``, which the heartbeat picks up.
 
-Those are the names; each key is its name in kiq's shared slot (``kiq.Keyspace.key``).
+Those are the names; each key is its name in kiq's shared slot (``kiq.ext.Keyspace.key``).
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ class Queue:
 
     @property
     def key(self) -> str:
-        """The queue's list (``kiq.Keyspace.queue``) on this config's Redis."""
+        """The queue's list (``kiq.ext.Keyspace.queue``) on this config's Redis."""
         return keyspace(self.config.redis).queue(self.name)
 
     @property

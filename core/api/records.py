@@ -1,6 +1,6 @@
 """``JobRecord``: one job as it sits in Redis (a queue entry or a sorted-set member), read-only accessors.
 
-Times are returned as float epoch seconds, read by Sidekiq 8's rule (``kiq.epoch_seconds``): a JSON float is
+Times are returned as float epoch seconds, read by Sidekiq 8's rule (``kiq.ext.epoch_seconds``): a JSON float is
 seconds (Sidekiq 6.x/7.x, kiq), an integer milliseconds (8.x); a value that is not a time reads as None.
 """
 

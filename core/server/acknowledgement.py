@@ -1,5 +1,6 @@
 """What a plugin can say about the job running in its thread: hold its acknowledgement until something outside the
-job is durable (``kiq.hold_acknowledgement``), or report that it failed although it returned (``kiq.report_failure``).
+job is durable (``kiq.ext.hold_acknowledgement``), or report that it failed although it returned
+(``kiq.ext.report_failure``).
 
 The processor acknowledges a job when it finished or its failure was recorded. A plugin that must make its own
 record of the outcome durable first (the tracking plugin's status row) holds the acknowledgement and releases it

@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 import kiq
+import kiq.ext
 
 from .arguments import decode_arguments, encode_arguments
 from .enqueue import ActiveJobSetter, AsyncActiveJobSetter, job, perform_later
@@ -54,7 +55,7 @@ __all__ = [
 
 class ActiveJobPlugin:
     @kiq.hookimpl
-    def kiq_settings(self) -> list[kiq.Setting]:
+    def kiq_settings(self) -> list[kiq.ext.Setting]:
         return SETTINGS
 
     @kiq.hookimpl

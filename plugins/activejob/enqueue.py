@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import kiq
+import kiq.ext
 
 from .arguments import encode_arguments
 from .envelope import build
@@ -103,7 +104,7 @@ def _scheduled_at(wait: float | timedelta | None, wait_until: datetime | float |
     return None if wait_until is None else float(wait_until)
 
 
-def _setting(config: kiq.Config, setting: kiq.Setting) -> Any:
+def _setting(config: kiq.Config, setting: kiq.ext.Setting) -> Any:
     """The plugin's setting in ``config``; when the plugin is not enabled there (enqueueing needs no worker-side
     plugin), its ``KIQ_*`` variable, else its default: the environment is read leniently, so without this a
     ``KIQ_ACTIVEJOB_RAILS=6.1`` would be ignored in silence."""

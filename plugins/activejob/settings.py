@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import kiq
+import kiq.ext
 
 from .envelope import RAILS_WRAPPER, SIDEKIQ_WRAPPER
 
-WRAPPER = kiq.Setting.choice(
+WRAPPER = kiq.ext.Setting.choice(
     "activejob_wrapper",
     RAILS_WRAPPER,
     [RAILS_WRAPPER, SIDEKIQ_WRAPPER],
     help="the class perform_later's payloads name: Rails' adapter JobWrapper (Rails 6.1-7.1, and Sidekiq 7.3+ "
     "keeps it as an alias), or Sidekiq::ActiveJob::Wrapper (only Sidekiq 7.3+ workers know it)",
 )
-RAILS = kiq.Setting.choice(
+RAILS = kiq.ext.Setting.choice(
     "activejob_rails",
     "7",
     ["6.1", "7"],

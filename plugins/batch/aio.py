@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import kiq
+import kiq.ext
 
 from .keys import checked_bid, index_key
 from .status import BatchStatus, collect, parse, queue_reads
@@ -13,14 +14,14 @@ async def status(bid: str, config: kiq.Config | None = None) -> BatchStatus | No
     """``kiq.plugins.batch.status`` without blocking the event loop."""
     redis = kiq.AsyncClient(config).redis
     pipe = redis.pipeline(transaction=True)
-    queue_reads(pipe, kiq.keyspace(redis), checked_bid(bid))
+    queue_reads(pipe, kiq.ext.keyspace(redis), checked_bid(bid))
     return parse(bid, await pipe.execute())
 
 
 async def batches(config: kiq.Config | None = None, limit: int = 50) -> list[BatchStatus]:
     """``kiq.plugins.batch.batches`` without blocking the event loop."""
     redis = kiq.AsyncClient(config).redis
-    keys = kiq.keyspace(redis)
+    keys = kiq.ext.keyspace(redis)
     bids = [str(bid) for bid in await redis.zrevrange(index_key(keys), 0, limit - 1)]
     pipe = redis.pipeline(transaction=False)
     for bid in bids:

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import kiq
+import kiq.ext
 
 from .callbacks import Callback, callback_item, encode_callback
 from .context import Block, open_block, running_job
@@ -118,7 +119,7 @@ class Batch:
     def _fields(self, parent: str | None) -> Iterator[str]:
         """The batch's hash fields: its info, and each callback's payload, queue and jid."""
         names = {event: _job_name(item["class"]) for event, item in self._callbacks.items()}
-        yield from ("info", kiq.dumps({"description": self.description, "callbacks": names}))
+        yield from ("info", kiq.ext.dumps({"description": self.description, "callbacks": names}))
         for event, item in self._callbacks.items():
             queue, jid, payload = encode_callback(item, event, self.bid, parent)
             yield from (f"cb:{event}", payload, f"cbq:{event}", queue, f"cbj:{event}", jid)

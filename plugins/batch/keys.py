@@ -15,7 +15,7 @@ Per batch ``<bid>`` (all expiring: ``batch_expiry`` after the last change, ``bat
 and ``kiq:batches`` (ZSET: bid -> created_at), the index ``kiq batches`` lists, pruned as batches expire.
 
 These are the names on a standalone server; every key goes through the keyspace of the Redis it is sent to
-(``kiq.keyspace``): on a Redis Cluster all of them are in kiq's shared slot (``{kiq}kiq:batch:<bid>``), in both
+(``kiq.ext.keyspace``): on a Redis Cluster all of them are in kiq's shared slot (``{kiq}kiq:batch:<bid>``), in both
 layouts, so the batch program and the status reads (a MULTI) reach every batch of the tree.
 """
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 
 import kiq
+import kiq.ext
 
 PREFIX = "kiq:batch:"
 INDEX = "kiq:batches"
@@ -32,16 +33,16 @@ EVENTS = ("complete", "success", "death")
 
 
 def new_bid() -> str:
-    """A bid is as hard to guess as a tracking task id: ``kiq.new_public_id()``."""
-    return kiq.new_public_id()
+    """A bid is as hard to guess as a tracking task id: ``kiq.ext.new_public_id()``."""
+    return kiq.ext.new_public_id()
 
 
-def batch_key(keys: kiq.Keyspace, bid: str, part: str = "") -> str:
+def batch_key(keys: kiq.ext.Keyspace, bid: str, part: str = "") -> str:
     """``kiq:batch:<bid>`` or one of its sets (``part`` ``jids``, ``pending``, ...), in the keyspace ``keys``."""
     return keys.key(f"{PREFIX}{bid}:{part}" if part else PREFIX + bid)
 
 
-def index_key(keys: kiq.Keyspace) -> str:
+def index_key(keys: kiq.ext.Keyspace) -> str:
     """The index of batches, ``kiq:batches``, in the keyspace ``keys``."""
     return keys.key(INDEX)
 

@@ -9,15 +9,16 @@ batches than that in Redis, ``kiq_batches_open`` counts among the newest only.
 from __future__ import annotations
 
 import kiq
+import kiq.ext
 
 from .keys import batch_key, index_key
 
 MAX_EXAMINED = 10_000
 
 
-def fleet_readings(config: kiq.Config) -> list[kiq.Reading]:
+def fleet_readings(config: kiq.Config) -> list[kiq.ext.Reading]:
     redis = config.redis
-    keys = kiq.keyspace(redis)
+    keys = kiq.ext.keyspace(redis)
     bids: list[str] = redis.zrevrange(index_key(keys), 0, MAX_EXAMINED - 1)  # type: ignore[assignment]
     pipe = redis.pipeline(transaction=False)
     pipe.zcard(index_key(keys))
@@ -29,6 +30,8 @@ def fleet_readings(config: kiq.Config) -> list[kiq.Reading]:
     complete = replies[1::2]
     open_ = sum(1 for exists, done in zip(existing, complete, strict=True) if exists and not done)
     return [
-        kiq.Reading("kiq_batches", total, help="batches in Redis (the index kiq batches lists)"),
-        kiq.Reading("kiq_batches_open", open_, help=f"batches not complete yet (among the newest {MAX_EXAMINED:,})"),
+        kiq.ext.Reading("kiq_batches", total, help="batches in Redis (the index kiq batches lists)"),
+        kiq.ext.Reading(
+            "kiq_batches_open", open_, help=f"batches not complete yet (among the newest {MAX_EXAMINED:,})"
+        ),
     ]

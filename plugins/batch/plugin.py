@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 import kiq
+import kiq.ext
 from kiq.tabs import Tab
 
 from . import cli
@@ -20,14 +21,16 @@ from .writer import OutcomeWriter
 DAY = 24 * 60 * 60
 
 SETTINGS = [
-    kiq.Setting.integer(
+    kiq.ext.Setting.integer(
         "batch_expiry",
         30 * DAY,
         minimum=60,
         help="seconds a batch stays in Redis after its last change, until it succeeds",
     ),
-    kiq.Setting.integer("batch_retention", DAY, minimum=1, help="seconds a batch stays in Redis after it succeeded"),
-    kiq.Setting.number(
+    kiq.ext.Setting.integer(
+        "batch_retention", DAY, minimum=1, help="seconds a batch stays in Redis after it succeeded"
+    ),
+    kiq.ext.Setting.number(
         "batch_shutdown_timeout", 10.0, help="seconds a stopping worker waits to write its jobs' outcomes to batches"
     ),
 ]
@@ -62,7 +65,7 @@ class BatchPlugin:
         return self._writer is None or self._writer.flush(timeout)
 
     @kiq.hookimpl
-    def kiq_settings(self) -> list[kiq.Setting]:
+    def kiq_settings(self) -> list[kiq.ext.Setting]:
         return SETTINGS
 
     @kiq.hookimpl
@@ -101,7 +104,7 @@ class BatchPlugin:
             self._writer.close(config.get("batch_shutdown_timeout"))
 
     @kiq.hookimpl
-    def kiq_metrics(self, config: kiq.Config, scope: str) -> list[kiq.Reading] | None:
+    def kiq_metrics(self, config: kiq.Config, scope: str) -> list[kiq.ext.Reading] | None:
         """The fleet's batches, open and in all (kiq.plugins.batch.metrics)."""
         return fleet_readings(config) if scope == "fleet" else None
 

@@ -16,7 +16,7 @@ a death fires for the batch and each ancestor, once each.
 
 A batch's keys are built from bids inside the program (a parent is only known in Redis), by appending to the prefix
 key ``kiq:batch:`` that each call declares in KEYS: on a Redis Cluster that is ``{kiq}kiq:batch:``, so every batch
-is in kiq's shared slot. A callback is pushed by ``kiq.ENQUEUE_LUA``: in the cluster's ``queue`` layout, where a
+is in kiq's shared slot. A callback is pushed by ``kiq.ext.ENQUEUE_LUA``: in the cluster's ``queue`` layout, where a
 queue's list is in a slot of its own, it goes into the schedule set, due now, and a poller pushes it.
 """
 
@@ -28,14 +28,15 @@ from typing import Any
 from redis import exceptions as redis_errors
 
 import kiq
+import kiq.ext
 
 from .keys import PREFIX, index_key
 
-# KEYS: the prefix of a batch's keys, the index, and ``kiq.enqueue_keys``. ARGV: the change, the time (epoch
-# seconds, as text), the time as a pushed job's enqueued_at (kiq.wire_time: the sidekiq_wire setting's form), the
+# KEYS: the prefix of a batch's keys, the index, and ``kiq.ext.enqueue_keys``. ARGV: the change, the time (epoch
+# seconds, as text), the time as a pushed job's enqueued_at (kiq.ext.wire_time: the sidekiq_wire setting's form), the
 # TTLs while pending and after success, the bid, its own arguments.
 SOURCE = (
-    kiq.ENQUEUE_LUA
+    kiq.ext.ENQUEUE_LUA
     + """
 local op, now, enqueued_at = ARGV[1], ARGV[2], ARGV[3]
 local pending_ttl, done_ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -183,10 +184,10 @@ end
 return 'ok'
 """
 )
-SCRIPT = kiq.lua_script(
+SCRIPT = kiq.ext.lua_script(
     "batch.change",
     SOURCE,
-    lambda keys: [keys.key(PREFIX), index_key(keys), *kiq.enqueue_keys(keys)],
+    lambda keys: [keys.key(PREFIX), index_key(keys), *kiq.ext.enqueue_keys(keys)],
 )
 
 # what a change answers besides "ok": the batch cannot take it
@@ -199,13 +200,13 @@ class Changes:
     def __init__(self, config: kiq.Config) -> None:
         self.config = config
         self.script = config.redis.register_script(SCRIPT.source)
-        self.keys = SCRIPT.keys(kiq.keyspace(config.redis))
+        self.keys = SCRIPT.keys(kiq.ext.keyspace(config.redis))
 
     def argv(self, op: str, bid: str, *rest: str) -> list[Any]:
         expiry: int = self.config.get("batch_expiry")
         retention: int = self.config.get("batch_retention")
         now = time.time()
-        return [op, repr(now), repr(kiq.wire_time(now, self.config.sidekiq_wire)), expiry, retention, bid, *rest]
+        return [op, repr(now), repr(kiq.ext.wire_time(now, self.config.sidekiq_wire)), expiry, retention, bid, *rest]
 
     def run(self, argv: list[Any]) -> str:
         """Run one change now; its answer ("ok", or why the batch cannot take it)."""
@@ -215,14 +216,14 @@ class Changes:
         """Run changes in one round trip; each one's answer, or the error Redis gave it (changes are idempotent:
         a run that fails can be sent again)."""
         commands = [("EVALSHA", self.script.sha, len(self.keys), *self.keys, *argv) for argv in argvs]
-        replies = kiq.run_pipeline(self.config.redis, commands, raise_on_error=False)
+        replies = kiq.ext.run_pipeline(self.config.redis, commands, raise_on_error=False)
         if any(isinstance(reply, redis_errors.NoScriptError) for reply in replies):  # a restarted or flushed Redis
             self.config.redis.script_load(SOURCE)
-            replies = kiq.run_pipeline(self.config.redis, commands, raise_on_error=False)
+            replies = kiq.ext.run_pipeline(self.config.redis, commands, raise_on_error=False)
         return replies
 
     async def run_async(self, argv: list[Any]) -> str:
         """Run one change from asyncio code, on the event loop's connection of the config."""
         redis = kiq.AsyncClient(self.config).redis
-        keys = SCRIPT.keys(kiq.keyspace(redis))
+        keys = SCRIPT.keys(kiq.ext.keyspace(redis))
         return str(await redis.register_script(SCRIPT.source)(keys=keys, args=argv))

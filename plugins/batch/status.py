@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import kiq
+import kiq.ext
 
 from .keys import batch_key, checked_bid, index_key
 
@@ -50,7 +51,7 @@ class BatchStatus:
         return {**dataclasses.asdict(self), "complete": self.complete, "success": self.success}
 
 
-def queue_reads(pipe: Any, keys: kiq.Keyspace, bid: str) -> None:
+def queue_reads(pipe: Any, keys: kiq.ext.Keyspace, bid: str) -> None:
     """Queue on ``pipe`` (sync or asyncio, of a Redis whose keyspace is ``keys``) the reads of one batch; ``parse``
     makes its status of their replies."""
     pipe.hmget(batch_key(keys, bid), *FIELDS)
@@ -68,7 +69,7 @@ def parse(bid: str, replies: list[Any]) -> BatchStatus | None:
     if created_at is None:
         return None
     total, pending, failures, dead, open_blocks = (int(count) for count in counts)
-    info = kiq.loads(info_text) if info_text else {}
+    info = kiq.ext.loads(info_text) if info_text else {}
     return BatchStatus(
         bid=bid,
         description=str(info.get("description", "")),
@@ -95,14 +96,14 @@ def status(bid: str, config: kiq.Config | None = None) -> BatchStatus | None:
     """The status of batch ``bid``, or None if there is no such batch (never created, or expired)."""
     redis = (config or kiq.default_config()).redis
     pipe = redis.pipeline(transaction=True)
-    queue_reads(pipe, kiq.keyspace(redis), checked_bid(bid))
+    queue_reads(pipe, kiq.ext.keyspace(redis), checked_bid(bid))
     return parse(bid, pipe.execute())
 
 
 def batches(config: kiq.Config | None = None, limit: int = 50) -> list[BatchStatus]:
     """The newest ``limit`` batches that still exist, newest first (the expired ones leave the index)."""
     redis = (config or kiq.default_config()).redis
-    keys = kiq.keyspace(redis)
+    keys = kiq.ext.keyspace(redis)
     bids = [str(bid) for bid in redis.zrevrange(index_key(keys), 0, limit - 1)]
     pipe = redis.pipeline(transaction=False)
     for bid in bids:

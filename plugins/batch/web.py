@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import kiq
+import kiq.ext
 from kiq.tabs import Cell, Facts, Heading, Link, Pager, Tab, Table, TabRequest, TabView, When
 
 from .cli import state
@@ -40,7 +41,7 @@ def render(config: kiq.Config, request: TabRequest) -> TabView:
 def batch_list(config: kiq.Config, request: TabRequest) -> TabView:
     page = request.page
     start = (page - 1) * PAGE_SIZE
-    keys = kiq.keyspace(config.redis)
+    keys = kiq.ext.keyspace(config.redis)
     bids = [str(bid) for bid in config.redis.zrevrange(index_key(keys), start, start + PAGE_SIZE)]  # one more: more?
     shown = bids[:PAGE_SIZE]
     pipe = config.redis.pipeline(transaction=False)

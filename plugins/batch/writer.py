@@ -1,5 +1,5 @@
 """Job outcomes reach their batches from one background thread per config, while each job's acknowledgement is
-held (``kiq.hold_acknowledgement``) until its outcome is written.
+held (``kiq.ext.hold_acknowledgement``) until its outcome is written.
 
 So a job leaves Redis only after its batch counted it: with reliable fetch, a worker killed in between, or Redis
 failing the write, leaves the job in its working list, and it runs again (its outcome is written again: the
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import redis as redis_py
 
 import kiq
+import kiq.ext
 
 from .scripts import Changes
 
@@ -53,7 +54,7 @@ class OutcomeWriter:
     def submit(self, op: str, bid: str, jid: str) -> None:
         """Record a job's outcome in its batch: from a running job, by this thread, holding the job's
         acknowledgement until it is written; from anywhere else, now."""
-        release = kiq.hold_acknowledgement()
+        release = kiq.ext.hold_acknowledgement()
         if release is None:
             self.changes.run(self.changes.argv(op, bid, jid))
             return

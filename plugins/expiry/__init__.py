@@ -12,6 +12,7 @@ workers (they check it). See the README, "Expiring jobs".
 from __future__ import annotations
 
 import kiq
+import kiq.ext
 
 from .middleware import EXPIRED, ExpiryClientMiddleware, ExpiryServerMiddleware
 
@@ -35,5 +36,5 @@ class ExpiryPlugin:
 def expired_counts(config: kiq.Config | None = None) -> dict[str, int]:
     """How many jobs were dropped because their deadline had passed, by job class (every worker on the Redis)."""
     redis = (config or kiq.default_config()).redis
-    counts = redis.hgetall(kiq.keyspace(redis).key(EXPIRED))
+    counts = redis.hgetall(kiq.ext.keyspace(redis).key(EXPIRED))
     return {str(name): int(count) for name, count in counts.items()}

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import redis as redis_py
 
 import kiq
+import kiq.ext
 
 if TYPE_CHECKING:
     import redis
@@ -68,7 +69,7 @@ class ExpiryServerMiddleware(kiq.ServerMiddleware):
         reason = f"expired: its deadline passed {late:.3f} s before it could start"
         log.info("%s %s %s; dropped without running", job.get("class"), job.get("jid"), reason)
         try:
-            self.config.redis.hincrby(kiq.keyspace(self.config.redis).key(EXPIRED), str(job.get("class")), 1)
+            self.config.redis.hincrby(kiq.ext.keyspace(self.config.redis).key(EXPIRED), str(job.get("class")), 1)
         except redis_py.RedisError as exc:  # the count is a statistic: the job is dropped all the same
             log.warning("could not count the expired job %s: %s", job.get("jid"), exc)
         self.config.plugins.hook.kiq_job_dropped(job=job, reason=reason, config=self.config)

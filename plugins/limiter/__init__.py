@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 
 import kiq
+import kiq.ext
 
 from . import cli, metrics
 from .limiters import (
@@ -51,13 +52,13 @@ __all__ = [
 ]
 
 SETTINGS = [
-    kiq.Setting.number(
+    kiq.ext.Setting.number(
         "limiter_backoff",
         10.0,
         minimum=0.1,
         help="seconds: a job over a limit is rescheduled in backoff x reschedules so far, plus up to one backoff",
     ),
-    kiq.Setting.integer(
+    kiq.ext.Setting.integer(
         "limiter_max_reschedules",
         20,
         minimum=0,
@@ -70,7 +71,7 @@ class LimiterPlugin:
     """``plugins = ["limiter"]`` in the workers whose jobs use limiters: an ``OverLimit`` then reschedules the job."""
 
     @kiq.hookimpl
-    def kiq_settings(self) -> list[kiq.Setting]:
+    def kiq_settings(self) -> list[kiq.ext.Setting]:
         return SETTINGS
 
     @kiq.hookimpl
@@ -84,7 +85,7 @@ class LimiterPlugin:
         chain.prepend(OverLimitMiddleware)
 
     @kiq.hookimpl
-    def kiq_metrics(self, config: kiq.Config, scope: str) -> list[kiq.Reading]:
+    def kiq_metrics(self, config: kiq.Config, scope: str) -> list[kiq.ext.Reading]:
         """Waits for room in this process; the fleet's reschedules (kiq.plugins.limiter.metrics)."""
         return metrics.process_readings() if scope == "process" else metrics.fleet_readings(config)
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import redis as redis_py
 
 import kiq
+import kiq.ext
 
 from . import scripts
 from .scripts import KEY_PREFIX
@@ -65,7 +66,7 @@ class Limiter:
     """What the three kinds share: a name, a limit, the wait for room, and the ``with`` protocol."""
 
     kind: ClassVar[str]
-    script: ClassVar[kiq.LuaScript]
+    script: ClassVar[kiq.ext.LuaScript]
 
     def __init__(self, name: str, limit: int, wait_timeout: float, config: kiq.Config | None) -> None:
         if not isinstance(name, str) or not name:
@@ -76,7 +77,7 @@ class Limiter:
         self.limit = limit
         self.wait_timeout = seconds(wait_timeout, f"{self.kind} limiter {name!r}: wait_timeout", allow_zero=True)
         self.config = config
-        self.key = f"{KEY_PREFIX}{self.kind}:{name}"  # the name of its state's key (kiq.keyspace(redis).key)
+        self.key = f"{KEY_PREFIX}{self.kind}:{name}"  # the name of its state's key (kiq.ext.keyspace(redis).key)
         self.field = f"{self.kind}:{name}"
 
     def definition(self) -> dict[str, Any]:
@@ -103,16 +104,16 @@ class Limiter:
         """Room for one, waiting up to ``wait_timeout`` seconds; ``OverLimit`` when there is none by then."""
         redis = (self.config or kiq.default_config()).redis
         script = redis.register_script(self.script.source)
-        keys = self.script.keys(kiq.keyspace(redis), self.key)
+        keys = self.script.keys(kiq.ext.keyspace(redis), self.key)
         deadline = time.monotonic() + self.wait_timeout
-        token = kiq.new_jid()
+        token = kiq.ext.new_jid()
         granted = self._granted(script(keys=keys, args=self.script_args(token)), token, deadline)
         if isinstance(granted, Lease):  # room at once: no wait to count
             return granted
         with waits.waiting(self.field):
             while True:
                 time.sleep(granted)
-                token = kiq.new_jid()
+                token = kiq.ext.new_jid()
                 reply = script(keys=keys, args=self.script_args(token))
                 granted = self._granted(reply, token, deadline)
                 if isinstance(granted, Lease):
@@ -122,16 +123,16 @@ class Limiter:
         """``acquire`` for an ``async def`` job (``async with limiter:``): it waits without blocking the event loop."""
         redis = kiq.AsyncClient(self.config or kiq.default_config()).redis
         script = redis.register_script(self.script.source)
-        keys = self.script.keys(kiq.keyspace(redis), self.key)
+        keys = self.script.keys(kiq.ext.keyspace(redis), self.key)
         deadline = time.monotonic() + self.wait_timeout
-        token = kiq.new_jid()
+        token = kiq.ext.new_jid()
         granted = self._granted(await script(keys=keys, args=self.script_args(token)), token, deadline)
         if isinstance(granted, Lease):
             return granted
         with waits.waiting(self.field):
             while True:
                 await asyncio.sleep(granted)
-                token = kiq.new_jid()
+                token = kiq.ext.new_jid()
                 reply = await script(keys=keys, args=self.script_args(token))
                 granted = self._granted(reply, token, deadline)
                 if isinstance(granted, Lease):
@@ -198,11 +199,11 @@ class ConcurrentLimiter(Limiter):
         return [self.limit, math.ceil(self.lock_timeout * 1000), token, self.field, self._definition]
 
     def in_use(self, redis: redis.Redis, now_ms: float) -> int:
-        return int(redis.zcount(kiq.keyspace(redis).key(self.key), f"({now_ms}", "+inf"))
+        return int(redis.zcount(kiq.ext.keyspace(redis).key(self.key), f"({now_ms}", "+inf"))
 
     def release(self, lease: Lease) -> None:
         try:
-            lease.redis.zrem(kiq.keyspace(lease.redis).key(self.key), lease.token)
+            lease.redis.zrem(kiq.ext.keyspace(lease.redis).key(self.key), lease.token)
         except redis_py.RedisError as exc:  # the work inside succeeded: the slot comes back at its lock timeout
             log.warning("%s: could not free a slot (it frees after %g s): %s", self.describe(), self.lock_timeout, exc)
 
@@ -234,7 +235,7 @@ class WindowLimiter(RateLimiter):
         return [self.limit, math.ceil(self.interval * 1000), token, self.field, self._definition]
 
     def in_use(self, redis: redis.Redis, now_ms: float) -> int:
-        return int(redis.zcount(kiq.keyspace(redis).key(self.key), f"({now_ms - self.interval * 1000}", "+inf"))
+        return int(redis.zcount(kiq.ext.keyspace(redis).key(self.key), f"({now_ms - self.interval * 1000}", "+inf"))
 
 
 class BucketLimiter(RateLimiter):
@@ -248,7 +249,7 @@ class BucketLimiter(RateLimiter):
         return [self.limit, math.ceil(self.interval * 1000), self.field, self._definition]
 
     def in_use(self, redis: redis.Redis, now_ms: float) -> int:
-        tokens, at = redis.hmget(kiq.keyspace(redis).key(self.key), ["tokens", "at"])
+        tokens, at = redis.hmget(kiq.ext.keyspace(redis).key(self.key), ["tokens", "at"])
         if tokens is None or at is None:
             return 0
         refilled = float(tokens) + max(0.0, now_ms - float(at)) * self.limit / (self.interval * 1000)

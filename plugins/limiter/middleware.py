@@ -17,6 +17,7 @@ from typing import Any
 import redis as redis_py
 
 import kiq
+import kiq.ext
 from kiq.api import ScheduledSet
 
 from .limiters import OverLimit
@@ -49,7 +50,7 @@ class OverLimitMiddleware(kiq.ServerMiddleware):
         ScheduledSet(self.config).schedule(time.time() + delay, payload)
         try:
             redis = self.config.redis
-            redis.hincrby(kiq.keyspace(redis).key(OVERRATED), over.limiter.field, 1)
+            redis.hincrby(kiq.ext.keyspace(redis).key(OVERRATED), over.limiter.field, 1)
         except redis_py.RedisError as exc:  # a statistic: the job is rescheduled, it must not fail now
             log.warning("could not count a reschedule of %s: %s", over.limiter.describe(), exc)
         log.info("%s %s: %s; rescheduled in %.1f s (%d of at most %d times)", job.get("class"), job.get("jid"),

@@ -6,20 +6,21 @@ in use).
 Every script returns ``{granted, seconds, microseconds, wait_ms}``: 1 or 0, Redis's time of the decision, and when
 refused, how long until a retry may succeed.
 
-Every key is in kiq's shared slot on a Redis Cluster (``kiq.keyspace``): a script's limiter and the registry share
+Every key is in kiq's shared slot on a Redis Cluster (``kiq.ext.keyspace``): a script's limiter and the registry share
 it, and every limiter's script runs on the clock of the one primary that holds that slot.
 """
 
 from __future__ import annotations
 
 import kiq
+import kiq.ext
 
 KEY_PREFIX = "kiq:limiter:"  # + "<kind>:<name>": a limiter's state
 REGISTRY = "kiq:limiters"  # HASH: "<kind>:<name>" -> the limiter's definition (JSON), for the listing
 OVERRATED = "kiq:limiter:overrated"  # HASH: "<kind>:<name>" -> jobs rescheduled because that limiter was full
 
 
-def limiter_keys(keys: kiq.Keyspace, limiter: str) -> list[str]:
+def limiter_keys(keys: kiq.ext.Keyspace, limiter: str) -> list[str]:
     """The KEYS of an admission: the limiter's state (``limiter``: its name, ``KEY_PREFIX`` + kind and name) and the
     registry."""
     return [keys.key(limiter), keys.key(REGISTRY)]
@@ -27,7 +28,7 @@ def limiter_keys(keys: kiq.Keyspace, limiter: str) -> list[str]:
 
 # KEYS: the holders (ZSET token -> expiry in ms), the registry. ARGV: limit, lock timeout ms, token, registry field,
 # definition. Holders whose lock timed out (their worker was killed, or they ran too long) are dropped first.
-CONCURRENT = kiq.lua_script(
+CONCURRENT = kiq.ext.lua_script(
     "limiter.concurrent",
     """
 local t = redis.call('TIME')
@@ -49,7 +50,7 @@ return {0, t[1], t[2], 50}
 # KEYS: the log of admissions (ZSET token -> time in ms), the registry. ARGV: limit, interval ms, token, registry
 # field, definition. A sliding window: an admission is granted while fewer than `limit` were granted in the last
 # `interval`, so no span of that length ever holds more.
-WINDOW = kiq.lua_script(
+WINDOW = kiq.ext.lua_script(
     "limiter.window",
     """
 local t = redis.call('TIME')
@@ -71,7 +72,7 @@ return {0, t[1], t[2], math.max(1, math.ceil(tonumber(oldest[2]) + interval - no
 # KEYS: the bucket (HASH tokens, at), the registry. ARGV: capacity, interval ms, registry field, definition.
 # A token bucket: it holds up to `capacity` tokens and refills continuously at `capacity` per `interval`; each
 # admission takes one. A bucket unused for an interval is full again, so its key expires then.
-BUCKET = kiq.lua_script(
+BUCKET = kiq.ext.lua_script(
     "limiter.bucket",
     """
 local t = redis.call('TIME')
@@ -100,7 +101,7 @@ return {granted, t[1], t[2], wait}
 
 # KEYS: the registry, the reschedule counts. What the listing reads, with the time on the clock the scripts above
 # use (the primary of kiq's slot, on a cluster): {{seconds, microseconds}, registry fields and values, counts}.
-LISTING = kiq.lua_script(
+LISTING = kiq.ext.lua_script(
     "limiter.listing",
     """
 return {redis.call('TIME'), redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2])}

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import kiq
+import kiq.ext
 
 from .limiters import Limiter, bucket, concurrent, window
 from .scripts import LISTING
@@ -49,7 +50,7 @@ def limiter_states(config: kiq.Config | None = None) -> list[LimiterState]:
     different processes is shown with the last one used."""
     redis = (config or kiq.default_config()).redis
     listing = redis.register_script(LISTING.source)
-    (secs, micros), definitions, overrated = listing(keys=LISTING.keys(kiq.keyspace(redis)))
+    (secs, micros), definitions, overrated = listing(keys=LISTING.keys(kiq.ext.keyspace(redis)))
     now_ms = int(secs) * 1000 + int(micros) / 1000
     counts = _fields(overrated)
     states = []

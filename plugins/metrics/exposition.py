@@ -24,6 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import choose_encoder
 
 import kiq
+import kiq.ext
 from kiq.api.fleet import FleetGauges
 
 from .snapshot import Snapshot
@@ -43,7 +44,7 @@ class MetricsCollector:
         self.snapshot = snapshot
 
     def collect(self) -> Iterator[Metric]:
-        readings: list[kiq.Reading] = []
+        readings: list[kiq.ext.Reading] = []
         if self.snapshot is not None:
             snapshot = self.snapshot()
             yield from job_families(snapshot)
@@ -87,7 +88,7 @@ def job_families(snapshot: Snapshot) -> Iterator[Metric]:
     yield from (processed, failed, duration, interrupted)
 
 
-def reading_families(readings: list[kiq.Reading]) -> Iterator[Metric]:
+def reading_families(readings: list[kiq.ext.Reading]) -> Iterator[Metric]:
     """One family per metric name (its first reading gives kind, help and label names)."""
     families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {}
     for reading in readings:

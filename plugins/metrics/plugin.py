@@ -25,6 +25,7 @@ import tempfile
 from typing import Any
 
 import kiq
+import kiq.ext
 
 from .health import add_health_command
 from .port import MetricsPort
@@ -35,11 +36,11 @@ from .tally import JobTally
 log = logging.getLogger("kiq")
 
 SETTINGS = [
-    kiq.Setting.integer(
+    kiq.ext.Setting.integer(
         "metrics_port", 0, 0, "port serving /metrics (Prometheus), /livez and /readyz from kiq worker; 0: none"
     ),
-    kiq.Setting.text("metrics_host", "0.0.0.0", "address the metrics port binds (0.0.0.0: every interface)"),
-    kiq.Setting.number(
+    kiq.ext.Setting.text("metrics_host", "0.0.0.0", "address the metrics port binds (0.0.0.0: every interface)"),
+    kiq.ext.Setting.number(
         "liveness_timeout", 60.0, 1.0, "seconds the heartbeat or poller loop may go without a tick before /livez fails"
     ),
 ]
@@ -56,7 +57,7 @@ class MetricsPlugin:
 
     # -- contributions ---------------------------------------------------------------------------------------
     @kiq.hookimpl
-    def kiq_settings(self) -> list[kiq.Setting]:
+    def kiq_settings(self) -> list[kiq.ext.Setting]:
         return SETTINGS
 
     @kiq.hookimpl

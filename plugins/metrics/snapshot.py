@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 
 import kiq
+import kiq.ext
 from kiq.api.fleet import plugin_readings
 
 from .liveness import Liveness
@@ -23,7 +24,7 @@ class Snapshot:
     """A worker's (or a swarm's summed) metrics and health at one moment."""
 
     jobs: JobCounts = field(default_factory=dict)
-    readings: list[kiq.Reading] = field(default_factory=list)  # gauges and plugins' process readings
+    readings: list[kiq.ext.Reading] = field(default_factory=list)  # gauges and plugins' process readings
     stale: list[str] = field(default_factory=list)  # why it is not live (kiq.plugins.metrics.liveness); empty: live
     unready: str = ""  # why it takes no jobs now ("quiet", "stopping"); empty: it does
     written: float = 0.0  # when (epoch seconds), for a swarm child's file
@@ -45,7 +46,7 @@ class Snapshot:
         return cls(
             jobs={(queue, name): counts for queue, name, counts in data["jobs"]},
             readings=[
-                kiq.Reading(name, value, tuple((k, v) for k, v in labels), kind, help_)
+                kiq.ext.Reading(name, value, tuple((k, v) for k, v in labels), kind, help_)
                 for name, kind, help_, labels, value in data["readings"]
             ],
             stale=data["stale"],
@@ -81,9 +82,9 @@ class WorkerMetrics:
         config = self.config
         concurrency = config.concurrency + sum(threads for _, threads in config.capsules.values())
         readings = [
-            kiq.Reading("kiq_busy_threads", busy, help="job threads (and async jobs) running a job now"),
-            kiq.Reading("kiq_concurrency", concurrency, help="job threads of the workers"),
-            kiq.Reading("kiq_processes", 1, help="worker processes"),
+            kiq.ext.Reading("kiq_busy_threads", busy, help="job threads (and async jobs) running a job now"),
+            kiq.ext.Reading("kiq_concurrency", concurrency, help="job threads of the workers"),
+            kiq.ext.Reading("kiq_processes", 1, help="worker processes"),
             *plugin_readings(config, "process"),
         ]
         stale = self.liveness.stale(config.get("liveness_timeout"))

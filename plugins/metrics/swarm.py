@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 
 import kiq
+import kiq.ext
 
 from .snapshot import JobCounts, Snapshot
 from .tally import SIZE, add_counts
@@ -33,7 +34,7 @@ log = logging.getLogger("kiq")
 
 SNAPSHOT_INTERVAL = 1.0  # seconds between a swarm child's snapshots
 
-ReadingSums = dict[tuple[str, tuple[tuple[str, str], ...]], kiq.Reading]  # (name, labels) -> their sum
+ReadingSums = dict[tuple[str, tuple[tuple[str, str], ...]], kiq.ext.Reading]  # (name, labels) -> their sum
 
 
 class SnapshotWriter:
@@ -129,15 +130,15 @@ class SwarmMetrics:
             total.unready = live[0].unready
         total.readings = list(readings.values())
         if not any(reading.name == "kiq_processes" for reading in total.readings):
-            total.readings.append(kiq.Reading("kiq_processes", 0, help="worker processes"))
+            total.readings.append(kiq.ext.Reading("kiq_processes", 0, help="worker processes"))
         return total
 
 
-def _add_reading(sums: ReadingSums, reading: kiq.Reading) -> None:
+def _add_reading(sums: ReadingSums, reading: kiq.ext.Reading) -> None:
     key = (reading.name, reading.labels)
     before = sums.get(key)
     value = reading.value + (before.value if before is not None else 0)
-    sums[key] = kiq.Reading(reading.name, value, reading.labels, reading.kind, reading.help)
+    sums[key] = kiq.ext.Reading(reading.name, value, reading.labels, reading.kind, reading.help)
 
 
 def _read(path: str) -> Snapshot | None:

@@ -23,7 +23,7 @@ from bisect import bisect_left
 from typing import Any
 
 import kiq
-from kiq.hookspecs import AttemptOutcome
+from kiq.ext import AttemptOutcome
 
 # upper bounds (seconds, inclusive: Prometheus' ``le``) of the duration histogram's buckets; +Inf follows
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0)

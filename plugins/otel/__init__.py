@@ -13,6 +13,7 @@ from contextlib import AbstractContextManager
 from opentelemetry import metrics, trace
 
 import kiq
+import kiq.ext
 
 from .gauges import observe_fleet
 from .internal import internal_span
@@ -24,18 +25,18 @@ log = logging.getLogger("kiq.otel")
 __all__ = ["ClientTracing", "OtelPlugin", "ServerTracing", "instrument"]
 
 SETTINGS = [
-    kiq.Setting.choice(
+    kiq.ext.Setting.choice(
         "otel_link_mode",
         "link",
         LINK_MODES,
         "how a job's process span relates to its producer: link (semconv default) or child",
     ),
-    kiq.Setting.boolean(
+    kiq.ext.Setting.boolean(
         "otel_internal_spans",
         False,
         "also trace the worker's poller passes and heartbeats (INTERNAL spans 'kiq poll', 'kiq heartbeat')",
     ),
-    kiq.Setting.boolean(
+    kiq.ext.Setting.boolean(
         "otel_fleet_gauges",
         True,
         "observe the fleet's gauges (queue sizes and latencies, set sizes, processes): one Redis read per collection",
@@ -59,7 +60,7 @@ class OtelPlugin:
             self._observed = meter
 
     @kiq.hookimpl
-    def kiq_settings(self) -> list[kiq.Setting]:
+    def kiq_settings(self) -> list[kiq.ext.Setting]:
         return SETTINGS
 
     @kiq.hookimpl

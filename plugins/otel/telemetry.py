@@ -16,6 +16,7 @@ from opentelemetry import metrics, propagate, trace
 from opentelemetry.trace import Status, StatusCode
 
 import kiq
+import kiq.ext
 
 if TYPE_CHECKING:
     import redis
@@ -169,7 +170,7 @@ def _shared_attributes(operation: str, queue: str, server: dict[str, Any]) -> At
 
 def mark_failed(span: trace.Span | None, exc: Exception) -> str:
     """Record ``exc`` on the span the semconv way; return its ``error.type``."""
-    kind = kiq.error_class(exc)
+    kind = kiq.ext.error_class(exc)
     if span is not None and span.is_recording():
         span.record_exception(exc)
         span.set_attribute(ERROR_TYPE, kind)

@@ -8,6 +8,7 @@ import logging
 import time
 
 import kiq
+import kiq.ext
 from kiq.tabs import Tab
 
 from . import cli
@@ -19,7 +20,7 @@ from .web import periodic_tab
 log = logging.getLogger("kiq.periodic")
 
 SETTINGS = [
-    kiq.Setting(
+    kiq.ext.Setting(
         "periodic",
         [],
         parse_setting,
@@ -48,7 +49,7 @@ class PeriodicPlugin:
         return [*map(from_table, config.get("periodic")), *self.declared]
 
     @kiq.hookimpl
-    def kiq_settings(self) -> list[kiq.Setting]:
+    def kiq_settings(self) -> list[kiq.ext.Setting]:
         return SETTINGS
 
     @kiq.hookimpl
@@ -83,7 +84,7 @@ class PeriodicPlugin:
             publish(config.redis, [job for job, _ in self.scheduler.jobs], until)
 
     @kiq.hookimpl
-    def kiq_metrics(self, scope: str) -> list[kiq.Reading] | None:
+    def kiq_metrics(self, scope: str) -> list[kiq.ext.Reading] | None:
         """Per process: the ticks its scheduler missed, per periodic job (names from the schedule: bounded)."""
         if scope != "process" or self.scheduler is None:
             return None
@@ -91,7 +92,7 @@ class PeriodicPlugin:
         missed = self.scheduler.missed.copy()
         names = sorted({job.name for job, _ in self.scheduler.jobs})  # every job, 0 until it misses one
         return [
-            kiq.Reading("kiq_periodic_ticks_missed_total", missed.get(name, 0), (("job", name),), "counter", help_)
+            kiq.ext.Reading("kiq_periodic_ticks_missed_total", missed.get(name, 0), (("job", name),), "counter", help_)
             for name in names
         ]
 

@@ -15,6 +15,7 @@ from typing import Any
 import redis as redis_py
 
 import kiq
+import kiq.ext
 
 from .entries import PeriodicJob, shown
 from .store import CLAIM
@@ -35,7 +36,7 @@ class Scheduler:
         self.missed: dict[str, int] = {}
         self._client = kiq.Client(config)
         self._claim = config.redis.register_script(CLAIM.source)
-        self._claim_keys = CLAIM.keys(kiq.keyspace(config.redis))
+        self._claim_keys = CLAIM.keys(kiq.ext.keyspace(config.redis))
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kiq-periodic", daemon=True)
 

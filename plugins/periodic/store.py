@@ -5,7 +5,7 @@ each tick each one asks Redis to move the job's "last tick" forward to this tick
 forward, so one caller wins; the others, and any caller late with an older tick (a paused process, a clock behind),
 are refused. One field per job, whatever the frequency; no lease to hand over when a leader dies.
 
-Both hashes are in kiq's shared slot on a Redis Cluster (``kiq.keyspace``).
+Both hashes are in kiq's shared slot on a Redis Cluster (``kiq.ext.keyspace``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import kiq
+import kiq.ext
 
 from .entries import PeriodicJob, from_table
 
@@ -29,7 +30,7 @@ LAST_TICKS = "kiq:periodic:last"  # HASH: job id -> the last tick enqueued (epoc
 SCHEDULE = "kiq:periodic:schedule"
 
 # KEYS: the last ticks. ARGV: the job's id, the tick. 1: the caller enqueues this tick; 0: it is taken (or older).
-CLAIM = kiq.lua_script(
+CLAIM = kiq.ext.lua_script(
     "periodic.claim",
     """
 local last = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
@@ -46,14 +47,14 @@ return 1
 def publish(redis: redis.Redis, jobs: list[PeriodicJob], until: float) -> None:
     """Record that a live worker runs ``jobs``: listed until ``until`` unless it publishes them again."""
     redis.hset(
-        kiq.keyspace(redis).key(SCHEDULE),
+        kiq.ext.keyspace(redis).key(SCHEDULE),
         mapping={job.id: json.dumps({"job": job.as_table(), "until": until}) for job in jobs},
     )
 
 
 def published(redis: redis.Redis) -> dict[str, dict[str, Any]]:
     """Every job published, by id: ``{"job": table, "until": epoch}``."""
-    entries = redis.hgetall(kiq.keyspace(redis).key(SCHEDULE))
+    entries = redis.hgetall(kiq.ext.keyspace(redis).key(SCHEDULE))
     return {str(job_id): json.loads(text) for job_id, text in entries.items()}
 
 
@@ -61,7 +62,7 @@ def prune(redis: redis.Redis, now: float) -> None:
     """Forget the jobs no live worker has run for a while (a starting worker does it)."""
     gone = [job_id for job_id, entry in published(redis).items() if entry["until"] < now]
     if gone:
-        redis.hdel(kiq.keyspace(redis).key(SCHEDULE), *gone)
+        redis.hdel(kiq.ext.keyspace(redis).key(SCHEDULE), *gone)
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class PeriodicStatus:
 def statuses(redis: redis.Redis, now: float | None = None) -> list[PeriodicStatus]:
     """The periodic jobs live workers run, with each one's last and next run, soonest first."""
     moment = time.time() if now is None else now
-    last_ticks = redis.hgetall(kiq.keyspace(redis).key(LAST_TICKS))
+    last_ticks = redis.hgetall(kiq.ext.keyspace(redis).key(LAST_TICKS))
     found = []
     for job_id, entry in published(redis).items():
         if entry["until"] < moment:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import kiq
+import kiq.ext
 from kiq.api import display_arguments
 from kiq.tabs import Cell, Heading, Tab, Table, TabRequest, TabView, Text, When
 
@@ -39,7 +40,7 @@ def render(config: kiq.Config, declared: Callable[[], list[PeriodicJob]], reques
     running = {status.job.id for status in found}
     idle = [job for job in declared() if job.id not in running]
     if idle:
-        last_ticks = config.redis.hmget(kiq.keyspace(config.redis).key(LAST_TICKS), [job.id for job in idle])
+        last_ticks = config.redis.hmget(kiq.ext.keyspace(config.redis).key(LAST_TICKS), [job.id for job in idle])
         blocks += [
             Heading("Declared here, run by no live worker"),
             Text(

@@ -8,6 +8,7 @@ fleet do it per ``reliable_recovery_interval``). See the README, "Reliable fetch
 from __future__ import annotations
 
 import kiq
+import kiq.ext
 
 from .fetch import Liveness, ReliableFetch, ReliableUnit
 from .recovery import InterruptedJobError, Recovery, recover_orphans
@@ -15,14 +16,16 @@ from .recovery import InterruptedJobError, Recovery, recover_orphans
 __all__ = ["InterruptedJobError", "Recovery", "ReliableFetch", "ReliableFetchPlugin", "ReliableUnit", "recover_orphans"]
 
 SETTINGS = [
-    kiq.Setting.integer(
+    kiq.ext.Setting.integer(
         "reliable_max_interrupts",
         3,
         minimum=1,
         help="a job whose worker dies this many times while running it goes to dead (per job: max_interrupts)",
     ),
-    kiq.Setting.integer("reliable_batch_size", 10, minimum=1, help="most jobs one reliable fetch moves per round trip"),
-    kiq.Setting.number(
+    kiq.ext.Setting.integer(
+        "reliable_batch_size", 10, minimum=1, help="most jobs one reliable fetch moves per round trip"
+    ),
+    kiq.ext.Setting.number(
         "reliable_recovery_interval", 30.0, minimum=0.5, help="seconds between orphan recoveries across the fleet"
     ),
 ]
@@ -35,11 +38,11 @@ class ReliableFetchPlugin:
         self._liveness: dict[str, Liveness] = {}  # by process identity: the capsules' fetchers share it
 
     @kiq.hookimpl
-    def kiq_settings(self) -> list[kiq.Setting]:
+    def kiq_settings(self) -> list[kiq.ext.Setting]:
         return SETTINGS
 
     @kiq.hookimpl
-    def kiq_fetcher(self, name: str, config: kiq.Config, capsule: kiq.Capsule) -> ReliableFetch | None:
+    def kiq_fetcher(self, name: str, config: kiq.Config, capsule: kiq.ext.Capsule) -> ReliableFetch | None:
         if name != "reliable":
             return None
         liveness = self._liveness.get(capsule.identity)

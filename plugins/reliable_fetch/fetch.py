@@ -7,7 +7,7 @@ does), so strict and weighted orders hold across slots; a unit knows its queue, 
 
 Speed without giving up the guarantee:
 - one Lua call, on the fetching thread's own connection, moves one job for each idle thread (at most
-  ``reliable_batch_size``), handed out by ``kiq.BatchFetch``: a process never holds more jobs than it has
+  ``reliable_batch_size``), handed out by ``kiq.ext.BatchFetch``: a process never holds more jobs than it has
   idle threads, so it does not sit on jobs that idle processes could run;
 - acknowledgements ride along with the next fetch under load (one round trip for both; the oldest finished jobs
   leave the list in one ``LTRIM``: scripts.py); whatever no fetch carried within ``ACK_DELAY`` (an idle worker
@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from redis import exceptions as redis_errors
 
 import kiq
+import kiq.ext
 
 from . import scripts
 from .acks import PendingAcks
@@ -59,7 +60,7 @@ class Liveness:
     """
 
     def __init__(self, config: kiq.Config, identity: str) -> None:
-        keys = kiq.keyspace(config.redis)
+        keys = kiq.ext.keyspace(config.redis)
         self.key = keys.key(alive_key(identity))
         self._keys = scripts.ALIVE.keys(keys, identity)
         self.ttl_ms = liveness_ttl_ms(config)
@@ -106,12 +107,12 @@ class ReliableUnit:
         self.fetcher.requeue(self)
 
 
-class ReliableFetch(kiq.BatchFetch):
+class ReliableFetch(kiq.ext.BatchFetch):
     """The fetcher of one capsule in one process (``fetch = "reliable"``)."""
 
     block_seconds = BLOCK_SECONDS
 
-    def __init__(self, capsule: kiq.Capsule, liveness: Liveness | None = None) -> None:
+    def __init__(self, capsule: kiq.ext.Capsule, liveness: Liveness | None = None) -> None:
         if not capsule.queues:
             raise kiq.ConfigError(f"capsule {capsule.name!r} has no queues to fetch from")
         config = capsule.config
@@ -119,7 +120,7 @@ class ReliableFetch(kiq.BatchFetch):
         self.config = config
         self.redis = config.redis
         self.identity = capsule.identity
-        self.keys = kiq.keyspace(self.redis)
+        self.keys = kiq.ext.keyspace(self.redis)
         self.working = working_key(capsule.identity, capsule.name)  # the name of its working lists
         # queue name -> the list its jobs wait in (one for all but in the queue layout) and that list's key
         self.lists = {name: JobList.beside(self.keys, self.working, name) for name, _ in capsule.queues}
@@ -162,7 +163,7 @@ class ReliableFetch(kiq.BatchFetch):
         finally:
             self.in_flight.discard((unit.working_key, unit.job))  # after the requeue: it left the list first
 
-    def bulk_requeue(self, units: Sequence[kiq.UnitOfWork]) -> None:
+    def bulk_requeue(self, units: Sequence[kiq.ext.UnitOfWork]) -> None:
         """Give the in-flight ``units`` back to the fetch end of their queues (a stop ran out of time)."""
         if not units:
             return
@@ -170,7 +171,7 @@ class ReliableFetch(kiq.BatchFetch):
         commands = [scripts.requeue_command(self.keys, self.working, unit.queue_name, unit.job, "front")
                     for unit in reversed(units)]  # fmt: skip
         try:
-            kiq.run_pipeline(self.redis, commands)
+            kiq.ext.run_pipeline(self.redis, commands)
         except redis_errors.RedisError as exc:
             log.error("could not requeue %d running jobs (%s); they stay in %s", len(units), exc, self.working)
         for unit in units:
@@ -229,7 +230,7 @@ class ReliableFetch(kiq.BatchFetch):
         self.acks.flush()
 
     # -- internals -------------------------------------------------------------------------------------
-    def _fetch(self, wanted: int, block: float) -> list[kiq.Fetched]:
+    def _fetch(self, wanted: int, block: float) -> list[kiq.ext.Fetched]:
         """The leader's fetch: first the reconciliation a lost reply calls for, then the jobs, each one known
         (``in_flight``) before any thread can take it."""
         if self.in_flight.unsure:
@@ -247,7 +248,7 @@ class ReliableFetch(kiq.BatchFetch):
             self.in_flight.add((working[queue], job) for queue, job in fetched)
         return fetched
 
-    def _move(self, wanted: int, block: float) -> list[kiq.Fetched]:
+    def _move(self, wanted: int, block: float) -> list[kiq.ext.Fetched]:
         order = self.order.keys()
         if order:
             self.liveness.refresh_if_due()  # before any job can enter a working list (Liveness)
@@ -256,7 +257,7 @@ class ReliableFetch(kiq.BatchFetch):
             if reply:
                 self._idle_pause = IDLE_PAUSE[0]
                 self._out_of_memory = False  # try blocking again the next time the queue is empty
-                return kiq.popped_jobs(reply, self.keys)
+                return kiq.ext.popped_jobs(reply, self.keys)
         if block < self.min_block:
             return []
         queues = self.order.distinct

@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import kiq
+import kiq.ext
 
 from .recovery import put_back
 
@@ -69,7 +70,7 @@ def reconcile(fetch: ReliableFetch) -> int:
     job_lists = list(dict.fromkeys(fetch.lists.values()))  # one but in the queue layout (one per queue)
     keys = [job_list.key(fetch.keys) for job_list in job_lists]
     with fetch.acks.sending:  # no acknowledgement is on its way to Redis meanwhile
-        listed = kiq.run_pipeline(fetch.redis, [("LRANGE", key, 0, -1) for key in keys])  # newest first
+        listed = kiq.ext.run_pipeline(fetch.redis, [("LRANGE", key, 0, -1) for key in keys])  # newest first
         known = fetch.in_flight.snapshot()  # first: an acknowledged job is pending before it leaves this
         known.update(fetch.acks.pending())
         requeued = dead = 0

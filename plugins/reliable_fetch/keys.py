@@ -1,6 +1,6 @@
 """The Redis keys of the reliable fetcher, in one place (they are part of what the docs promise to operators).
 
-Names (what a standalone server uses as they are; ``kiq.keyspace`` turns them into a cluster's keys):
+Names (what a standalone server uses as they are; ``kiq.ext.keyspace`` turns them into a cluster's keys):
 
 - ``kiq:working:<identity>:<capsule>`` LIST: the jobs a process took from its queues and has not acknowledged.
 - ``kiq:recovering:<identity>`` LIST: orphaned jobs a live process has claimed and is putting back.
@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kiq import Config, Keyspace
+    from kiq import Config
+    from kiq.ext import Keyspace
 
 WORKING_PREFIX = "kiq:working:"
 RECOVERING_PREFIX = "kiq:recovering:"

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import kiq
+import kiq.ext
 from kiq.api import DeadSet
 
 from . import scripts
@@ -62,7 +63,7 @@ def recover_orphans(config: Config, identity: str) -> Recovery | None:
     """One recovery pass on behalf of the live process ``identity`` (its liveness key must exist); None when
     that key is missing or another process holds the lease."""
     redis = config.redis
-    keys = kiq.keyspace(redis)
+    keys = kiq.ext.keyspace(redis)
     lease_ms = int(config.get("reliable_recovery_interval") * 1000)
     ttl_ms = liveness_ttl_ms(config)
     # only a live process recovers (the claim list of a dead one would be an orphan itself), one at a time
@@ -107,9 +108,9 @@ def _owner_gone(config: Config, owner: str, identity: str, ttl_ms: int) -> bool:
     refresh this process's just before it, in one round trip. An owner that comes back to life in between (it
     stalled for its whole liveness TTL, and resumes within this round trip) has the jobs it holds run twice, as
     any process whose heartbeat stalls that long: never lost."""
-    keys = kiq.keyspace(config.redis)
+    keys = kiq.ext.keyspace(config.redis)
     commands = [("EXISTS", keys.key(alive_key(owner))), ("PEXPIRE", keys.key(alive_key(identity)), ttl_ms)]
-    return bool(kiq.run_pipeline(config.redis, commands)[0] == 0)
+    return bool(kiq.ext.run_pipeline(config.redis, commands)[0] == 0)
 
 
 def _return_claimed(config: Config, job_list: JobList, report: Recovery) -> None:
@@ -130,7 +131,7 @@ def put_back(
     layout those are two slots, so no script can do both; a crash in between leaves it listed, and the next recovery
     kills it again (two dead entries at worst, never a loss)."""
     redis = config.redis
-    keys = kiq.keyspace(redis)
+    keys = kiq.ext.keyspace(redis)
     key = job_list.key(keys)
     if jobs is None:
         jobs = cast(list[str], redis.lrange(key, 0, -1))  # newest first
@@ -140,7 +141,7 @@ def put_back(
     dead = 0
     for job in jobs:
         try:
-            payload = kiq.parse_payload(job)
+            payload = kiq.ext.parse_payload(job)
         except kiq.InvalidPayload as exc:
             log.error("reliable fetch: an unrunnable job goes to the dead set (%s): %.200s", exc, job)
             DeadSet(config).kill(job, notify_failure=False)
@@ -151,12 +152,14 @@ def put_back(
                 continue
             error = _interrupt(config, payload)
             if error is None:
-                commands.append(scripts.requeue_command(keys, job_list.name, queue, job, "back", kiq.dumps(payload)))
+                commands.append(
+                    scripts.requeue_command(keys, job_list.name, queue, job, "back", kiq.ext.dumps(payload))
+                )
                 continue
-            DeadSet(config).kill(kiq.dumps(payload), notify_failure=True, exc=error)
+            DeadSet(config).kill(kiq.ext.dumps(payload), notify_failure=True, exc=error)
         redis.lrem(key, -1, job)  # after it is safely dead: a crash in between can only kill it twice
         dead += 1
-    moved = sum(kiq.run_pipeline(redis, commands)) if commands else 0
+    moved = sum(kiq.ext.run_pipeline(redis, commands)) if commands else 0
     return moved, dead
 
 
@@ -175,7 +178,7 @@ def _interrupt(config: Config, payload: dict[str, Any]) -> InterruptedJobError |
         f"the worker process running this job died {count} times (killed, crashed or out of memory); "
         f"reliable fetch stops at max_interrupts={cap}, so this job may be what kills its workers"
     )
-    payload["error_class"] = kiq.error_class(error)
+    payload["error_class"] = kiq.ext.error_class(error)
     payload["error_message"] = str(error)
-    payload.setdefault("failed_at", kiq.wire_time(time.time(), config.sidekiq_wire))
+    payload.setdefault("failed_at", kiq.ext.wire_time(time.time(), config.sidekiq_wire))
     return error

@@ -15,22 +15,23 @@ from __future__ import annotations
 from typing import Any
 
 import kiq
+import kiq.ext
 
 from .keys import LEASE_KEY, alive_key
 
 # KEYS: (working list, queue) pairs in fetch order, all in one slot: in the queue layout each queue has its own
 # working list beside it (standalone and ``slots = "one"``: one list, the same in every pair).
 # ARGV: max jobs, then finished jobs to remove from the first working list before (one round trip for both).
-# Returns kiq.pop_script's reply (per queue: its key, how many, its jobs, oldest first).
+# Returns kiq.ext.pop_script's reply (per queue: its key, how many, its jobs, oldest first).
 # The liveness key is refreshed by a command of its own when due, before the fetch (fetch.py, Liveness): it lives in
 # kiq's shared slot, which is not the queues' in the queue layout.
 # The acknowledgements cost two commands, not one LREM each: jobs mostly finish in the order they were fetched, so
 # most finished ones are the oldest of the list (its right end); those are cut off with one LTRIM after one LRANGE
 # of as many entries has shown which they are (compared as a multiset: identical payloads are distinct units), and
 # only the others, finished out of order, take an LREM each. An LTRIM removes nothing but the entries it compared.
-FETCH = kiq.lua_script(
+FETCH = kiq.ext.lua_script(
     "reliable_fetch.fetch",
-    kiq.pop_script(
+    kiq.ext.pop_script(
         first_queue_key=2,
         paired=True,
         before="""
@@ -68,7 +69,7 @@ end""",
 )
 
 # KEYS: liveness key. ARGV: its TTL in ms. Creates or refreshes it.
-ALIVE = kiq.lua_script(
+ALIVE = kiq.ext.lua_script(
     "reliable_fetch.alive",
     """
 if redis.call('PEXPIRE', KEYS[1], ARGV[1]) == 0 then
@@ -83,7 +84,7 @@ return 1
 # from, so it runs next) or "back" (behind every job waiting), optionally the JSON to push instead. Puts the job back
 # only if it was still in the list (so a job that was acknowledged, or already requeued, is not run twice). Returns
 # 1 when it moved.
-REQUEUE = kiq.lua_script(
+REQUEUE = kiq.ext.lua_script(
     "reliable_fetch.requeue",
     """
 if redis.call('LREM', KEYS[1], -1, ARGV[1]) == 1 then
@@ -100,8 +101,8 @@ return 0
 )
 
 
-def requeue_command(keys: kiq.Keyspace, job_list: str, queue: str, *args: str) -> list[Any]:
-    """``REQUEUE`` of one job of list ``job_list`` (beside ``queue``) for ``kiq.run_pipeline``: an ``EVAL``, as a
+def requeue_command(keys: kiq.ext.Keyspace, job_list: str, queue: str, *args: str) -> list[Any]:
+    """``REQUEUE`` of one job of list ``job_list`` (beside ``queue``) for ``kiq.ext.run_pipeline``: an ``EVAL``, as a
     pipeline cannot load a script that a node does not know yet (and a cluster's refuses ``evalsha``)."""
     return ["EVAL", REQUEUE.source, 2, *REQUEUE.keys(keys, job_list, queue), *args]
 
@@ -110,7 +111,7 @@ def requeue_command(keys: kiq.Keyspace, job_list: str, queue: str, *args: str) -
 # queue layout, whose caller checks and refreshes them just before: recovery.py) the orphan's owner's liveness key
 # and this process's. ARGV: this process's liveness TTL in ms. Moves every job over (keeping their order) unless the
 # owner is alive; returns how many moved, -1 if alive.
-CLAIM = kiq.lua_script(
+CLAIM = kiq.ext.lua_script(
     "reliable_fetch.claim",
     """
 if KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 then
@@ -135,7 +136,7 @@ return moved
 # KEYS: the recovery lease, this process's liveness key. ARGV: this process's identity, the lease in ms, the
 # liveness TTL in ms. Takes the lease for a live process (refreshing its liveness first, which also lets the SET
 # through at maxmemory); returns 1 when taken, 0 when another process holds it, -1 when this one is not alive.
-LEASE = kiq.lua_script(
+LEASE = kiq.ext.lua_script(
     "reliable_fetch.lease",
     """
 if redis.call('PEXPIRE', KEYS[2], ARGV[3]) == 0 then

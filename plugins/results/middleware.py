@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import kiq
+import kiq.ext
 
 from .record import check_result_ttl, error_record, result_key, result_ttl, value_record
 
@@ -64,4 +65,4 @@ class ResultsServerMiddleware(kiq.ServerMiddleware):
         save(self.config.redis, job, record, ttl)
         if problem is not None:
             log.warning("%s", problem)
-            kiq.report_failure(f"ResultError: {problem}")
+            kiq.ext.report_failure(f"ResultError: {problem}")

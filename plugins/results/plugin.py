@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import kiq
+import kiq.ext
 
 from .middleware import ResultsClientMiddleware, ResultsServerMiddleware, save, watched
 from .record import error_record, result_ttl, value_record
 
 SETTINGS = [
-    kiq.Setting.number(
+    kiq.ext.Setting.number(
         "job_result_ttl", 0.0, help="seconds every job's return value is kept; 0: only jobs with the result_ttl option"
     ),
 ]
@@ -21,7 +22,7 @@ class ResultsPlugin:
     ``result_ttl`` (a wrong value is refused at the push)."""
 
     @kiq.hookimpl
-    def kiq_settings(self) -> list[kiq.Setting]:
+    def kiq_settings(self) -> list[kiq.ext.Setting]:
         return SETTINGS
 
     @kiq.hookimpl
@@ -41,7 +42,7 @@ class ResultsPlugin:
         """A job that died will not return a value: a waiting reader learns it now, not at its timeout."""
         ttl = result_ttl(job, config.get("job_result_ttl"))
         if ttl:
-            error = f"{kiq.error_class(exc)}: {exc}" if exc is not None else str(job.get("error_message") or "")
+            error = f"{kiq.ext.error_class(exc)}: {exc}" if exc is not None else str(job.get("error_message") or "")
             save(config.redis, job, error_record(f"died: {error}"), ttl)
 
     @kiq.hookimpl

@@ -12,21 +12,22 @@ import math
 from typing import Any
 
 import kiq
+import kiq.ext
 
 PREFIX = "kiq:result:"
 
 
 def result_key(redis: Any, jid: str) -> str:
     """The key of ``jid``'s record on ``redis`` (a sync or asyncio client): in kiq's shared slot on a cluster."""
-    return kiq.keyspace(redis).key(PREFIX + jid)
+    return kiq.ext.keyspace(redis).key(PREFIX + jid)
 
 
 def value_record(job: dict[str, Any], value: Any) -> tuple[str, str | None]:
     """The record of ``value``, returned by ``job``: ``(its JSON, None)``; or, when the value is not strict JSON,
     an error record and the error's message."""
     try:
-        text = kiq.dumps({"value": value})
-        same = kiq.loads(text)["value"] == value
+        text = kiq.ext.dumps({"value": value})
+        same = kiq.ext.loads(text)["value"] == value
     except (TypeError, ValueError, RecursionError) as exc:
         problem = f"{type(exc).__name__}: {exc}"
     else:
@@ -41,7 +42,7 @@ def value_record(job: dict[str, Any], value: Any) -> tuple[str, str | None]:
 
 
 def error_record(message: str) -> str:
-    return kiq.dumps({"error": message})
+    return kiq.ext.dumps({"error": message})
 
 
 def result_ttl(job: dict[str, Any], default: float) -> float:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import kiq
+import kiq.ext
 import kiq.testing
 
 from .plugin import ResultsPlugin
@@ -31,7 +32,7 @@ def answer(jid: str, text: str | bytes | None) -> Any:
             f"no result for job {jid}: not finished yet, expired, or not kept (a job keeps its result with the "
             "result_ttl option or the job_result_ttl setting, in a worker with the results plugin)"
         )
-    record = kiq.loads(text if isinstance(text, str) else text.decode())
+    record = kiq.ext.loads(text if isinstance(text, str) else text.decode())
     if "error" in record:
         raise ResultError(str(record["error"]))
     return record["value"]

@@ -10,7 +10,7 @@ A job tracked on its own (``track: True``) is readable as ``enqueued`` from the 
 waits (up to PUSH_WAIT, not at all during a database outage) for the batch writer to commit its row, woken at once.
 
 A job's outcome (finished, failed, error) is written before the job leaves Redis: the middleware holds the job's
-acknowledgement (``kiq.hold_acknowledgement``) until the writer has committed that status. With reliable fetch a
+acknowledgement (``kiq.ext.hold_acknowledgement``) until the writer has committed that status. With reliable fetch a
 worker killed in between leaves the job in its working list, so it runs again and its status converges.
 """
 
@@ -24,7 +24,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kiq import ClientMiddleware, ServerMiddleware, Shutdown, Wrapper, hold_acknowledgement, report_failure
+from kiq import ClientMiddleware, ServerMiddleware, Shutdown, Wrapper
+from kiq.ext import hold_acknowledgement, report_failure
 from kiq.plugins.results import tracked_result
 
 from .statuses import ENQUEUED, ERROR, FAILED, FINISHED, WORKING
@@ -48,7 +49,7 @@ MAX_ERROR = 2000
 
 class TaskFailure(Exception):
     """Raise in a job for a business failure: the job is recorded as ``failed`` with this message and is not
-    retried; the worker logs it as ``fail`` and counts it as failed (``kiq.report_failure``)."""
+    retried; the worker logs it as ``fail`` and counts it as failed (``kiq.ext.report_failure``)."""
 
 
 def is_tracked(job: dict[str, Any]) -> bool:

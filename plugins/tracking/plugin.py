@@ -8,6 +8,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import kiq
+import kiq.ext
 from kiq.tabs import Tab
 
 from . import cli
@@ -25,13 +26,15 @@ from .tracker import Tracker
 from .web import tasks_tab
 
 SETTINGS = [
-    kiq.Setting.text("tracking_database_url", "sqlite:///kiq-tracking.db", "SQLAlchemy URL of the tracking database"),
-    kiq.Setting.number("tracking_flush_interval", 0.1, minimum=0.001, help="seconds between batched status writes"),
-    kiq.Setting.integer("tracking_batch_size", 500, minimum=1, help="status updates per write transaction"),
-    kiq.Setting.integer(
+    kiq.ext.Setting.text(
+        "tracking_database_url", "sqlite:///kiq-tracking.db", "SQLAlchemy URL of the tracking database"
+    ),
+    kiq.ext.Setting.number("tracking_flush_interval", 0.1, minimum=0.001, help="seconds between batched status writes"),
+    kiq.ext.Setting.integer("tracking_batch_size", 500, minimum=1, help="status updates per write transaction"),
+    kiq.ext.Setting.integer(
         "tracking_max_pending", 100_000, minimum=1, help="jobs' updates kept while the database is away"
     ),
-    kiq.Setting.number("tracking_shutdown_timeout", 10.0, help="seconds a stopping worker waits to write updates"),
+    kiq.ext.Setting.number("tracking_shutdown_timeout", 10.0, help="seconds a stopping worker waits to write updates"),
 ]
 
 
@@ -53,7 +56,7 @@ class TrackingPlugin:
         return tracker
 
     @kiq.hookimpl
-    def kiq_settings(self) -> list[kiq.Setting]:
+    def kiq_settings(self) -> list[kiq.ext.Setting]:
         return SETTINGS
 
     @kiq.hookimpl

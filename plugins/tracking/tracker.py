@@ -10,7 +10,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from kiq import AsyncClient, Call, Client, Config, Job, JobFunction, JobSetter, new_jid
+from kiq import AsyncClient, Call, Client, Config, Job, JobFunction, JobSetter
+from kiq.ext import new_jid
 
 from .middleware import Reservation, describe, params_of, reservation
 from .writer import Update, Writer

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import kiq
+import kiq.ext
 
 from .lock import DROPPED, lock_key
 from .plugin import UniquePlugin
@@ -37,12 +38,12 @@ def lock_holder(
     else:
         name, default_queue = job.kiq_name, job.get_options().get("queue", "default")
     redis = (config or kiq.default_config()).redis
-    holder = redis.get(kiq.keyspace(redis).key(lock_key(name, queue or default_queue, args, kwargs)))
+    holder = redis.get(kiq.ext.keyspace(redis).key(lock_key(name, queue or default_queue, args, kwargs)))
     return None if holder is None else str(holder)
 
 
 def dropped_counts(config: kiq.Config | None = None) -> dict[str, int]:
     """How many pushes were dropped because their lock was held, by job class (every process on the Redis)."""
     redis = (config or kiq.default_config()).redis
-    counts = redis.hgetall(kiq.keyspace(redis).key(DROPPED))
+    counts = redis.hgetall(kiq.ext.keyspace(redis).key(DROPPED))
     return {str(name): int(count) for name, count in counts.items()}

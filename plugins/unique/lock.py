@@ -1,5 +1,5 @@
 """The lock of a unique job: one Redis key per (class, queue, arguments), whose value is the jid of the job holding it.
-On a Redis Cluster every lock is in kiq's shared slot (``kiq.keyspace``), beside the dropped counter its script
+On a Redis Cluster every lock is in kiq's shared slot (``kiq.ext.keyspace``), beside the dropped counter its script
 writes too; a job's payload keeps the lock's name (``unique_key``), turned into the key of the Redis it is used on.
 
 Only the holder releases it (compare-and-delete in Lua), so a job whose lock expired and was taken by a newer push of
@@ -15,6 +15,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 import kiq
+import kiq.ext
 
 if TYPE_CHECKING:
     import redis
@@ -25,7 +26,7 @@ UNTIL = ("success", "start")
 
 # KEYS: the lock, the dropped counter. ARGV: the jid, the TTL in ms, the job's class.
 # 1: the lock is now the jid's; 0: another job holds it, and the push is counted as dropped (one round trip for both).
-ACQUIRE = kiq.lua_script(
+ACQUIRE = kiq.ext.lua_script(
     "unique.acquire",
     """
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
@@ -38,7 +39,7 @@ return 0
 )
 
 # KEYS: the lock. ARGV: the jid. Deletes the lock only while this jid holds it. 1: released.
-RELEASE = kiq.lua_script(
+RELEASE = kiq.ext.lua_script(
     "unique.release",
     """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -51,7 +52,7 @@ return 0
 
 
 def lock_key(job_class: str, queue: str, args: list[Any], kwargs: dict[str, Any] | None = None) -> str:
-    """The name of a job's lock (its key on a standalone Redis; on any, ``kiq.keyspace(redis).key(name)``): a digest
+    """The name of a job's lock (its key on a standalone Redis; on any, ``kiq.ext.keyspace(redis).key(name)``): a digest
     of its wire class name, queue and arguments, keyword arguments included (object keys sorted, so equal arguments
     give one key whatever their order; a job without keyword arguments keeps the key it always had). Raises
     TypeError/ValueError for arguments that are not JSON."""
@@ -97,9 +98,9 @@ class Locks:
         """Take the lock named ``lock`` for ``jid``; False, with the push counted as dropped, when another job holds
         it."""
         ttl_ms = max(1, math.ceil(ttl * 1000))
-        keys = ACQUIRE.keys(kiq.keyspace(redis), lock)
+        keys = ACQUIRE.keys(kiq.ext.keyspace(redis), lock)
         return bool(self._acquire(keys=keys, args=[jid, ttl_ms, job_class], client=redis))
 
     def release(self, redis: redis.Redis, lock: str, jid: str) -> bool:
         """Release the lock named ``lock`` if ``jid`` still holds it; True when it did."""
-        return bool(self._release(keys=RELEASE.keys(kiq.keyspace(redis), lock), args=[jid], client=redis))
+        return bool(self._release(keys=RELEASE.keys(kiq.ext.keyspace(redis), lock), args=[jid], client=redis))

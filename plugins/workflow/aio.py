@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 import kiq
+import kiq.ext
 from kiq.plugins.results.store import pauses
 
 from .keys import checked_workflow_id, index_key, workflow_key
@@ -18,14 +19,14 @@ async def status(workflow_id: str, config: kiq.Config | None = None) -> Workflow
     """``kiq.plugins.workflow.status`` without blocking the event loop."""
     redis = kiq.AsyncClient(config).redis
     pipe = redis.pipeline(transaction=True)
-    queue_reads(pipe, kiq.keyspace(redis), checked_workflow_id(workflow_id))
+    queue_reads(pipe, kiq.ext.keyspace(redis), checked_workflow_id(workflow_id))
     return parse(workflow_id, await pipe.execute())
 
 
 async def result(workflow_id: str, wait: float = 0.0, config: kiq.Config | None = None) -> Any:
     """``kiq.plugins.workflow.result`` without blocking the event loop."""
     redis = kiq.AsyncClient(config).redis
-    key = workflow_key(kiq.keyspace(redis), checked_workflow_id(workflow_id))
+    key = workflow_key(kiq.ext.keyspace(redis), checked_workflow_id(workflow_id))
     for pause in pauses(wait):
         if pause is None or await redis.hget(key, "state") not in (None, "running"):
             return answer(workflow_id, await status(workflow_id, config))
@@ -37,4 +38,4 @@ async def workflows(limit: int = 50, cursor: str | None = None, config: kiq.Conf
     """``kiq.plugins.workflow.workflows`` without blocking the event loop."""
     start, stop = page_range(cursor, limit)
     redis = kiq.AsyncClient(config).redis
-    return page(start, limit, await redis.zrevrange(index_key(kiq.keyspace(redis)), start, stop))
+    return page(start, limit, await redis.zrevrange(index_key(kiq.ext.keyspace(redis)), start, stop))

@@ -16,7 +16,7 @@ Per workflow ``<id>`` (every key expires ``workflow_retention`` seconds after th
 and ``kiq:workflows`` (ZSET: id -> created_at), the index ``workflows()`` lists, pruned as workflows expire.
 
 These are the names on a standalone server; every key goes through the keyspace of the Redis it is sent to
-(``kiq.keyspace``): on a Redis Cluster all of them are in kiq's shared slot (``{kiq}kiq:wf:<id>``), in both layouts,
+(``kiq.ext.keyspace``): on a Redis Cluster all of them are in kiq's shared slot (``{kiq}kiq:wf:<id>``), in both layouts,
 so the step program and the status reads (a MULTI) reach a workflow's keys together.
 """
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 
 import kiq
+import kiq.ext
 
 PREFIX = "kiq:wf:"
 INDEX = "kiq:workflows"
@@ -33,20 +34,20 @@ WORKFLOW_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # ours are 22 characters
 
 
 def new_workflow_id() -> str:
-    """A workflow id grants reading its results, like a bid or a task id: ``kiq.new_public_id()``."""
-    return kiq.new_public_id()
+    """A workflow id grants reading its results, like a bid or a task id: ``kiq.ext.new_public_id()``."""
+    return kiq.ext.new_public_id()
 
 
-def workflow_key(keys: kiq.Keyspace, workflow_id: str, part: str = "") -> str:
+def workflow_key(keys: kiq.ext.Keyspace, workflow_id: str, part: str = "") -> str:
     """``kiq:wf:<id>`` or one of its parts (``steps``, ``state``, ...), in the keyspace ``keys``."""
     return keys.key(f"{PREFIX}{workflow_id}:{part}" if part else PREFIX + workflow_id)
 
 
-def all_keys(keys: kiq.Keyspace, workflow_id: str) -> list[str]:
+def all_keys(keys: kiq.ext.Keyspace, workflow_id: str) -> list[str]:
     return [workflow_key(keys, workflow_id), *(workflow_key(keys, workflow_id, part) for part in PARTS)]
 
 
-def index_key(keys: kiq.Keyspace) -> str:
+def index_key(keys: kiq.ext.Keyspace) -> str:
     """The index of workflows, ``kiq:workflows``, in the keyspace ``keys``."""
     return keys.key(INDEX)
 

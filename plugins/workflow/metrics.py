@@ -16,6 +16,7 @@ import threading
 import time
 
 import kiq
+import kiq.ext
 
 from .keys import index_key, workflow_key
 from .scripts import UNCHANGED, WORKFLOW_FAILED, WORKFLOW_SUCCEEDED
@@ -45,22 +46,22 @@ class WorkflowCounts:
             if ended is not None:
                 self.workflows[ended] += 1
 
-    def readings(self) -> list[kiq.Reading]:
+    def readings(self) -> list[kiq.ext.Reading]:
         with self._lock:
             steps, workflows = dict(self.steps), dict(self.workflows)
         step_help = "workflow steps whose outcome this process recorded (succeeded, dead, or skipped: never run)"
         workflow_help = "workflows that ended in this process (the step that ended them ran here)"
         return [
-            *(kiq.Reading("kiq_workflow_steps_finished_total", count, (("state", state),), "counter", step_help)
+            *(kiq.ext.Reading("kiq_workflow_steps_finished_total", count, (("state", state),), "counter", step_help)
               for state, count in steps.items()),
-            *(kiq.Reading("kiq_workflows_finished_total", count, (("state", state),), "counter", workflow_help)
+            *(kiq.ext.Reading("kiq_workflows_finished_total", count, (("state", state),), "counter", workflow_help)
               for state, count in workflows.items()),
         ]  # fmt: skip
 
 
-def fleet_readings(config: kiq.Config) -> list[kiq.Reading]:
+def fleet_readings(config: kiq.Config) -> list[kiq.ext.Reading]:
     redis = config.redis
-    keys = kiq.keyspace(redis)
+    keys = kiq.ext.keyspace(redis)
     since = time.time() - float(config.get("workflow_retention"))
     ids: list[str] = redis.zrevrangebyscore(index_key(keys), "+inf", since, start=0, num=MAX_EXAMINED)  # type: ignore[assignment]
     pipe = redis.pipeline(transaction=False)
@@ -69,8 +70,10 @@ def fleet_readings(config: kiq.Config) -> list[kiq.Reading]:
         pipe.hget(workflow_key(keys, workflow_id), "state")
     retained, *states = pipe.execute()
     return [
-        kiq.Reading("kiq_workflows_retained", retained, help="workflows in Redis (started within workflow_retention)"),
-        kiq.Reading(
+        kiq.ext.Reading(
+            "kiq_workflows_retained", retained, help="workflows in Redis (started within workflow_retention)"
+        ),
+        kiq.ext.Reading(
             "kiq_workflows_running",
             sum(state == "running" for state in states),
             help=f"workflows still running, among the newest {MAX_EXAMINED:,}",

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import kiq
+import kiq.ext
 from kiq.api import DeadSet
 
 from .errors import WorkflowError
@@ -51,7 +52,7 @@ def unusable(job: dict[str, Any]) -> str | None:
 def error_text(exc: BaseException | None, job: dict[str, Any]) -> str:
     if exc is None:
         return str(job.get("error_message") or "killed")
-    return f"{kiq.error_class(exc)}: {exc}"
+    return f"{kiq.ext.error_class(exc)}: {exc}"
 
 
 def result_text(value: Any, job: dict[str, Any]) -> str:
@@ -90,7 +91,7 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
         pipe.hexists(workflow_key(keys, workflow_id, "steps"), step)
         try:
             state, current, known = pipe.execute()
-        except kiq.REDIS_REFUSALS:  # these reads only spare a run: the step script decides once Redis is back
+        except kiq.ext.REDIS_REFUSALS:  # these reads only spare a run: the step script decides once Redis is back
             state, current, known = "running", None, True
         if state == "failed":  # the workflow is over: its remaining steps never run
             self.plugin.counts.record("skipped", steps.run("skipped", workflow_id, step))
@@ -112,7 +113,7 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
         except Exception as exc:
             try:
                 steps.run("failed", workflow_id, step, error_text(exc, job))
-            except kiq.REDIS_REFUSALS:  # the status only, and the worker logs the outage once
+            except kiq.ext.REDIS_REFUSALS:  # the status only, and the worker logs the outage once
                 log.debug("workflow %s step %s: the failure's status not recorded", workflow_id, step, exc_info=True)
             except Exception:  # the status only: the job's own error is the one to raise
                 log.warning("workflow %s step %s: could not record the failure", workflow_id, step, exc_info=True)
@@ -121,7 +122,7 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
             text = result_text(value, job)
         except WorkflowError as error:  # the same value every run: the step dies now, failing its workflow
             log.error("%s", error)
-            kiq.report_failure(f"WorkflowError: {error}")
+            kiq.ext.report_failure(f"WorkflowError: {error}")
             self.plugin.died(self.config, found, job, f"WorkflowError: {error}")
             return
 
@@ -130,14 +131,14 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
 
         try:
             succeed()
-        except kiq.REDIS_REFUSALS as refusal:
+        except kiq.ext.REDIS_REFUSALS as refusal:
             self.hold(succeed, job, refusal)
 
     def hold(self, write: Callable[[], None], job: dict[str, Any], refusal: BaseException) -> None:
         """Redis refused the step's outcome: the worker's keeper of held outcomes writes it once Redis takes it, and
         only then is the job acknowledged (with reliable fetch a kill meanwhile runs the step again, and the step
         script pushes its successors once). Outside a worker (no keeper) the refusal is the job's error."""
-        keep, release = self.config.plugins.hold_refused_death, kiq.hold_acknowledgement()
+        keep, release = self.config.plugins.hold_refused_death, kiq.ext.hold_acknowledgement()
         if keep is None or release is None:
             if release is not None:
                 release()
@@ -157,7 +158,7 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
             "expired: start the workflow again with kiq.plugins.workflow"
         )
         log.error("%s", message)
-        failed_at = kiq.wire_time(time.time(), self.config.sidekiq_wire)
+        failed_at = kiq.ext.wire_time(time.time(), self.config.sidekiq_wire)
         dead = {**job, "error_class": "WorkflowError", "error_message": message, "failed_at": failed_at}
-        DeadSet(self.config).kill(kiq.dumps(dead), exc=WorkflowError(message))
-        kiq.report_failure(f"WorkflowError: {message}")
+        DeadSet(self.config).kill(kiq.ext.dumps(dead), exc=WorkflowError(message))
+        kiq.ext.report_failure(f"WorkflowError: {message}")

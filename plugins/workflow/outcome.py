@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import kiq
+import kiq.ext
 from kiq.plugins.results.store import pauses  # the same waiting: from 10 ms, doubling up to 0.2 s
 
 from .keys import checked_workflow_id, workflow_key
@@ -44,7 +45,7 @@ def result(workflow_id: str, wait: float = 0.0, config: kiq.Config | None = None
     seconds to wait for it to finish. Raises ``WorkflowPending`` if it has not (or does not exist), and
     ``WorkflowFailed`` if a step died."""
     redis = (config or kiq.default_config()).redis
-    key = workflow_key(kiq.keyspace(redis), checked_workflow_id(workflow_id))
+    key = workflow_key(kiq.ext.keyspace(redis), checked_workflow_id(workflow_id))
     for pause in pauses(wait):
         if pause is None or redis.hget(key, "state") not in (None, "running"):  # the whole status read once
             return answer(workflow_id, status(workflow_id, config))

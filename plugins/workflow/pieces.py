@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 import kiq
+import kiq.ext
 
 from .errors import WorkflowError
 from .shape import Shape
@@ -40,14 +41,14 @@ def input_pieces(shape: Shape) -> Pieces:
 def split_payload(payload: str, stand_in: str | None, given: Pieces | None) -> Pieces:
     """``payload`` (a JSON object as encoded for the push) as pieces: its ``enqueued_at`` dropped (the push sets
     it), the stand-in argument replaced by ``given``."""
-    job = kiq.loads(payload)
+    job = kiq.ext.loads(payload)
     job.pop("enqueued_at", None)
-    text = kiq.dumps(job)
+    text = kiq.ext.dumps(job)
     assert text.endswith("}")
     text = text[:-1]
     if stand_in is None or given is None:
         return ["L" + text]
     before, found, after = text.partition(f'"{stand_in}"')
     if not found or after.find(f'"{stand_in}"') >= 0:
-        raise WorkflowError(f"a client middleware changed the step's arguments: {kiq.dumps(job):.200}")
+        raise WorkflowError(f"a client middleware changed the step's arguments: {kiq.ext.dumps(job):.200}")
     return ["L" + before, *given, "L" + after]

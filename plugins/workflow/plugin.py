@@ -8,6 +8,7 @@ import threading
 from typing import Any
 
 import kiq
+import kiq.ext
 from kiq.tabs import Tab
 
 from . import cli
@@ -21,7 +22,7 @@ from .web import workflows_tab
 DAY = 24 * 60 * 60
 
 SETTINGS = [
-    kiq.Setting.integer(
+    kiq.ext.Setting.integer(
         "workflow_retention",
         7 * DAY,
         minimum=60,
@@ -48,7 +49,7 @@ class WorkflowPlugin:
             return self._steps
 
     @kiq.hookimpl
-    def kiq_settings(self) -> list[kiq.Setting]:
+    def kiq_settings(self) -> list[kiq.ext.Setting]:
         return SETTINGS
 
     @kiq.hookimpl
@@ -87,7 +88,7 @@ class WorkflowPlugin:
         )
 
     @kiq.hookimpl
-    def kiq_metrics(self, config: kiq.Config, scope: str) -> list[kiq.Reading] | None:
+    def kiq_metrics(self, config: kiq.Config, scope: str) -> list[kiq.ext.Reading] | None:
         """This process's steps and workflows finished; the fleet's workflows retained and running (metrics.py)."""
         if scope == "process":
             return self.counts.readings()

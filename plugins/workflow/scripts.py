@@ -14,7 +14,7 @@ and running it twice for the same step changes nothing the second time:
 
 Every change refreshes the workflow's expiry (``workflow_retention``). A call declares the workflow's key
 ``kiq:wf:<id>`` in KEYS, and the program appends to it for the workflow's other keys (on a Redis Cluster all in
-kiq's shared slot). A step is pushed by ``kiq.ENQUEUE_LUA``: in the cluster's ``queue`` layout, where a queue's list
+kiq's shared slot). A step is pushed by ``kiq.ext.ENQUEUE_LUA``: in the cluster's ``queue`` layout, where a queue's list
 is in a slot of its own, it goes into the schedule set, due now, and a poller pushes it.
 """
 
@@ -26,14 +26,15 @@ from typing import Any
 import redis
 
 import kiq
+import kiq.ext
 
 from .keys import workflow_key
 
-# KEYS: the workflow's key and ``kiq.enqueue_keys``. ARGV: the change, the step id, the time (epoch seconds, as
-# text), the time as a pushed job's enqueued_at (kiq.wire_time: the sidekiq_wire setting's form), the retention,
+# KEYS: the workflow's key and ``kiq.ext.enqueue_keys``. ARGV: the change, the step id, the time (epoch seconds, as
+# text), the time as a pushed job's enqueued_at (kiq.ext.wire_time: the sidekiq_wire setting's form), the retention,
 # its own arguments.
 SOURCE = (
-    kiq.ENQUEUE_LUA
+    kiq.ext.ENQUEUE_LUA
     + """
 local op, step, now, enqueued_at = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local ttl = tonumber(ARGV[5])
@@ -132,8 +133,8 @@ keep()
 return change
 """
 )
-SCRIPT = kiq.lua_script(
-    "workflow.step", SOURCE, lambda keys, workflow_id: [workflow_key(keys, workflow_id), *kiq.enqueue_keys(keys)]
+SCRIPT = kiq.ext.lua_script(
+    "workflow.step", SOURCE, lambda keys, workflow_id: [workflow_key(keys, workflow_id), *kiq.ext.enqueue_keys(keys)]
 )
 
 # what a run answers (the program's return value): the metrics count steps and workflows from it, with no read
@@ -149,7 +150,7 @@ class Steps:
     def __init__(self, config: kiq.Config) -> None:
         self.config = config
         self.script = config.redis.register_script(SCRIPT.source)
-        self.keyspace = kiq.keyspace(config.redis)
+        self.keyspace = kiq.ext.keyspace(config.redis)
 
     def run(self, op: str, workflow_id: str, step: str, *args: str) -> int:
         """Apply ``op`` to ``step``: ``UNCHANGED`` (done before, the workflow is over or expired, or it has no such
@@ -157,7 +158,7 @@ class Steps:
         per workflow)."""
         keys = SCRIPT.keys(self.keyspace, workflow_id)
         now = time.time()
-        enqueued_at = repr(kiq.wire_time(now, self.config.sidekiq_wire))
+        enqueued_at = repr(kiq.ext.wire_time(now, self.config.sidekiq_wire))
         argv: list[Any] = [op, step, repr(now), enqueued_at, self.config.get("workflow_retention"), *args]
         try:
             return max(int(self.script(keys=keys, args=argv)), UNCHANGED)  # -1: no such step, nothing written

@@ -20,6 +20,7 @@ from typing import Any
 import redis as redis_py
 
 import kiq
+import kiq.ext
 import kiq.testing
 
 from .errors import WorkflowError
@@ -49,14 +50,14 @@ def start(
     """Start the workflow of ``steps`` (a canvas's, ``Canvas.add``) whose result is ``result``."""
     config = config or kiq.default_config()
     redis = config.redis
-    keys = kiq.keyspace(redis)
+    keys = kiq.ext.keyspace(redis)
     workflow_id, encoded, batches = _prepare(steps, result, handler, config, keys)
     try:
         for commands in batches:
-            kiq.run_pipeline(redis, commands)
+            kiq.ext.run_pipeline(redis, commands)
     except redis_py.RedisError as error:
         undo = _undo_commands(keys, workflow_id, encoded)
-        raise _taken_back(workflow_id, error, lambda: kiq.run_pipeline(redis, undo)) from error
+        raise _taken_back(workflow_id, error, lambda: kiq.ext.run_pipeline(redis, undo)) from error
     return Workflow(workflow_id, config)
 
 
@@ -66,7 +67,7 @@ async def start_async(
     """``start`` without blocking the event loop on Redis."""
     config = config or kiq.default_config()
     redis = kiq.AsyncClient(config).redis
-    keys = kiq.keyspace(redis)
+    keys = kiq.ext.keyspace(redis)
     workflow_id, encoded, batches = _prepare(steps, result, handler, config, keys)
     try:
         for commands in batches:
@@ -87,7 +88,7 @@ async def start_async(
     return Workflow(workflow_id, config)
 
 
-def _undo_commands(keys: kiq.Keyspace, workflow_id: str, encoded: list[Encoded]) -> list[tuple[Any, ...]]:
+def _undo_commands(keys: kiq.ext.Keyspace, workflow_id: str, encoded: list[Encoded]) -> list[tuple[Any, ...]]:
     """What takes a start back: the workflow's keys, its index entry and the first steps it may have pushed."""
     pushed = [("LREM", keys.queue(item.queue), 1, item.payload) for item in encoded if item.pieces is None]
     return [("DEL", *all_keys(keys, workflow_id)), ("ZREM", index_key(keys), workflow_id), *pushed]
@@ -118,7 +119,7 @@ def _start_refused(workflow_id: str, error: BaseException, undo_error: BaseExcep
 
 
 def _prepare(
-    steps: list[Step], result: Shape, handler: kiq.Signature | None, config: kiq.Config, keys: kiq.Keyspace
+    steps: list[Step], result: Shape, handler: kiq.Signature | None, config: kiq.Config, keys: kiq.ext.Keyspace
 ) -> tuple[str, list[Encoded], list[list[tuple[Any, ...]]]]:
     """The workflow's id, its encoded steps and the commands that start it (on a Redis of keyspace ``keys``), in
     round trips."""
@@ -193,7 +194,7 @@ def _graph_entry(item: Encoded) -> str:
 
 
 def _commands(
-    keys: kiq.Keyspace,
+    keys: kiq.ext.Keyspace,
     workflow_id: str,
     result: Shape,
     encoded: list[Encoded],

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import kiq
+import kiq.ext
 
 from .keys import checked_workflow_id, index_key, workflow_key
 from .shape import Shape, resolve
@@ -72,7 +73,7 @@ class WorkflowPage:
     cursor: str | None
 
 
-def queue_reads(pipe: Any, keys: kiq.Keyspace, workflow_id: str) -> None:
+def queue_reads(pipe: Any, keys: kiq.ext.Keyspace, workflow_id: str) -> None:
     """Queue on ``pipe`` (sync or asyncio, of a Redis whose keyspace is ``keys``) the reads of one workflow; ``parse``
     makes its status of the replies."""
     pipe.hmget(workflow_key(keys, workflow_id), *FIELDS)
@@ -85,23 +86,23 @@ def parse(workflow_id: str, replies: list[Any]) -> WorkflowStatus | None:
     (state, created_at, finished_at, error, shape), steps, states, results, errors = replies
     if created_at is None:
         return None
-    values = {str(step): kiq.loads(text) for step, text in results.items()}
+    values = {str(step): kiq.ext.loads(text) for step, text in results.items()}
     return WorkflowStatus(
         id=workflow_id,
         state=str(state),
         created_at=float(created_at),
         finished_at=None if finished_at is None else float(finished_at),
         steps=sorted(
-            (_step(str(step), kiq.loads(text), state, states, values, errors) for step, text in steps.items()),
+            (_step(str(step), kiq.ext.loads(text), state, states, values, errors) for step, text in steps.items()),
             key=lambda found: _order(found.step),
         ),
         result=resolve(_shape(shape), values) if state == "succeeded" else None,
-        error=None if error is None else kiq.loads(error),
+        error=None if error is None else kiq.ext.loads(error),
     )
 
 
 def _shape(text: str | None) -> Shape:
-    return "" if text is None else kiq.loads(text)
+    return "" if text is None else kiq.ext.loads(text)
 
 
 def _step(
@@ -133,7 +134,7 @@ def status(workflow_id: str, config: kiq.Config | None = None) -> WorkflowStatus
     """The status of workflow ``workflow_id``, or None if there is no such workflow (never made, or expired)."""
     redis = (config or kiq.default_config()).redis
     pipe = redis.pipeline(transaction=True)
-    queue_reads(pipe, kiq.keyspace(redis), checked_workflow_id(workflow_id))
+    queue_reads(pipe, kiq.ext.keyspace(redis), checked_workflow_id(workflow_id))
     return parse(workflow_id, pipe.execute())
 
 
@@ -157,4 +158,4 @@ def workflows(limit: int = 50, cursor: str | None = None, config: kiq.Config | N
     ``status`` is None) when it expired sooner."""
     start, stop = page_range(cursor, limit)
     redis = (config or kiq.default_config()).redis
-    return page(start, limit, redis.zrevrange(index_key(kiq.keyspace(redis)), start, stop))
+    return page(start, limit, redis.zrevrange(index_key(kiq.ext.keyspace(redis)), start, stop))

@@ -18,6 +18,7 @@ from collections import Counter
 from typing import Any
 
 import kiq
+import kiq.ext
 from kiq.tabs import (
     Cell,
     Code,
@@ -79,7 +80,7 @@ def workflow_list(config: kiq.Config, request: TabRequest) -> TabView:
     page = request.page
     listed = workflows(PAGE_SIZE, str((page - 1) * PAGE_SIZE) if page > 1 else None, config)
     pipe = config.redis.pipeline(transaction=False)
-    keys = kiq.keyspace(config.redis)
+    keys = kiq.ext.keyspace(config.redis)
     for workflow_id in listed.ids:
         queue_reads(pipe, keys, workflow_id)
     replies = pipe.execute() if listed.ids else []

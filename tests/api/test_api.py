@@ -14,6 +14,7 @@ import pytest
 import redis
 
 import kiq
+import kiq.ext
 from kiq.api import DeadSet, JobRecord, ProcessSet, Queue, RetrySet, ScheduledSet, Stats, Workers
 from kiq.errors import KiqError
 from kiq.middleware import ClientMiddleware, Wrapper
@@ -74,7 +75,7 @@ def test_dead_set_never_exceeds_dead_max_jobs(config: kiq.Config, r: redis.Redis
 
 
 @pytest.mark.cluster
-def test_dead_max_jobs_zero_keeps_nothing(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
+def test_dead_max_jobs_zero_keeps_nothing(config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace) -> None:
     config.dead_max_jobs = 0
     DeadSet(config).kill(job_json("j"), notify_failure=False)
     assert r.zcard(keys.key("dead")) == 0
@@ -82,7 +83,7 @@ def test_dead_max_jobs_zero_keeps_nothing(config: kiq.Config, r: redis.Redis, ke
 
 @pytest.mark.cluster
 def test_dead_entries_older_than_dead_timeout_are_trimmed(
-    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace
+    config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace
 ) -> None:
     config.dead_timeout = 3600
     now = time.time()
@@ -115,7 +116,7 @@ def test_a_failing_death_hook_is_reported_not_raised(config: kiq.Config, recorde
 
 # -- Queue and JobRecord ----------------------------------------------------------------------------
 @pytest.mark.cluster
-def test_queue_size_iteration_find_delete_clear(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
+def test_queue_size_iteration_find_delete_clear(config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace) -> None:
     pushed = [Hard.perform_async(index) for index in range(120)]
     Hard.set(queue="low").perform_async("x")
     queue = Queue("default", config)
@@ -137,7 +138,7 @@ def test_queue_size_iteration_find_delete_clear(config: kiq.Config, r: redis.Red
 
 
 @pytest.mark.cluster
-def test_queue_latency(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
+def test_queue_latency(config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace) -> None:
     queue = Queue("default", config)
     assert queue.latency == 0.0
     r.lpush(keys.queue("default"), job_json("old", enqueued_at=time.time() - 30))
@@ -171,7 +172,7 @@ class Stamp(ClientMiddleware):
 
 
 @pytest.mark.cluster
-def test_scheduled_set_listing_find_and_actions(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
+def test_scheduled_set_listing_find_and_actions(config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace) -> None:
     config.client_middleware.add(Stamp)
     soon, later, latest = (Hard.perform_in(delay, delay) for delay in (60, 120, 180))
     scheduled = ScheduledSet(config)
@@ -196,7 +197,7 @@ def test_scheduled_set_listing_find_and_actions(config: kiq.Config, r: redis.Red
 
 @pytest.mark.cluster
 def test_retry_set_retry_kill_and_bulk(
-    config: kiq.Config, r: redis.Redis, recorder: DeathRecorder, keys: kiq.Keyspace
+    config: kiq.Config, r: redis.Redis, recorder: DeathRecorder, keys: kiq.ext.Keyspace
 ) -> None:
     retries = RetrySet(config)
     now = time.time()
@@ -223,7 +224,7 @@ def test_retry_set_retry_kill_and_bulk(
 
 @pytest.mark.cluster
 def test_retry_all_leaves_unparseable_entries_and_refuses_to_retry_them(
-    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace
+    config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace
 ) -> None:
     r.zadd(keys.key("retry"), {"{broken": 1.0, failed_json("ok"): 2.0})
     assert RetrySet(config).retry_all() == 1
@@ -257,7 +258,7 @@ def test_find_job_does_not_treat_the_jid_as_a_pattern(config: kiq.Config) -> Non
 
 # -- processes and running jobs ----------------------------------------------------------------------------
 def register(r: redis.Redis, identity: str, busy: int = 0, quiet: bool = False, **info: Any) -> None:
-    keys = kiq.keyspace(r)
+    keys = kiq.ext.keyspace(r)
     r.sadd(keys.key("processes"), identity)
     details = {"identity": identity, "hostname": "host", "pid": 1, "concurrency": 5, "queues": ["default"], **info}
     r.hset(
@@ -269,7 +270,7 @@ def register(r: redis.Redis, identity: str, busy: int = 0, quiet: bool = False, 
 
 @pytest.mark.cluster
 def test_process_set_lists_live_processes_and_signals_them(
-    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace
+    config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace
 ) -> None:
     register(r, "host:1:aaa", busy=2, tag="web")
     register(r, "host:2:bbb", quiet=True)
@@ -294,7 +295,7 @@ def test_process_set_lists_live_processes_and_signals_them(
 
 
 @pytest.mark.cluster
-def test_process_state_running_quiet_or_stale(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
+def test_process_state_running_quiet_or_stale(config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace) -> None:
     """A killed process keeps its hash for 60 s: it is stale once its last beat is 2.5 intervals old (its own
     ``heartbeat_interval`` from ``info``, else Sidekiq's 10 s)."""
     register(r, "host:1:aaa")
@@ -316,7 +317,7 @@ def test_process_state_running_quiet_or_stale(config: kiq.Config, r: redis.Redis
 
 
 @pytest.mark.cluster
-def test_workers_list_running_jobs(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
+def test_workers_list_running_jobs(config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace) -> None:
     register(r, "host:1:aaa", busy=2)
     payload = json.loads(job_json("running"))
     # Sidekiq 7 stores the payload as a JSON string, Sidekiq 6 as an object: both are read
@@ -338,7 +339,7 @@ def test_workers_list_running_jobs(config: kiq.Config, r: redis.Redis, keys: kiq
 
 # -- Stats ---------------------------------------------------------------------------------------------
 @pytest.mark.cluster
-def test_stats(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
+def test_stats(config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace) -> None:
     r.set(keys.key("stat:processed"), 42)
     r.set(keys.key("stat:failed"), 3)
     today = datetime.datetime.now(datetime.UTC).date()

@@ -9,13 +9,14 @@ import json
 import pytest
 
 import kiq
+import kiq.ext
 from kiq.api import DeadSet, SearchResult
 from kiq.errors import KiqError
 
 
 def add(config: kiq.Config, scored: dict[str, float]) -> None:
     entries = {json.dumps({"class": "Fragile", "args": [text], "jid": text}): score for text, score in scored.items()}
-    config.redis.zadd(kiq.keyspace(config.redis).key("dead"), entries)
+    config.redis.zadd(kiq.ext.keyspace(config.redis).key("dead"), entries)
 
 
 def search_all(dead: DeadSet, text: str, newest_first: bool, window: int, limit: int = 25) -> list[SearchResult]:

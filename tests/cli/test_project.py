@@ -28,7 +28,7 @@ class AuditPlugin:
 
     @kiq.hookimpl
     def kiq_settings(self):
-        return [kiq.Setting.text("audit_key", "audit", help="where the audit plugin writes")]
+        return [kiq.ext.Setting.text("audit_key", "audit", help="where the audit plugin writes")]
 
     @kiq.hookimpl
     def kiq_startup(self, config):

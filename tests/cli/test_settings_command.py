@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 import kiq
+import kiq.ext
 from kiq.cli import main
 
 
@@ -16,8 +17,8 @@ class ReportPlugin:
     """A plugin that declares a setting, named in the test's config file."""
 
     @kiq.hookimpl
-    def kiq_settings(self) -> list[kiq.Setting]:
-        return [kiq.Setting.integer("report_every", 30, 1, help="seconds between reports")]
+    def kiq_settings(self) -> list[kiq.ext.Setting]:
+        return [kiq.ext.Setting.integer("report_every", 30, 1, help="seconds between reports")]
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import pytest
 import redis
 
 import kiq
+import kiq.ext
 from kiq.contrib.django import apply_settings, config, database_url
 from kiq.plugins.tracking import tracker_for
 from tests.contrib.django_project.jobs import CreateUser
@@ -52,7 +53,7 @@ def test_a_job_pushed_in_a_transaction_that_commits_is_pushed_at_the_commit(
         CreateUser.perform_async("committed")
         assert queued(r) == []  # not before the commit
     [payload] = queued(r)
-    job = kiq.loads(payload)
+    job = kiq.ext.loads(payload)
     assert job["args"] == ["committed"] and "on_commit" not in job
 
 
@@ -66,7 +67,7 @@ def test_a_savepoint_that_rolls_back_drops_only_its_own_jobs(
         with pytest.raises(RuntimeError), transaction.atomic(using=database):
             CreateUser.perform_async("inner")
             raise RuntimeError
-    assert [kiq.loads(p)["args"] for p in queued(r)] == [["outer"]]
+    assert [kiq.ext.loads(p)["args"] for p in queued(r)] == [["outer"]]
 
 
 def test_a_push_waits_for_every_open_transaction(django_config: kiq.Config, r: redis.Redis, database: str) -> None:
@@ -94,7 +95,7 @@ def test_pushes_at_once_when_told_per_push_or_by_the_setting(
         django_config.django_on_commit = False
         assert CreateUser.perform_async("now too") is not None
         assert len(queued(r)) == 2
-    assert all("on_commit" not in kiq.loads(p) for p in queued(r))
+    assert all("on_commit" not in kiq.ext.loads(p) for p in queued(r))
 
 
 def test_outside_a_transaction_a_push_happens_at_once(django_config: kiq.Config, r: redis.Redis) -> None:

@@ -15,6 +15,7 @@ import pytest
 import redis
 
 import kiq
+import kiq.ext
 import kiq.testing
 from kiq.contrib.django import apply_settings
 
@@ -67,7 +68,7 @@ def django_config(config: kiq.Config, django_project: Path) -> kiq.Config:
 
 
 def queued_args(r: redis.Redis) -> list[list[Any]]:
-    return [kiq.loads(payload)["args"] for payload in reversed(r.lrange("queue:django", 0, -1))]
+    return [kiq.ext.loads(payload)["args"] for payload in reversed(r.lrange("queue:django", 0, -1))]
 
 
 def test_capture_on_commit_callbacks_pushes_once_on_redis(django_config: kiq.Config, r: redis.Redis) -> None:

@@ -17,6 +17,7 @@ import redis
 from fastapi import FastAPI
 
 import kiq
+import kiq.ext
 from examples.fastapi_app import create_app
 from kiq.contrib.starlette import install, lifespan
 from tests.support import wait_until
@@ -94,7 +95,7 @@ def test_the_fastapi_example_pushes_jobs_and_serves_a_tasks_progress(
         async with serving(create_app()) as client:
             jid = (await client.post("/feeds", params={"url": "https://example.com/feed"})).json()["jid"]
             [pushed] = r.lrange("queue:feeds", 0, -1)
-            assert kiq.loads(pushed)["jid"] == jid
+            assert kiq.ext.loads(pushed)["jid"] == jid
 
             created = (await client.post("/imports", json=[1, 2, 3])).json()
             assert work_off(config, "imports") == 3

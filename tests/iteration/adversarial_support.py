@@ -10,6 +10,7 @@ from pathlib import Path
 import redis
 
 import kiq
+import kiq.ext
 from tests.jobs.iteration_adversarial import QUEUE
 from tests.outage_support import AofRedis, aof_redis
 from tests.support import FAST, WorkerProcess, fresh_config
@@ -39,7 +40,7 @@ def start_worker(server: AofRedis, tmp_path: Path, *args: str, env: dict[str, st
 
 
 def queued(r: redis.Redis) -> list[dict[str, object]]:
-    return [kiq.loads(raw) for raw in r.lrange(f"queue:{QUEUE}", 0, -1)]
+    return [kiq.ext.loads(raw) for raw in r.lrange(f"queue:{QUEUE}", 0, -1)]
 
 
 def nothing_failed(r: redis.Redis) -> None:

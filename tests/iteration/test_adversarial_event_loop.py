@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import kiq
+import kiq.ext
 from tests.jobs.iteration_adversarial import QUEUE, BlocksTheLoop, items_run
 from tests.support import WorkerProcess, wait_until
 
@@ -40,6 +41,6 @@ def test_a_blocked_loop_is_reported_and_term_still_stops_in_time(
     worker.wait(STOP_TIMEOUT + EXIT_GRACE + SLACK + 30)  # a hang fails below with its real duration
     took = time.monotonic() - sent
     assert took <= STOP_TIMEOUT + EXIT_GRACE + SLACK, f"TERM -> exit took {took:.1f} s"
-    [requeued] = [kiq.loads(raw) for raw in r.lrange(f"queue:{QUEUE}", 0, -1)]
+    [requeued] = [kiq.ext.loads(raw) for raw in r.lrange(f"queue:{QUEUE}", 0, -1)]
     assert requeued["jid"] == jid  # requeued by the hard shutdown: it runs again
     assert r.zcard("retry") == 0 and r.zcard("dead") == 0

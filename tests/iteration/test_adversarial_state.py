@@ -13,6 +13,7 @@ import pytest
 import redis
 
 import kiq
+import kiq.ext
 from kiq.iteration import state
 from tests.jobs.iteration_adversarial import QUEUE, BadCursor, FileWalk, hooks_run, items_run
 from tests.support import WorkerProcess, raw_redis, wait_until
@@ -37,7 +38,7 @@ DEAD = {"c-not-json", "c-nul", "c-not-utf8", "c-wrong-shape", "c-lone-surrogate"
 
 
 def dead_by_jid(r: redis.Redis) -> dict[str, dict[str, Any]]:
-    return {job["jid"]: job for job in (kiq.loads(raw) for raw in r.zrange("dead", 0, -1))}
+    return {job["jid"]: job for job in (kiq.ext.loads(raw) for raw in r.zrange("dead", 0, -1))}
 
 
 def test_corrupt_state_and_unsavable_cursors_end_clearly_and_the_worker_runs_on(

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import kiq
+import kiq.ext
 from kiq.payload import dumps, new_jid
 from kiq.server.processor import Processor, RedisOutage
 from tests.outage_support import AofRedis, aof_redis
@@ -59,7 +60,7 @@ def test_a_re_push_redis_refuses_is_held_then_written(tmp_path: Path) -> None:
             wait_until(lambda: unit.acked == 1, 30, message="the held re-push written and the job acknowledged")
             r = server.client()
             [raw] = r.lrange("queue:outage", 0, -1)
-            assert kiq.loads(raw)["jid"] == jid and r.hget(f"it-{jid}", "c") == "3"
+            assert kiq.ext.loads(raw)["jid"] == jid and r.hget(f"it-{jid}", "c") == "3"
             assert processor.keeper.held == 0 and r.zcard("retry") == 0
         finally:
             configs.close()

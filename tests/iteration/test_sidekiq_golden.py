@@ -28,6 +28,7 @@ from typing import Any
 import redis
 
 import kiq
+import kiq.ext
 from kiq.keys import ITERATION_TTL
 from kiq.payload import dumps, new_jid
 from kiq.server.processor import Processor, RedisOutage
@@ -78,8 +79,8 @@ def test_an_interruption_writes_the_state_and_re_pushes_as_sidekiq_does(config: 
     assert ITERATION_TTL - 5 <= r.ttl(f"it-{jid}") <= ITERATION_TTL
     assert r.smembers("queues") == {"golden"}
     [raw] = r.lrange("queue:golden", 0, -1)
-    repushed = kiq.loads(raw)
-    expected = kiq.loads(fetched(jid, -1))
+    repushed = kiq.ext.loads(raw)
+    expected = kiq.ext.loads(fetched(jid, -1))
     assert before <= repushed.pop("enqueued_at") <= time.time()
     del expected["enqueued_at"]
     assert repushed == expected  # same jid, created_at, retry: no retry_count, no error fields
@@ -92,7 +93,7 @@ def test_an_error_flushes_before_the_retry_and_completion_unlinks(config: kiq.Co
     # the first run's runtime is still Sidekiq's Integer 0: the rescue's flush comes before the ensure adds it
     assert r.hgetall(f"it-{jid}") == {"ex": "1", "c": "1", "rt": "0"}
     [entry] = r.zrange("retry", 0, -1)
-    assert kiq.loads(entry)["retry_count"] == 0
+    assert kiq.ext.loads(entry)["retry_count"] == 0
     r.delete("retry")
     kiq.cancel(jid)
     cancelled = r.hget(f"it-{jid}", "cancelled")

@@ -12,6 +12,7 @@ import pytest
 import redis
 
 import kiq
+import kiq.ext
 from kiq.iteration import state
 from tests.jobs.iteration import HOOKS, QUEUE, SEEN, AsyncWalk, SlowItems, Walk, seen
 from tests.support import FAST, FAST_RECOVERY, WorkerProcess, make_retries_due, wait_until
@@ -51,7 +52,7 @@ def test_term_five_times_mid_walk_every_item_once(e2e_config: kiq.Config, start_
         assert worker.wait(60) == 0
         saved = state.read(r, jid)
         assert saved is not None and saved.executions == stop and saved.cursor == progress(r)
-        [repushed] = [kiq.loads(raw) for raw in r.lrange(f"queue:{QUEUE}", 0, -1)]
+        [repushed] = [kiq.ext.loads(raw) for raw in r.lrange(f"queue:{QUEUE}", 0, -1)]
         assert repushed["jid"] == jid and "retry_count" not in repushed and "error_message" not in repushed
     worker = start_worker(*ARGS, env=ENV)
     wait_until(lambda: finished(r, jid), 120, message="the walk's end")
@@ -164,7 +165,7 @@ def test_a_stop_does_not_wait_for_the_walk_and_logs_the_item_it_cut(
     assert "in the middle of item 0 (cursor 0): it resumes from its last saved cursor" in worker.output()
     saved = state.read(r, jid)
     assert saved is not None and saved.cursor == 0
-    [requeued] = [kiq.loads(raw) for raw in r.lrange(f"queue:{QUEUE}", 0, -1)]
+    [requeued] = [kiq.ext.loads(raw) for raw in r.lrange(f"queue:{QUEUE}", 0, -1)]
     assert requeued["jid"] == jid and "retry_count" not in requeued
     nothing_failed(r)
 

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import kiq
+import kiq.ext
 from kiq.plugins.batch import Batch
 
 FIRED = "batch-test:fired"  # HASH: "<bid>:<event>" -> runs of that callback
@@ -94,7 +95,7 @@ class Callback(kiq.Job):
         pipe = redis().pipeline(transaction=True)
         pipe.hincrby(FIRED, name, 1)
         pipe.rpush(ORDER, name)
-        pipe.rpush(ARGS, kiq.dumps({"args": list(args)}))
+        pipe.rpush(ARGS, kiq.ext.dumps({"args": list(args)}))
         pipe.execute()
 
 

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import kiq
+import kiq.ext
 
 RUNS = "wf-test:runs"  # HASH: "<class>:<workflow id>:<step>" -> runs (a step that ran twice shows 2)
 BODIES = "wf-test:bodies"  # LIST: JSON of [workflow id, the results a body got]
@@ -65,7 +66,7 @@ class Collect(kiq.Job):
         job = self.job
         record = {"wf": job.get("wf"), "results": results, "enqueued_at": job.get("enqueued_at"),
                   "interrupted": job.get("interrupted_count", 0)}  # fmt: skip
-        redis().rpush(BODIES, kiq.dumps(record))
+        redis().rpush(BODIES, kiq.ext.dumps(record))
         return results
 
 
@@ -103,7 +104,7 @@ class Handler(kiq.Job):
     kiq_name = "WfHandler"
 
     def perform(self, workflow_id: str, jid: str, error: dict[str, Any], note: str = "") -> None:
-        redis().rpush(HANDLED, kiq.dumps({"args": [workflow_id, jid, error, note]}))
+        redis().rpush(HANDLED, kiq.ext.dumps({"args": [workflow_id, jid, error, note]}))
 
 
 class AsyncDouble(kiq.Job):

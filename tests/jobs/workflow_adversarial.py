@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import kiq
+import kiq.ext
 
 RUNS = "wf-adv:runs"  # HASH: "<class>:<workflow id>:<step>" -> runs
 BODIES = "wf-adv:bodies"  # LIST: JSON {"wf", "results"} of each chord body run
@@ -85,7 +86,7 @@ class Collect(kiq.Job):
 
     def perform(self, results: list[Any]) -> list[Any]:
         counted(self)
-        redis().rpush(BODIES, kiq.dumps({"wf": self.job.get("wf"), "results": results}))
+        redis().rpush(BODIES, kiq.ext.dumps({"wf": self.job.get("wf"), "results": results}))
         return results
 
 
@@ -103,7 +104,7 @@ class Handler(kiq.Job):
     kiq_name = "WfAdvHandler"
 
     def perform(self, workflow_id: str, jid: str, error: dict[str, Any]) -> None:
-        redis().rpush(HANDLED, kiq.dumps({"args": [workflow_id, jid, error]}))
+        redis().rpush(HANDLED, kiq.ext.dumps({"args": [workflow_id, jid, error]}))
 
 
 class KillAfterStep(kiq.ServerMiddleware):

@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import kiq
+import kiq.ext
 import kiq.plugins.otel as otel
 from kiq.plugins import activejob, limiter, results
 from kiq.plugins.expiry import expired_counts
@@ -59,7 +60,7 @@ def run_async(config: kiq.Config, work: Callable[[], Awaitable[T]]) -> T:
 
 def shared(config: kiq.Config, name: str) -> str:
     """The key of ``name`` in kiq's shared slot: hash-tagged in both layouts."""
-    key = kiq.keyspace(config.redis).key(name)
+    key = kiq.ext.keyspace(config.redis).key(name)
     assert key == "{kiq}" + name
     return key
 
@@ -120,7 +121,7 @@ def test_two_schedulers_enqueue_each_tick_of_a_periodic_job_once(config: kiq.Con
     every_second = PeriodicJob("* * * * * *", "PeriodicTick", ["cluster"])
     other = kiq.Config(redis_url=config.redis_url, slots=config.slots)  # a second process's own client
     schedulers = [Scheduler(each, [(every_second, Tick)]) for each in (config, other)]
-    queue = kiq.keyspace(config.redis).queue("default")
+    queue = kiq.ext.keyspace(config.redis).queue("default")
     for scheduler in schedulers:
         scheduler.start()
     try:
@@ -213,7 +214,7 @@ def test_a_tracked_task_runs_and_converges_on_the_cluster(
 def test_an_activejob_push_lands_in_the_queues_list(config: kiq.Config) -> None:
     jid = activejob.perform_later("ReportJob", 7, queue="reports")
     async_jid = run_async(config, lambda: activejob.job("ReportJob").aio.perform_later(8))
-    keys = kiq.keyspace(config.redis)
+    keys = kiq.ext.keyspace(config.redis)
     (report,) = [json.loads(raw) for raw in config.redis.lrange(keys.queue("reports"), 0, -1)]
     (default,) = [json.loads(raw) for raw in config.redis.lrange(keys.queue("default"), 0, -1)]
     assert (report["jid"], report["wrapped"], report["args"][0]["arguments"]) == (jid, "ReportJob", [7])
@@ -232,4 +233,4 @@ def test_the_otel_plugin_traces_a_push_to_the_cluster(config: kiq.Config) -> Non
     assert span.attributes["messaging.message.id"] == jid
     nodes = {(node.host, node.port) for node in config.redis.get_nodes()}  # type: ignore[attr-defined]
     assert (span.attributes["server.address"], span.attributes["server.port"]) in nodes
-    assert config.redis.llen(kiq.keyspace(config.redis).queue("default")) == 1
+    assert config.redis.llen(kiq.ext.keyspace(config.redis).queue("default")) == 1

@@ -1,4 +1,4 @@
-"""``kiq.hold_acknowledgement``: a plugin keeps a finished job in Redis until its own record is durable.
+"""``kiq.ext.hold_acknowledgement``: a plugin keeps a finished job in Redis until its own record is durable.
 
 Run with the real Processor and the reliable fetcher against a real Redis: a held job stays in the working list
 (a crash now would run it again) until every holder released it; a job that is not to be acknowledged (requeued
@@ -15,6 +15,7 @@ import pytest
 import redis
 
 import kiq
+import kiq.ext
 from kiq.errors import Shutdown
 from kiq.fetcher import Capsule
 from kiq.middleware import ServerMiddleware, Wrapper
@@ -34,7 +35,7 @@ class Holding(ServerMiddleware):
 
     def call(self, job_instance: kiq.Job, job: dict[str, Any], queue: str) -> Wrapper:
         yield
-        releases.extend(kiq.hold_acknowledgement() for _ in range(self.holds))
+        releases.extend(kiq.ext.hold_acknowledgement() for _ in range(self.holds))
 
 
 class Finishes(kiq.Job):
@@ -102,7 +103,7 @@ def test_a_job_that_must_not_be_acknowledged_stays_whatever_the_holders_do(
 
     class HoldThenShutdown(ServerMiddleware):
         def call(self, job_instance: kiq.Job, job: dict[str, Any], queue: str) -> Wrapper:
-            releases.append(kiq.hold_acknowledgement())
+            releases.append(kiq.ext.hold_acknowledgement())
             yield
 
     fetch, processor = setup
@@ -115,4 +116,4 @@ def test_a_job_that_must_not_be_acknowledged_stays_whatever_the_holders_do(
 
 
 def test_outside_a_running_job_there_is_nothing_to_hold() -> None:
-    assert kiq.hold_acknowledgement() is None
+    assert kiq.ext.hold_acknowledgement() is None

@@ -13,6 +13,7 @@ import pytest
 import redis
 
 import kiq
+import kiq.ext
 from kiq.errors import ConfigError
 from kiq.fetcher import TIMEOUT, Capsule, QueueOrder
 from kiq.server.fetch import BasicFetch, BasicUnitOfWork, fetcher_for
@@ -33,7 +34,7 @@ def first_keys(fetch: BasicFetch, times: int = 4000) -> Counter[str]:
 
 @pytest.mark.cluster
 def test_strict_order_fetches_from_the_first_queue_first(
-    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace
+    config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace
 ) -> None:
     r.lpush(keys.queue("low"), "low-1")
     r.lpush(keys.queue("high"), "high-1", "high-2")
@@ -77,11 +78,11 @@ def test_retrieve_work_returns_none_when_the_queues_stay_empty(config: kiq.Confi
 
 
 def test_block_seconds_is_set_per_instance(config: kiq.Config) -> None:
-    class Shorter(kiq.BatchFetch):
+    class Shorter(kiq.ext.BatchFetch):
         pass
 
     assert Shorter(config.redis, block_seconds=0.3).block_seconds == 0.3
-    assert Shorter(config.redis).block_seconds == kiq.BatchFetch.block_seconds == TIMEOUT  # the class default stays
+    assert Shorter(config.redis).block_seconds == kiq.ext.BatchFetch.block_seconds == TIMEOUT  # the class default stays
 
 
 def take_concurrently(fetch: BasicFetch, threads: int) -> list[BasicUnitOfWork | None]:
@@ -118,7 +119,7 @@ class CountingFetch(BasicFetch):
 
 @pytest.mark.cluster
 def test_one_round_trip_serves_every_waiting_thread_and_takes_no_more(
-    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace
+    config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace
 ) -> None:
     r.lpush(keys.queue("default"), *[f"job-{i}" for i in range(20)])
     fetch = CountingFetch(capsule(config, ("default", 0)))
@@ -155,7 +156,7 @@ def waiting(fetch: BasicFetch, threads: int) -> bool:
 
 @pytest.mark.cluster
 def test_a_job_pushed_while_threads_wait_is_fetched_by_one_of_them(
-    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace
+    config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace
 ) -> None:
     fetch = short_block(BasicFetch(capsule(config, ("default", 0), ("other", 0))), LONG_BLOCK)
     results: list[BasicUnitOfWork | None] = []
@@ -181,7 +182,7 @@ def test_a_failing_fetch_reaches_the_caller_and_the_next_fetch_works(config: kiq
 
 @pytest.mark.cluster
 def test_bulk_requeue_puts_jobs_back_where_they_are_fetched_next(
-    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace
+    config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace
 ) -> None:
     r.lpush(keys.queue("default"), "older")
     fetch = BasicFetch(capsule(config, ("default", 0), ("other", 0)))
@@ -193,7 +194,7 @@ def test_bulk_requeue_puts_jobs_back_where_they_are_fetched_next(
 
 
 @pytest.mark.cluster
-def test_requeue_of_one_unit(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
+def test_requeue_of_one_unit(config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace) -> None:
     r.lpush(keys.queue("default"), "job")
     unit = BasicFetch(capsule(config, ("default", 0))).retrieve_work()
     assert unit is not None and r.llen(keys.queue("default")) == 0
@@ -307,7 +308,7 @@ def test_threads_already_awake_take_fetched_jobs_so_few_sleepers_are_woken(confi
 
 @pytest.mark.cluster
 def test_jobs_fetched_for_sleeping_threads_reach_them_at_once(
-    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace
+    config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace
 ) -> None:
     fetch = BasicFetch(capsule(config, ("default", 0)))
     results: list[BasicUnitOfWork | None] = []
@@ -322,7 +323,7 @@ def test_jobs_fetched_for_sleeping_threads_reach_them_at_once(
     assert not fetch._ready
 
 
-class ListedFetch(kiq.BatchFetch):
+class ListedFetch(kiq.ext.BatchFetch):
     """The hand-off engine over a list of jobs (no Redis: what is tested here is who gets which job, when)."""
 
     def __init__(self, redis: redis.Redis, jobs: list[str], block_seconds: float) -> None:

@@ -18,6 +18,7 @@ import pytest
 import redis
 
 import kiq
+import kiq.ext
 from kiq.api import Metrics
 from kiq.keys import HISTOGRAM_BOUNDS_MS, METRICS_ROLLUP_TTL, METRICS_TTL
 from kiq.server.launcher import Launcher
@@ -53,7 +54,7 @@ class Declined(kiq.Job):
     kiq_name = "tests.metrics.Declined"
 
     def perform(self) -> None:
-        kiq.report_failure("declined")
+        kiq.ext.report_failure("declined")
 
 
 class AsyncQuick(kiq.Job):

@@ -16,6 +16,7 @@ import pytest
 import redis
 
 import kiq
+import kiq.ext
 from kiq.errors import Shutdown
 from kiq.logging import JsonFormatter, PlainFormatter, setup_logging
 from kiq.middleware import ServerMiddleware, Wrapper
@@ -264,7 +265,7 @@ class Declined(kiq.Job):
     kiq_name = "tests.Declined"
 
     def perform(self, reason: str) -> None:
-        kiq.report_failure(f"declined: {reason}")  # what the tracking plugin does for a TaskFailure
+        kiq.ext.report_failure(f"declined: {reason}")  # what the tracking plugin does for a TaskFailure
 
 
 def test_a_reported_failure_is_logged_fail_and_counted_but_not_retried(
@@ -283,7 +284,7 @@ def test_a_reported_failure_is_logged_fail_and_counted_but_not_retried(
 
 
 def test_report_failure_outside_a_job_reports_nothing() -> None:
-    assert kiq.report_failure("no job runs in this thread") is False
+    assert kiq.ext.report_failure("no job runs in this thread") is False
 
 
 # -- async jobs on the event loop ---------------------------------------------------------------------------
@@ -457,7 +458,7 @@ def test_an_observer_per_runner_sees_every_attempt_also_those_that_fail_before_t
         ("started", "default", "os.system"),  # an unknown class: no middleware ran, the observer still sees it
         ("failed", "default", "os.system"),
         ("started", "default", "tests.Declined"),
-        ("failed", "default", "tests.Declined"),  # kiq.report_failure
+        ("failed", "default", "tests.Declined"),  # kiq.ext.report_failure
         ("started", "default", "tests.Interrupted"),
         ("requeued", "default", "tests.Interrupted"),  # a hard shutdown's: no attempt
     ]

@@ -12,6 +12,7 @@ import pytest
 import redis
 
 import kiq
+import kiq.ext
 from kiq.errors import Shutdown, UnknownJobError
 from kiq.payload import dumps, new_jid
 from kiq.server.retry import Handled, Held, JobRetry
@@ -125,7 +126,7 @@ def unpack_backtrace(data: str) -> list[str]:
 # -- the retry entry ---------------------------------------------------------------------------------
 @pytest.mark.cluster
 def test_first_failure_goes_to_retry_with_sidekiq_fields(
-    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace
+    config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace
 ) -> None:
     jobstr = payload()
     error = ValueError("bad input")
@@ -150,7 +151,7 @@ def test_first_failure_goes_to_retry_with_sidekiq_fields(
 
 
 @pytest.mark.cluster
-def test_later_failure_sets_retried_at_and_counts(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
+def test_later_failure_sets_retried_at_and_counts(config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace) -> None:
     jobstr = payload(retry_count=0, failed_at=1_000.5, error_message="old", error_class="OldError")
     before = time.time()
     fail(config, jobstr, KeyError("k"))
@@ -279,7 +280,7 @@ def test_retry_in_discard_sets_discarded_at_and_runs_the_death_hooks(
 
 @pytest.mark.cluster
 def test_retry_in_kill_sends_the_job_to_dead(
-    config: kiq.Config, r: redis.Redis, hooks: Recorder, keys: kiq.Keyspace
+    config: kiq.Config, r: redis.Redis, hooks: Recorder, keys: kiq.ext.Keyspace
 ) -> None:
     instance = HookedJob()
     instance.answer = "kill"
@@ -305,7 +306,7 @@ def test_retry_in_that_raises_falls_back_to_the_default(config: kiq.Config, r: r
 # -- exhausted: dead set, retries_exhausted, death hooks ---------------------------------------------
 @pytest.mark.cluster
 def test_retry_n_exhausted_goes_to_dead(
-    config: kiq.Config, r: redis.Redis, hooks: Recorder, keys: kiq.Keyspace
+    config: kiq.Config, r: redis.Redis, hooks: Recorder, keys: kiq.ext.Keyspace
 ) -> None:
     instance = HookedJob()
     error = Boom("last")
@@ -338,7 +339,7 @@ def test_retry_true_uses_max_retries(config: kiq.Config, r: redis.Redis) -> None
 
 @pytest.mark.cluster
 def test_retry_zero_goes_straight_to_dead(
-    config: kiq.Config, r: redis.Redis, hooks: Recorder, keys: kiq.Keyspace
+    config: kiq.Config, r: redis.Redis, hooks: Recorder, keys: kiq.ext.Keyspace
 ) -> None:
     fail(config, payload(retry=0), Boom("x"))
     assert r.zcard(keys.key("retry")) == 0
@@ -347,7 +348,7 @@ def test_retry_zero_goes_straight_to_dead(
 
 
 @pytest.mark.cluster
-def test_retry_for_past_goes_to_dead(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
+def test_retry_for_past_goes_to_dead(config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace) -> None:
     fail(config, payload(retry_for=60, retry_count=0, failed_at=time.time() - 61), Boom("x"))
     assert r.zcard(keys.key("retry")) == 0 and r.zcard(keys.key("dead")) == 1
 
@@ -391,7 +392,7 @@ def test_retries_exhausted_discard_skips_dead_but_runs_the_death_hooks(
 # -- retry: false, and what the guards let through ---------------------------------------------------
 @pytest.mark.cluster
 def test_retry_false_no_retry_no_dead_but_death_hooks(
-    config: kiq.Config, r: redis.Redis, hooks: Recorder, keys: kiq.Keyspace
+    config: kiq.Config, r: redis.Redis, hooks: Recorder, keys: kiq.ext.Keyspace
 ) -> None:
     error = Boom("x")
     handled = fail(config, payload(retry=False), error)
@@ -435,7 +436,7 @@ def test_handled_from_local_is_recorded_once(config: kiq.Config, r: redis.Redis,
 
 
 @pytest.mark.cluster
-def test_success_records_nothing(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
+def test_success_records_nothing(config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace) -> None:
     retrier = JobRetry(config)
     jobstr = payload()
     with retrier.global_(jobstr, "default"), retrier.local(PlainJob(), jobstr, "default"):

@@ -12,6 +12,7 @@ import pytest
 import redis
 
 import kiq
+import kiq.ext
 from kiq.middleware import ClientMiddleware, Wrapper
 from kiq.payload import dumps
 from kiq.server.scheduled import Poller
@@ -24,7 +25,7 @@ def job_json(jid: str, queue: str = "default", **extra: Any) -> str:
 
 
 def queued(r: redis.Redis, queue: str = "default") -> list[dict[str, Any]]:
-    return [json.loads(raw) for raw in reversed(r.lrange(kiq.keyspace(r).queue(queue), 0, -1))]
+    return [json.loads(raw) for raw in reversed(r.lrange(kiq.ext.keyspace(r).queue(queue), 0, -1))]
 
 
 class StampMiddleware(ClientMiddleware):
@@ -35,7 +36,7 @@ class StampMiddleware(ClientMiddleware):
 
 @pytest.mark.cluster
 def test_moves_due_jobs_from_retry_and_schedule_through_client_middleware(
-    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace
+    config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace
 ) -> None:
     config.client_middleware.add(StampMiddleware)
     now = time.time()
@@ -58,7 +59,7 @@ def test_moves_due_jobs_from_retry_and_schedule_through_client_middleware(
 
 
 @pytest.mark.cluster
-def test_now_decides_what_is_due(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
+def test_now_decides_what_is_due(config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace) -> None:
     now = time.time()
     r.zadd(keys.key("schedule"), {job_json("a"): now + 10, job_json("b"): now + 20})
     poller = Poller(config)
@@ -68,7 +69,7 @@ def test_now_decides_what_is_due(config: kiq.Config, r: redis.Redis, keys: kiq.K
 
 
 @pytest.mark.cluster
-def test_unparseable_job_goes_to_dead(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
+def test_unparseable_job_goes_to_dead(config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace) -> None:
     deaths: list[dict[str, Any]] = []
 
     class Recorder:
@@ -116,7 +117,7 @@ def test_an_entry_that_can_never_be_enqueued_goes_to_dead_once_logged_once(
 
 @pytest.mark.cluster
 def test_failing_middleware_keeps_the_job_for_a_later_poll(
-    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace
+    config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace
 ) -> None:
     class Broken(ClientMiddleware):
         def call(self, job_class: Any, job: dict[str, Any], queue: str, redis: Any) -> Wrapper:
@@ -154,7 +155,7 @@ def test_terminate_is_prompt(config: kiq.Config) -> None:
 
 
 @pytest.mark.cluster
-def test_thread_polls_repeatedly(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
+def test_thread_polls_repeatedly(config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace) -> None:
     config.poll_interval = 0.1
     poller = Poller(config)
     poller.start()
@@ -246,7 +247,7 @@ def test_perform_in_runs_about_that_much_later_in_a_worker(
 
 @pytest.mark.cluster(only=True)
 def test_a_due_job_for_a_queue_the_layout_cannot_have_goes_to_dead_once(
-    config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace, caplog: pytest.LogCaptureFixture
+    config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace, caplog: pytest.LogCaptureFixture
 ) -> None:
     """With slots = "queue", a queue named "}x" has no hash tag of its own: a scheduled job for it (a ZADD does not
     name its queue's key) can never be enqueued, so it goes to dead once instead of back every poll; the other due
@@ -261,5 +262,5 @@ def test_a_due_job_for_a_queue_the_layout_cannot_have_goes_to_dead_once(
         assert r.zrange(keys.key("dead"), 0, -1) == [bad]
         assert caplog.text.count("can never be enqueued") == 1
     else:
-        assert [kiq.loads(job)["jid"] for job in r.lrange(keys.queue("}x"), 0, -1)] == ["bad"]
-    assert [kiq.loads(job)["jid"] for job in r.lrange(keys.queue("default"), 0, -1)] == ["fine"]
+        assert [kiq.ext.loads(job)["jid"] for job in r.lrange(keys.queue("}x"), 0, -1)] == ["bad"]
+    assert [kiq.ext.loads(job)["jid"] for job in r.lrange(keys.queue("default"), 0, -1)] == ["fine"]

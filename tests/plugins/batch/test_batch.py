@@ -14,6 +14,7 @@ import pytest
 import redis
 
 import kiq
+import kiq.ext
 from kiq.api import DeadSet
 from kiq.plugins.batch import Batch, BatchError, aio, status
 from tests.jobs.batch import (
@@ -280,4 +281,4 @@ def test_a_callback_pushed_by_the_program_has_enqueued_at_in_the_sidekiq_wire_fo
     drain(config)
     [callback] = [json.loads(raw) for raw in r.lrange("queue:callbacks", 0, -1)]
     stamp = callback["enqueued_at"]
-    assert type(stamp) is form and before <= kiq.epoch_seconds(stamp) <= time.time()  # type: ignore[operator]
+    assert type(stamp) is form and before <= kiq.ext.epoch_seconds(stamp) <= time.time()  # type: ignore[operator]

@@ -12,6 +12,7 @@ from collections.abc import Callable
 import pytest
 
 import kiq
+import kiq.ext
 from kiq.plugins.batch import Batch, aio, batches, status
 from kiq.plugins.batch.metrics import fleet_readings
 from kiq.tabs import Table
@@ -34,7 +35,7 @@ def test_a_batch_with_a_child_and_a_batch_with_a_death_fire_each_callback_once(
 ) -> None:
     config = e2e_config
     r = config.redis
-    keys = kiq.keyspace(r)
+    keys = kiq.ext.keyspace(r)
     parent = Batch("parent", config=config, **CALLBACKS)
     with parent:
         Noop.perform_async()

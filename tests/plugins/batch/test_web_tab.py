@@ -12,6 +12,7 @@ import pytest
 import redis
 
 import kiq
+import kiq.ext
 from kiq.plugins.batch import Batch, status
 from kiq.plugins.batch.keys import INDEX, batch_key
 from kiq.tabs import Facts, Link, Pager, Table, TabView, When
@@ -67,7 +68,7 @@ def test_the_newest_batches_a_page_at_a_time(config: kiq.Config, r: redis.Redis)
     assert [row[0] for row in table(second).rows] == [Link(bid, bid) for bid in made[2::-1]]
     assert pager(second) == Pager(2, False)
 
-    r.delete(batch_key(kiq.keyspace(r), made[1]))  # expired
+    r.delete(batch_key(kiq.ext.keyspace(r), made[1]))  # expired
     second = render(config, page="2")
     assert [row[1] for row in table(second).rows] == ["batch 2", "batch 0"]
     assert made[1] not in r.zrange(INDEX, 0, -1)  # and dropped from the index

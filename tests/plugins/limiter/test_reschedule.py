@@ -14,6 +14,7 @@ import pytest
 import redis
 
 import kiq
+import kiq.ext
 from kiq.plugins.limiter import OverLimit, concurrent
 from tests.jobs.limiter import RUNS, Blocked
 from tests.support import FAST, WorkerProcess, wait_until
@@ -37,7 +38,7 @@ def perform_through_the_chain(config: kiq.Config, job: dict[str, Any]) -> None:
 
 
 def blocked_job(**fields: Any) -> dict[str, Any]:
-    return {"class": "LimiterBlocked", "args": [], "jid": kiq.new_jid(), "queue": "default", "retry": 5,
+    return {"class": "LimiterBlocked", "args": [], "jid": kiq.ext.new_jid(), "queue": "default", "retry": 5,
             "created_at": time.time() - 60, "enqueued_at": time.time(), **fields}  # fmt: skip
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import kiq
+import kiq.ext
 from tests.jobs.operations import FREEZE_FILE, Broken, Fine, ShortWalk
 from tests.plugins.metrics.support import NO_ANSWER, free_port, get, scrape, value
 from tests.support import FAST, ROOT, OwnRedis, WorkerProcess, child_env, redis_server_binary, wait_until
@@ -45,7 +46,7 @@ def test_counters_and_the_histogram_count_every_attempt_exactly(
     before = scrape(port)
     Fine.perform_bulk([[] for _ in range(40)])
     Broken.perform_bulk([[] for _ in range(7)])
-    r.lpush("queue:default", kiq.dumps({"class": "Not.Registered", "args": [], "jid": "a" * 24, "retry": False}))
+    r.lpush("queue:default", kiq.ext.dumps({"class": "Not.Registered", "args": [], "jid": "a" * 24, "retry": False}))
     fine, broken, other = ({"queue": "default", "class": name} for name in ("OpsFine", "OpsBroken", "other"))
 
     def counted() -> bool:

@@ -11,6 +11,7 @@ import time
 import pytest
 
 import kiq
+import kiq.ext
 from kiq.api.fleet import FleetGauges
 from kiq.contrib.http import Request
 from kiq.contrib.web import Dashboard
@@ -33,13 +34,13 @@ def fleet_scrape(config: kiq.Config) -> Samples:
 
 class Counts:
     @kiq.hookimpl
-    def kiq_metrics(self, scope: str) -> list[kiq.Reading]:
-        return [kiq.Reading("kiq_test_things_total", 3, (("scope", scope),), "counter", "things")]
+    def kiq_metrics(self, scope: str) -> list[kiq.ext.Reading]:
+        return [kiq.ext.Reading("kiq_test_things_total", 3, (("scope", scope),), "counter", "things")]
 
 
 class Raises:
     @kiq.hookimpl
-    def kiq_metrics(self) -> list[kiq.Reading]:
+    def kiq_metrics(self) -> list[kiq.ext.Reading]:
         raise RuntimeError("this plugin's metrics are broken")
 
 
@@ -59,7 +60,7 @@ def test_a_plugin_that_raises_or_returns_junk_is_left_out_and_the_others_are_ser
     assert value(samples, "kiq_test_things_total", scope="fleet") == 3
     assert not any(name.startswith("kiq_junk") for name, _ in samples)
     assert "this plugin's metrics are broken" in caplog.text
-    assert "not a list of kiq.Reading" in caplog.text
+    assert "not a list of kiq.ext.Reading" in caplog.text
     assert value(samples, "kiq_up") == 1
 
 
@@ -74,12 +75,12 @@ def test_a_plugin_that_raises_or_returns_junk_is_left_out_and_the_others_are_ser
 )
 def test_a_bad_reading_is_refused_with_the_rule_it_breaks(arguments: tuple[object, ...], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        kiq.Reading(*arguments)  # type: ignore[arg-type]
+        kiq.ext.Reading(*arguments)  # type: ignore[arg-type]
 
 
 def test_the_dashboard_answers_a_scraper_with_the_fleet_and_a_browser_with_its_page(config: kiq.Config) -> None:
     Fine.set(queue="reports").perform_bulk([[] for _ in range(4)])
-    config.redis.hset("vm:1:abc", mapping={"info": kiq.dumps({"concurrency": 7}), "busy": 2})
+    config.redis.hset("vm:1:abc", mapping={"info": kiq.ext.dumps({"concurrency": 7}), "busy": 2})
     config.redis.sadd("processes", "vm:1:abc")
     dashboard = Dashboard(config)
 
@@ -148,7 +149,7 @@ def test_limiter_waits_are_counted_per_process_and_reschedules_for_the_fleet(con
     assert waits.counts["concurrent:ops-test-gate"][1] >= 0.2  # the seconds waited
 
 
-def _process_samples(readings: list[kiq.Reading]) -> Samples:
+def _process_samples(readings: list[kiq.ext.Reading]) -> Samples:
     return {(r.name, frozenset(r.labels)): r.value for r in readings}
 
 

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import kiq
+import kiq.ext
 from kiq.plugins.metrics.snapshot import Snapshot
 from kiq.plugins.metrics.swarm import SwarmMetrics, snapshot_path
 from kiq.plugins.metrics.tally import SIZE
@@ -23,9 +24,9 @@ def test_a_swarm_sums_counters_over_every_child_and_gauges_over_the_live_ones(tm
         counts = [0.0] * SIZE
         counts[0] = processed
         readings = [
-            kiq.Reading("kiq_busy_threads", busy),
-            kiq.Reading("kiq_processes", 1),
-            kiq.Reading("kiq_test_total", processed, kind="counter"),
+            kiq.ext.Reading("kiq_busy_threads", busy),
+            kiq.ext.Reading("kiq_processes", 1),
+            kiq.ext.Reading("kiq_test_total", processed, kind="counter"),
         ]
         snapshot = Snapshot({("default", "OpsFine"): counts}, readings, written=time.time())
         Path(snapshot_path(str(tmp_path), pid)).write_text(snapshot.to_json())
@@ -49,10 +50,10 @@ def test_a_swarm_sums_counters_over_every_child_and_gauges_over_the_live_ones(tm
 
 def test_a_swarm_child_whose_snapshot_is_older_than_the_liveness_timeout_fails_liveness(tmp_path: Path) -> None:
     swarm = SwarmMetrics(str(tmp_path), liveness_timeout=5)
-    fresh = Snapshot(readings=[kiq.Reading("kiq_processes", 1)], written=time.time())
+    fresh = Snapshot(readings=[kiq.ext.Reading("kiq_processes", 1)], written=time.time())
     Path(snapshot_path(str(tmp_path), 200)).write_text(fresh.to_json())
     assert swarm.snapshot().stale == []
-    stopped = Snapshot(readings=[kiq.Reading("kiq_processes", 1)], written=time.time() - 30)  # SIGSTOPped 30 s ago
+    stopped = Snapshot(readings=[kiq.ext.Reading("kiq_processes", 1)], written=time.time() - 30)  # SIGSTOPped 30 s ago
     Path(snapshot_path(str(tmp_path), 201)).write_text(stopped.to_json())
     (reason,) = swarm.snapshot().stale
     assert "a swarm child's metrics are 30 s old" in reason

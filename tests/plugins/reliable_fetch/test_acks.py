@@ -13,6 +13,7 @@ import pytest
 import redis
 
 import kiq
+import kiq.ext
 from kiq.plugins.reliable_fetch.acks import PendingAcks
 from kiq.plugins.reliable_fetch.keys import alive_key, working_key
 from kiq.redis import EmbeddedRedis
@@ -31,7 +32,7 @@ def recovery_pass_after(r: redis.Redis, round_no: int) -> None:
     """Wait until a recovery pass has run since now: plant an orphan list holding one Tick job and wait until
     it ran (a pass that SCANs the planted list finds every orphan listed before it too)."""
     jid = f"{round_no:024x}"
-    job = kiq.dumps({"class": "ReliableTick", "args": [1], "jid": jid, "queue": "default", "retry": True})
+    job = kiq.ext.dumps({"class": "ReliableTick", "args": [1], "jid": jid, "queue": "default", "retry": True})
     r.lpush(working_key(GHOST, f"round{round_no}"), job)
     wait_until(lambda: r.hget(RUNS_BY_JID, jid), 30, message="a recovery pass")
 

@@ -12,6 +12,7 @@ import pytest
 from redis.cluster import RedisCluster
 
 import kiq
+import kiq.ext
 from kiq.fetcher import Capsule
 from kiq.payload import dumps, loads
 from kiq.plugins.reliable_fetch import ReliableFetch, ReliableUnit, recover_orphans
@@ -57,12 +58,12 @@ def spread_queues(config: kiq.Config, count: int = 3) -> list[str]:
     """``count`` queue names whose lists are on different primaries in the queue layout (in the one layout every
     key is in one slot anyway)."""
     client: RedisCluster = config.redis
-    keys = kiq.keyspace(client)
+    keys = kiq.ext.keyspace(client)
     names: list[str] = []
     nodes: set[str] = set()
     for index in range(1000):
         name = f"q{index}"
-        node = client.get_node_from_key(kiq.Keyspace("queue").queue(name)).name
+        node = client.get_node_from_key(kiq.ext.Keyspace("queue").queue(name)).name
         if node not in nodes:
             nodes.add(node)
             names.append(name)
@@ -76,7 +77,7 @@ def spread_queues(config: kiq.Config, count: int = 3) -> list[str]:
 def push(config: kiq.Config, queue: str, count: int) -> list[str]:
     """Push ``count`` jobs as the client does (LPUSH); returns them oldest first."""
     jobs = [dumps({"class": "Noop", "args": [i], "jid": f"{queue}-{i}", "queue": queue}) for i in range(count)]
-    config.redis.lpush(kiq.keyspace(config.redis).queue(queue), *jobs)
+    config.redis.lpush(kiq.ext.keyspace(config.redis).queue(queue), *jobs)
     return jobs
 
 
@@ -88,7 +89,7 @@ def take(fetch: ReliableFetch) -> ReliableUnit:
 
 def working(config: kiq.Config, queue: str, identity: str = IDENTITY) -> list[str]:
     """The working list the jobs of ``queue`` wait in (one per queue in the queue layout), newest first."""
-    keys = kiq.keyspace(config.redis)
+    keys = kiq.ext.keyspace(config.redis)
     key = JobList.beside(keys, working_key(identity, "default"), queue).key(keys)
     return list(config.redis.lrange(key, 0, -1))
 
@@ -117,7 +118,7 @@ def test_strict_order_fetch_ack_and_requeue_over_three_queues(cluster: kiq.Confi
     units[5].requeue()
     fetch.flush_acks()
     assert jobs[high][0] not in working(cluster, high) and jobs[mid][0] not in working(cluster, mid)
-    assert cluster.redis.lrange(kiq.keyspace(cluster.redis).queue(low), 0, -1) == [jobs[low][1]]
+    assert cluster.redis.lrange(kiq.ext.keyspace(cluster.redis).queue(low), 0, -1) == [jobs[low][1]]
     again = take(fetch)  # the requeued job runs next
     assert (again.queue_name, again.job) == (low, jobs[low][1])
     for unit in (units[1], units[3], units[4], again):
@@ -143,7 +144,7 @@ def test_weighted_order_over_three_queues_follows_the_weights(cluster: kiq.Confi
     assert listed == (280 if cluster.slots == "queue" else 3 * 280)  # one shared list in the one layout: read 3 times
     fetch.bulk_requeue(units)  # a stop ran out of time: every one goes back to the fetch end of its queue
     assert all_lists(cluster) == []
-    keys = kiq.keyspace(cluster.redis)
+    keys = kiq.ext.keyspace(cluster.redis)
     assert sum(cluster.redis.llen(keys.queue(name)) for name in (often, sometimes, rarely)) == 600
 
 
@@ -162,7 +163,7 @@ def test_a_stop_gives_every_queue_its_jobs_back(cluster: kiq.Config, make_fetch:
         push(cluster, name, 1)
     fetch = make_fetch([(name, 0) for name in names])
     [take(fetch) for _ in names]
-    keys = kiq.keyspace(cluster.redis)
+    keys = kiq.ext.keyspace(cluster.redis)
     assert cluster.redis.exists(keys.key(alive_key(IDENTITY)))
     fetch.close()
     assert all_lists(cluster) == []
@@ -172,7 +173,7 @@ def test_a_stop_gives_every_queue_its_jobs_back(cluster: kiq.Config, make_fetch:
 
 def plant_orphan(config: kiq.Config, queue: str, jobs: list[str], name: str | None = None) -> str:
     """A list of ``jobs`` as a dead process (GHOST) left it beside ``queue``; returns its key."""
-    keys = kiq.keyspace(config.redis)
+    keys = kiq.ext.keyspace(config.redis)
     key = JobList.beside(keys, name or working_key(GHOST, "default"), queue).key(keys)
     config.redis.lpush(key, *jobs)
     return key
@@ -180,14 +181,14 @@ def plant_orphan(config: kiq.Config, queue: str, jobs: list[str], name: str | No
 
 @pytest.fixture
 def recovering(cluster: kiq.Config) -> kiq.Config:
-    cluster.redis.set(kiq.keyspace(cluster.redis).key(alive_key(ME)), "1", px=10_000)
+    cluster.redis.set(kiq.ext.keyspace(cluster.redis).key(alive_key(ME)), "1", px=10_000)
     return cluster
 
 
 def test_orphans_on_every_primary_go_back_to_their_queues(recovering: kiq.Config) -> None:
     names = spread_queues(recovering)
     orphans = {name: push(recovering, name, 2) for name in names}
-    keys = kiq.keyspace(recovering.redis)
+    keys = kiq.ext.keyspace(recovering.redis)
     for name in names:  # what a killed fetcher leaves: its jobs out of the queue, in its working list
         recovering.redis.delete(keys.queue(name))
         plant_orphan(recovering, name, orphans[name])  # oldest first, as the fetch pushes them
@@ -208,7 +209,7 @@ def test_a_job_past_the_interrupt_cap_goes_to_the_dead_set(recovering: kiq.Confi
     added to the dead set first and leaves the list after, so a crash in between leaves it listed, and the next
     recovery kills it again: a duplicate in the dead set at worst, never a loss."""
     queue = spread_queues(recovering, 2)[1]
-    keys = kiq.keyspace(recovering.redis)
+    keys = kiq.ext.keyspace(recovering.redis)
     poison = dumps({"class": "Noop", "args": [], "jid": "poison", "queue": queue, "interrupted_count": 2})
     healthy = dumps({"class": "Noop", "args": [], "jid": "healthy", "queue": queue})
     plant_orphan(recovering, queue, [poison, healthy])
@@ -261,7 +262,7 @@ def test_a_worker_killed_mid_drain_loses_no_job(e2e_config: kiq.Config, start_wo
         f"{int(r.get(RUNS) or 0) - total} duplicate completions"
     )
     assert r.scard(INTERRUPTED) > 0  # the kill did catch jobs in flight, and they ran again
-    assert r.zcard(kiq.keyspace(r).key("dead")) == 0
+    assert r.zcard(kiq.ext.keyspace(r).key("dead")) == 0
     assert second.stop() == 0, second.output()
 
 

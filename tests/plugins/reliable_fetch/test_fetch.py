@@ -15,6 +15,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 import kiq
+import kiq.ext
 from kiq.fetcher import TIMEOUT, Capsule
 from kiq.payload import dumps
 from kiq.plugins.reliable_fetch import ReliableFetch, ReliableUnit
@@ -105,7 +106,7 @@ def test_the_fetch_script_removes_exactly_the_acknowledged_jobs(
     from kiq.plugins.reliable_fetch import scripts
 
     r.rpush(WORKING, *listed)  # newest first, as the fetch's LPUSH leaves them
-    keys = scripts.FETCH.keys(kiq.keyspace(r), WORKING, ["default"])
+    keys = scripts.FETCH.keys(kiq.ext.keyspace(r), WORKING, ["default"])
     assert keys == [WORKING, "queue:default"]  # standalone: Sidekiq's names
     fetched = r.eval(scripts.FETCH.source, len(keys), *keys, 1, *acknowledged)
     assert fetched == []  # the queue is empty

@@ -10,6 +10,7 @@ import pytest
 from redis.crc import key_slot
 
 import kiq
+import kiq.ext
 from kiq.plugins.reliable_fetch import scripts
 from kiq.plugins.reliable_fetch.keys import (
     WORKING_PREFIX,
@@ -22,12 +23,12 @@ from kiq.plugins.reliable_fetch.keys import (
     working_key,
 )
 
-LAYOUTS = [kiq.Keyspace(), kiq.Keyspace("one"), kiq.Keyspace("queue")]
+LAYOUTS = [kiq.ext.Keyspace(), kiq.ext.Keyspace("one"), kiq.ext.Keyspace("queue")]
 IDS = ["standalone", "one", "queue"]
 
 
 def test_standalone_names_are_unchanged() -> None:
-    keys = kiq.Keyspace()
+    keys = kiq.ext.Keyspace()
     assert (
         JobList.beside(keys, working_key("host:1:abc", "default"), "low").key(keys) == "kiq:working:host:1:abc:default"
     )
@@ -38,7 +39,7 @@ def test_standalone_names_are_unchanged() -> None:
 
 @pytest.mark.parametrize("keys", LAYOUTS, ids=IDS)
 @pytest.mark.parametrize("queue", ["low", "a{b}c", "with:colon"])
-def test_recovery_reads_back_the_lists_it_finds(keys: kiq.Keyspace, queue: str) -> None:
+def test_recovery_reads_back_the_lists_it_finds(keys: kiq.ext.Keyspace, queue: str) -> None:
     job_list = JobList.beside(keys, working_key("host:1:abc", "serial{x}"), queue)
     key = job_list.key(keys)
     assert fnmatchcase(key, list_pattern(keys, WORKING_PREFIX))
@@ -51,7 +52,7 @@ def test_recovery_reads_back_the_lists_it_finds(keys: kiq.Keyspace, queue: str) 
 
 
 @pytest.mark.parametrize("keys", LAYOUTS[1:], ids=IDS[1:])
-def test_every_script_takes_keys_of_one_slot(keys: kiq.Keyspace) -> None:
+def test_every_script_takes_keys_of_one_slot(keys: kiq.ext.Keyspace) -> None:
     calls = [
         scripts.FETCH.keys(keys, working_key("h:1:a", "default"), ["a", "b"] if keys.slots == "one" else ["a"]),
         scripts.ALIVE.keys(keys, "h:1:a"),

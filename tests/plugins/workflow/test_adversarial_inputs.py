@@ -11,6 +11,7 @@ import pytest
 import redis
 
 import kiq
+import kiq.ext
 from kiq.plugins import workflow
 from kiq.plugins.workflow import chord
 from kiq.plugins.workflow.keys import INDEX, all_keys, workflow_key
@@ -72,7 +73,7 @@ def test_workflow_fields_of_the_wrong_type_send_the_job_to_dead_and_the_worker_r
     wf = (Value.s(1) | Value.s()).perform_async()
     good = json.loads(r.lindex("queue:default", 0))
     # another producer (a Ruby app, a hand edit) rewrote the step's payload
-    bad = {**good, **{key: value for key, value in fields.items() if value is not None}, "jid": kiq.new_jid()}
+    bad = {**good, **{key: value for key, value in fields.items() if value is not None}, "jid": kiq.ext.new_jid()}
     bad.update({key: None for key, value in fields.items() if value is None})
     r.rpush("queue:default", json.dumps(bad))  # runs first
     drain(config)
@@ -90,7 +91,7 @@ def test_workflow_fields_of_the_wrong_type_send_the_job_to_dead_and_the_worker_r
 def test_a_step_whose_workflow_expired_while_it_was_queued_ends_without_resurrecting_it(config: kiq.Config) -> None:
     r = config.redis
     wf = (Value.s(1) | Value.s() | Value.s()).perform_async()
-    r.delete(*all_keys(kiq.keyspace(r), wf.id))  # workflow_retention reached while step 0 waited in its queue
+    r.delete(*all_keys(kiq.ext.keyspace(r), wf.id))  # workflow_retention reached while step 0 waited in its queue
     r.zrem(INDEX, wf.id)
     drain(config)
     assert r.hget(RUNS, f"WfAdvValue:{wf.id}:0") == "1"
@@ -108,7 +109,7 @@ def test_a_step_ending_while_its_workflow_expires_part_by_part_leaves_no_half_wo
     """Redis expires a workflow's keys one by one: a step may end between two of them."""
     r = config.redis
     wf = (Value.s(1) | Value.s() | Value.s()).perform_async()
-    r.delete(workflow_key(kiq.keyspace(r), wf.id, gone))
+    r.delete(workflow_key(kiq.ext.keyspace(r), wf.id, gone))
     drain(config, retries=True)
     assert r.zcard("retry") == 0
     # whatever is left still expires: nothing of it is kept for ever

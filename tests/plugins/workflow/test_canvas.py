@@ -9,6 +9,7 @@ import time
 import pytest
 
 import kiq
+import kiq.ext
 import kiq.testing
 from kiq.plugins import workflow
 from kiq.plugins.workflow import chain, chord, group
@@ -113,7 +114,7 @@ def test_a_step_pushed_by_the_program_has_enqueued_at_in_the_sidekiq_wire_form(
     assert work_off(config) == 1  # the first step: its success pushes the second
     [successor] = [json.loads(raw) for raw in config.redis.lrange("queue:next", 0, -1)]
     stamp = successor["enqueued_at"]
-    assert type(stamp) is form and before <= kiq.epoch_seconds(stamp) <= time.time()  # type: ignore[operator]
+    assert type(stamp) is form and before <= kiq.ext.epoch_seconds(stamp) <= time.time()  # type: ignore[operator]
     assert drain(config, "next") == 1 and wf.result() == 8
     finished = workflow.status(wf.id).finished_at
     assert finished is not None and before <= finished <= time.time()

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import pytest
 
 import kiq
+import kiq.ext
 from kiq.plugins import workflow
 from kiq.plugins.workflow import aio, chord, group
 from kiq.plugins.workflow.metrics import fleet_readings
@@ -33,7 +34,7 @@ def test_a_chain_a_group_and_a_chord_run_to_their_results(
     config = e2e_config
     config.add_plugin("workflow")
     r = config.redis
-    keys = kiq.keyspace(r)
+    keys = kiq.ext.keyspace(r)
     other = {"queue": "other"}
     chained = (Add.s(1, 2) | Mul.s(10).set(**other) | Add.s(5)).perform_async()
     grouped = group(Const.s(n).set(**other) if n % 2 else Const.s(n) for n in range(5)).perform_async()
@@ -74,7 +75,7 @@ def test_a_chain_a_group_and_a_chord_run_to_their_results(
 def test_a_next_step_goes_to_its_queue_or_in_the_queue_layout_through_the_schedule(config: kiq.Config) -> None:
     plugin = config.add_plugin(workflow.WorkflowPlugin)
     r = config.redis
-    keys = kiq.keyspace(r)
+    keys = kiq.ext.keyspace(r)
     wf = (Const.si(1) | Add.s(2).set(queue="next")).perform_async()
     assert r.llen(keys.queue("default")) == 1  # the first step, pushed by the start's pipeline
     assert plugin.steps(config).run("succeeded", wf.id, "0", "1") == 1  # as its worker would record it

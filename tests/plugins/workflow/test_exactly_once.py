@@ -11,6 +11,7 @@ import threading
 import pytest
 
 import kiq
+import kiq.ext
 from kiq.plugins import workflow
 from kiq.plugins.workflow import chord, group
 from kiq.plugins.workflow.keys import workflow_key
@@ -24,7 +25,7 @@ def test_a_step_delivered_again_after_its_outcome_is_not_run_and_pushes_nothing_
     r = config.redis
     wf = (Add.s(1, 2) | Mul.s(10)).perform_async()
     first = r.lindex("queue:default", 0)
-    assert kiq.loads(first)["wf_step"] == "0"
+    assert kiq.ext.loads(first)["wf_step"] == "0"
     assert drain(config) == 2
     assert wf.result() == 30
     r.lpush("queue:default", first)  # step 0 again: its worker was killed before the acknowledgement
@@ -51,7 +52,7 @@ def test_the_last_two_members_finishing_at_the_same_instant_push_the_body_once(c
             thread.start()
         for thread in threads:
             thread.join(10)
-    bodies = [kiq.loads(raw) for raw in r.lrange("queue:default", 0, -1)]
+    bodies = [kiq.ext.loads(raw) for raw in r.lrange("queue:default", 0, -1)]
     assert sorted(body["wf"] for body in bodies) == sorted(wf.id for wf in flows)  # one body each
     assert all(body["args"] == [[0, 1]] for body in bodies)
     for steps in racers:
@@ -87,14 +88,14 @@ def test_a_10000_member_chord_starts_in_a_round_trip_per_1000_steps_and_its_body
 ) -> None:
     r = config.redis
     round_trips = []
-    real = kiq.run_pipeline
-    monkeypatch.setattr(kiq, "run_pipeline", lambda *args, **kw: round_trips.append(1) or real(*args, **kw))
+    real = kiq.ext.run_pipeline
+    monkeypatch.setattr(kiq.ext, "run_pipeline", lambda *args, **kw: round_trips.append(1) or real(*args, **kw))
     wf = (group(Const.s(n) for n in range(10_000)) | Total.s()).perform_async()
     monkeypatch.undo()
     assert len(round_trips) == 11 + 10  # the graph (10,001 steps), then the 10,000 first steps
     assert r.llen("queue:default") == 10_000
-    assert r.hlen(workflow_key(kiq.keyspace(r), wf.id, "payload")) == 1  # the body's pieces only
+    assert r.hlen(workflow_key(kiq.ext.keyspace(r), wf.id, "payload")) == 1  # the body's pieces only
     drain(config)
     assert wf.result() == sum(range(10_000))
     assert r.hget(RUNS, f"WfTotal:{wf.id}:1") == "1"
-    assert json.loads(r.hget(workflow_key(kiq.keyspace(r), wf.id, "result"), "1")) == sum(range(10_000))
+    assert json.loads(r.hget(workflow_key(kiq.ext.keyspace(r), wf.id, "result"), "1")) == sum(range(10_000))

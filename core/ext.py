@@ -1,0 +1,66 @@
+"""kiq.ext: what a plugin, a fetcher or a tool built on kiq's Redis data uses, apart from the application API.
+
+``kiq`` (``kiq.__all__``) is what an application needs to define, push and run jobs. This module is the surface of
+code that extends kiq or reads and writes its Redis data directly, as pluggy's and Sphinx's extension APIs stand
+apart from what their users call. Both lists are pinned by tests/test_public_api.py. The shipped plugins and
+``kiq.contrib`` use these, ``kiq`` and the public modules (``kiq.api``, ``kiq.hookspecs``, ``kiq.tabs``,
+``kiq.cli.output``, ``kiq.testing``) and nothing else of kiq (an import-linter contract).
+
+- hooks: ``hookimpl`` (also ``kiq.hookimpl``), ``hookspec``, the types of the hooks' arguments and answers
+  (``Setting`` for ``kiq_settings``, ``Reading`` for ``kiq_metrics``, ``JobObserver`` and its ``AttemptOutcome``);
+- fetchers (the ``kiq_fetcher`` hook): ``Fetcher``, ``UnitOfWork``, ``Capsule``, ``QueueOrder``, the batching
+  hand-off ``BatchFetch`` with its ``Fetched`` jobs, the pop script ``pop_script`` and its reader ``popped_jobs``;
+- Redis keys and scripts: ``keyspace``/``Keyspace`` (every key's name in the ``slots`` layout), ``lua_script``/
+  ``LuaScript`` (a declared script), ``ENQUEUE_LUA``/``enqueue_keys`` (push a job from a script),
+  ``run_pipeline``, ``REDIS_REFUSALS`` (the errors of a Redis that will take the write later);
+- payloads: ``dumps``/``loads`` (Sidekiq's JSON), ``parse_payload``, ``new_jid``, ``new_public_id``, ``wire_time``/
+  ``epoch_seconds`` (times in the ``sidekiq_wire`` form and back), ``error_class`` (an error's Sidekiq name);
+- the job running in this thread: ``hold_acknowledgement``, ``report_failure``.
+"""
+
+from .errors import error_class
+from .fetcher import Capsule, Fetcher, QueueOrder, UnitOfWork, pop_script, popped_jobs
+from .handoff import BatchFetch, Fetched
+from .hookspecs import AttemptOutcome, JobObserver, hookimpl, hookspec
+from .keys import Keyspace, keyspace
+from .payload import dumps, epoch_seconds, loads, new_jid, new_public_id, parse_payload, wire_time
+from .readings import Reading
+from .redis import REDIS_REFUSALS, run_pipeline
+from .scripts import ENQUEUE_LUA, LuaScript, enqueue_keys, lua_script
+from .server.acknowledgement import hold_acknowledgement, report_failure
+from .settings import Setting
+
+__all__ = [
+    "ENQUEUE_LUA",
+    "REDIS_REFUSALS",
+    "AttemptOutcome",
+    "BatchFetch",
+    "Capsule",
+    "Fetched",
+    "Fetcher",
+    "JobObserver",
+    "Keyspace",
+    "LuaScript",
+    "QueueOrder",
+    "Reading",
+    "Setting",
+    "UnitOfWork",
+    "dumps",
+    "enqueue_keys",
+    "epoch_seconds",
+    "error_class",
+    "hold_acknowledgement",
+    "hookimpl",
+    "hookspec",
+    "keyspace",
+    "loads",
+    "lua_script",
+    "new_jid",
+    "new_public_id",
+    "parse_payload",
+    "pop_script",
+    "popped_jobs",
+    "report_failure",
+    "run_pipeline",
+    "wire_time",
+]
