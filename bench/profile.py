@@ -53,9 +53,9 @@ STEPS: list[tuple[str, tuple[str, ...]]] = [
     (
         "fetch: script arguments, reply and in-flight bookkeeping",
         (
-            "ReliableFetch._fetch",
+            "ReliableFetch.pop",
             "ReliableFetch._move",
-            "BasicFetch._fetch",
+            "BasicFetch.pop",
             "InFlight.add",
             "ReliableUnit.__init__",
             "ReliableFetch.retrieve_work",

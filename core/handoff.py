@@ -1,7 +1,8 @@
 """The hand-off engine fetchers share: one Redis round trip serves every idle processor thread of a capsule.
 
 ``BatchFetch`` is the base of both shipped fetchers (basic and reliable) and a building block for a fetch
-plugin: subclass it, implement ``_fetch(wanted, block)``, and call ``_next_job()`` from ``retrieve_work``.
+plugin: subclass it, implement ``pop(wanted, block)``, and call ``next_job()`` from ``retrieve_work`` (the seam is
+in the class's docstring and docs/guide/plugins.md, "Writing a fetcher"; the shipped fetchers use nothing else).
 """
 
 from __future__ import annotations
@@ -36,11 +37,26 @@ class BatchFetch:
     Invariant: ``len(ready) <= sleepers + woken`` (fetched jobs never outnumber the idle threads), so the process
     never holds a job that no idle thread is ready to run, and every ready job is taken before its sleeper's
     deadline passes (a sleeper whose time is up takes a ready job, if any, instead of returning None). Only one
-    thread at a time talks to Redis to fetch, on its own connection. Subclasses implement ``_fetch``.
+    thread at a time talks to Redis to fetch, on its own connection.
 
     None means "Redis had no job": a thread whose wait ends without a job while the latest fetch failed raises that
     failure (a copy), as its leader did, so that its processor does not take the outage for over (a worker logs an
     outage once, until a fetch works again: kiq.server.processor.RedisOutage).
+
+    The seam (public names only; a subclass keeps its own state under its own names):
+
+    - ``pop(wanted, block)``: implement it, the one swappable part: up to ``wanted`` jobs in one round trip, as
+      ``(queue name, raw job)`` pairs oldest first, waiting up to ``block`` s for the first one when
+      ``block >= min_block``. Only the leader calls it, one call at a time, without the engine's lock, so it may
+      keep bookkeeping of its own unlocked; it talks to Redis on ``connection``. What it raises reaches the leader's
+      processor (an outage) and, as a copy, the threads that waited on it.
+    - ``next_job()``: call it from ``retrieve_work`` and wrap what it returns in the fetcher's unit of work
+      (``kiq.ext.UnitOfWork``); None after ``block_seconds`` without a job, or once closed.
+    - ``bulk_requeue(units)``: implement it (the ``kiq.ext.Fetcher`` seam); ``heartbeat()`` and ``quiet()`` are no-ops
+      here, to override when the fetcher keeps something alive or holds something back.
+    - ``close(timeout)``: stops the hand-off (waiting threads get None), waits up to ``timeout`` for a fetch under
+      way, then releases ``connection``; an override calls it first, then gives back what the fetcher holds.
+    - read-only state: ``closed``; settings: ``block_seconds``, ``min_block``.
     """
 
     # the longest a thread waits for work before retrieve_work returns None (so it notices a quiet or stop): the
@@ -62,12 +78,19 @@ class BatchFetch:
         self._local = threading.local()
         self.connection = DedicatedConnection(redis)  # used by the leader only
 
-    def _fetch(self, wanted: int, block: float) -> list[Fetched]:
+    def pop(self, wanted: int, block: float) -> list[Fetched]:
         """At most ``wanted`` jobs (at least one if ``block`` > 0 and a job comes within ``block`` s), oldest first.
         Called by the leader without the lock."""
         raise NotImplementedError
 
-    def _next_job(self) -> Fetched | None:
+    @property
+    def closed(self) -> bool:
+        """``close`` was called: no job is handed out any more."""
+        return self._closed
+
+    def next_job(self) -> Fetched | None:
+        """The next job for the calling processor thread: a ready one, or one it fetches (``pop``) as the leader
+        or is handed while it sleeps; None after ``block_seconds`` without one, or once closed."""
         deadline = time.monotonic() + self.block_seconds
         box: SimpleQueue[Any] | None = getattr(self._local, "box", None)
         if box is None:
@@ -137,7 +160,7 @@ class BatchFetch:
             try:
                 # at most MAX_BLOCK per call: the next one builds its queue list again (a queue paused or unpaused)
                 block = min(deadline - time.monotonic(), MAX_BLOCK)
-                jobs = self._fetch(wanted, block) if wanted > 0 else []
+                jobs = self.pop(wanted, block) if wanted > 0 else []
             except BaseException as exc:
                 with self._lock:
                     if isinstance(exc, Exception):  # not a stop (Shutdown, KeyboardInterrupt): that is this thread's
@@ -182,12 +205,21 @@ class BatchFetch:
         if self._ready and self._sleepers and not self._woken:
             self._wake(self._sleepers.pop())
 
-    def _close(self, timeout: float) -> None:
+    def heartbeat(self) -> None:
+        """Called on every heartbeat of the process: nothing to keep alive here."""
+
+    def quiet(self) -> None:
+        """No more work will be asked for: nothing to do here (the processors stop asking)."""
+
+    def close(self, timeout: float = TIMEOUT) -> None:
         """Sleeping threads are answered now (with a ready job if one is left, else None) and later calls get
-        None once no job is ready; returns once a fetch under way has ended."""
+        None once no job is ready; once a fetch under way has ended (or ``timeout`` s passed), the connection goes
+        back to its pool, unless that fetch is still using it."""
         with self._lock:
             self._closed = True
             for sleeper in self._sleepers:
                 self._wake(sleeper)
             self._sleepers.clear()
             self._lock.wait_for(lambda: not self._fetching, timeout=timeout)
+            if not self._fetching:
+                self.connection.release()

@@ -126,7 +126,7 @@ def connect(
 ) -> redis.Redis:
     """A pooled client for ``url`` (``redis://``, ``rediss://``, ``unix://``, ``redis+sentinel://``,
     ``redis+cluster://``), or for the embedded server when ``url`` is None (a ConfigError when ``embedded`` is off).
-    A cluster's client carries the keyspace of the ``slots`` layout (``kiq.keyspace``)."""
+    A cluster's client carries the keyspace of the ``slots`` layout (``kiq.ext.keyspace``)."""
     url, options = _client_options(url, embedded_dir, pool_size, embedded)
     if url.startswith(CLUSTER_SCHEMES):
         from redis.cluster import ClusterNode, RedisCluster

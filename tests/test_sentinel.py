@@ -13,7 +13,7 @@ import pytest
 import redis
 
 import kiq
-from kiq.server.launcher import MASTER_CHECK_INTERVAL
+from kiq.server.heartbeat import MASTER_CHECK_INTERVAL
 from tests.jobs.basic import AppendToFile
 from tests.sentinel_support import SentinelCluster
 from tests.support import FAST, WorkerProcess, wait_until

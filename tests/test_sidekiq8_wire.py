@@ -275,7 +275,7 @@ def test_kiq_writes_times_in_the_form_sidekiq_wire_says(config: kiq.Config, r: r
     assert Poller(config).enqueue_jobs(now=time.time() + 7200) == 2  # the retry and the scheduled job, re-pushed
     work_off(config)  # Fails again: retries exhausted -> dead (retried_at)
     launcher = Launcher(config)
-    launcher.heartbeat()  # the process record
+    launcher.heartbeat.beat()  # the process record
     requeued = Unit(r.lindex("queue:later", -1) or "", "later")
     interrupted = json.loads(repush_command(config, requeued)[1])
 
@@ -296,7 +296,7 @@ def test_the_process_record_carries_capsules(config: kiq.Config, r: redis.Redis)
     config.concurrency = 4
     config.add_capsule("single", ["serial"], concurrency=1)
     launcher = Launcher(config)
-    launcher.heartbeat()
+    launcher.heartbeat.beat()
     info = json.loads(r.hget(launcher.identity, "info") or "")
     assert info["capsules"] == {
         "default": {"concurrency": 4, "mode": "weighted", "weights": {"critical": 3, "default": 1}},

@@ -21,12 +21,12 @@ from __future__ import annotations
 from ..server.scheduled import cleanup_processes
 from .iterations import iteration_states, runtime_so_far
 from .job_sets import DeadSet, JobSet, RetrySet, ScheduledSet, SearchResult, SortedEntry
-from .metrics import (
+from .metrics import Metrics
+from .metrics_report import (
     HISTOGRAM_BOUNDS_MS,
     HISTOGRAM_LABELS,
     JobClassMetrics,
     JobMetricsSeries,
-    Metrics,
     MetricsReport,
     MinuteMetrics,
 )

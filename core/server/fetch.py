@@ -62,10 +62,10 @@ class BasicFetch(BatchFetch):
         self.keys = self.order.keyspace
 
     def retrieve_work(self) -> BasicUnitOfWork | None:
-        fetched = self._next_job()
+        fetched = self.next_job()
         return BasicUnitOfWork(fetched[0], fetched[1], self) if fetched is not None else None
 
-    def _fetch(self, wanted: int, block: float) -> list[Fetched]:
+    def pop(self, wanted: int, block: float) -> list[Fetched]:
         keys = self.order.keys()
         if not keys:  # every queue is paused: wait as a fetch would (the pause is read again meanwhile)
             time.sleep(max(0.0, block))
@@ -104,18 +104,6 @@ class BasicFetch(BatchFetch):
             log.error("failed to push %d jobs back to Redis, they are lost: %s: %r", len(units), exc, units)
             return
         log.info("pushed %d jobs back to Redis", len(units))
-
-    def heartbeat(self) -> None:
-        """Nothing to keep alive: a fetched job is out of Redis."""
-
-    def quiet(self) -> None:
-        """Nothing to do: the processors stop asking."""
-
-    def close(self) -> None:
-        self._close(timeout=TIMEOUT)  # threads still waiting get None
-        with self._lock:
-            if not self._fetching:
-                self.connection.release()
 
 
 def fetcher_for(capsule: Capsule) -> Fetcher:

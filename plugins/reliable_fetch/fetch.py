@@ -108,7 +108,8 @@ class ReliableUnit:
 
 
 class ReliableFetch(kiq.ext.BatchFetch):
-    """The fetcher of one capsule in one process (``fetch = "reliable"``)."""
+    """The fetcher of one capsule in one process (``fetch = "reliable"``), on ``kiq.ext.BatchFetch``'s public seam
+    only: ``pop`` moves the jobs into the working lists, ``retrieve_work`` wraps ``next_job()``."""
 
     block_seconds = BLOCK_SECONDS
 
@@ -132,7 +133,7 @@ class ReliableFetch(kiq.ext.BatchFetch):
         # finished jobs whose LREM is not sent yet
         self.acks = PendingAcks(self.redis, self._working_keys.values(), name=capsule.name)
         self.in_flight = InFlight()  # fetched, not yet acknowledged or requeued
-        self._quiet = False
+        self._acks_at_once = False  # no fetch is coming to carry them (quiet, closing)
         self._idle_pause = IDLE_PAUSE[0]
         self._out_of_memory = False  # Redis refused BLMOVE at maxmemory: poll instead of blocking
         self.liveness.join()
@@ -140,7 +141,7 @@ class ReliableFetch(kiq.ext.BatchFetch):
     # -- the fetcher seam ------------------------------------------------------------------------------
     def retrieve_work(self) -> ReliableUnit | None:
         """The next job, or None after about ``BLOCK_SECONDS`` without one (or once closed)."""
-        fetched = self._next_job()
+        fetched = self.next_job()
         if fetched is None:
             return None
         return ReliableUnit(self, fetched[0], fetched[1], self._working_keys[fetched[0]])
@@ -149,7 +150,7 @@ class ReliableFetch(kiq.ext.BatchFetch):
         self.acks.add(unit.working_key, unit.job)  # sent with the next fetch, or by the acknowledgement thread
         # after: a reconciliation finds it in one or the other (inflight.py)
         self.in_flight.discard((unit.working_key, unit.job))
-        if self._quiet or self._closed:  # no fetch is coming: send it now (with any other still waiting)
+        if self._acks_at_once:  # no fetch is coming: send it now (with any other still waiting)
             self.flush_acks()
 
     def requeue(self, unit: ReliableUnit) -> None:
@@ -177,19 +178,17 @@ class ReliableFetch(kiq.ext.BatchFetch):
         for unit in units:
             self.in_flight.discard((self._working_keys[unit.queue_name], unit.job))
 
-    def close(self) -> None:
+    def close(self, timeout: float = 3 * BLOCK_SECONDS) -> None:
         """Stop for good: pending acknowledgements are sent, any job still listed goes back to its queue, and the
         working list (and, with the last capsule's fetcher, the liveness key) are gone afterwards."""
-        if self._closed:
+        if self.closed:
             return
+        self._acks_at_once = True
         # waiting threads return None now; a fetch under way is let finish (bounded: a thread killed mid-fetch
         # leaves its jobs in the working list, which the put_back below returns)
-        self._close(timeout=3 * BLOCK_SECONDS)
+        super().close(timeout)
         self.acks.stop()
         acks = self.acks.take_all()
-        with self._lock:
-            if not self._fetching:
-                self.connection.release()
         last = self.liveness.leave()
         try:
             self.acks.send(acks)
@@ -210,7 +209,7 @@ class ReliableFetch(kiq.ext.BatchFetch):
     def heartbeat(self) -> None:
         """Keep this process alive in Redis, send any acknowledgement still pending, and recover the jobs of
         dead processes (one process of the fleet per ``reliable_recovery_interval``, under a lease)."""
-        if self._closed:
+        if self.closed:
             return
         self.liveness.refresh()
         self.flush_acks()
@@ -219,8 +218,7 @@ class ReliableFetch(kiq.ext.BatchFetch):
     def quiet(self) -> None:
         """No more fetches will come to carry acknowledgements: send them at once from now on. With Redis
         unreachable they stay pending (the sender retries them, ``close`` tries last): a stop must go on."""
-        with self._lock:
-            self._quiet = True
+        self._acks_at_once = True
         try:
             self.flush_acks()
         except (redis_errors.RedisError, OSError) as exc:
@@ -229,8 +227,8 @@ class ReliableFetch(kiq.ext.BatchFetch):
     def flush_acks(self) -> None:
         self.acks.flush()
 
-    # -- internals -------------------------------------------------------------------------------------
-    def _fetch(self, wanted: int, block: float) -> list[kiq.ext.Fetched]:
+    # -- the round trip kiq.ext.BatchFetch hands out -------------------------------------------------------
+    def pop(self, wanted: int, block: float) -> list[kiq.ext.Fetched]:
         """The leader's fetch: first the reconciliation a lost reply calls for, then the jobs, each one known
         (``in_flight``) before any thread can take it."""
         if self.in_flight.unsure:
@@ -248,6 +246,7 @@ class ReliableFetch(kiq.ext.BatchFetch):
             self.in_flight.add((working[queue], job) for queue, job in fetched)
         return fetched
 
+    # -- internals -------------------------------------------------------------------------------------
     def _move(self, wanted: int, block: float) -> list[kiq.ext.Fetched]:
         order = self.order.keys()
         if order:

@@ -110,11 +110,11 @@ class CountingFetch(BasicFetch):
         self.round_trips = 0
         self.wanted: list[int] = []
 
-    def _fetch(self, wanted: int, block: float) -> list[tuple[str, str]]:
+    def pop(self, wanted: int, block: float) -> list[tuple[str, str]]:
         self.round_trips += 1
         self.wanted.append(wanted)
         time.sleep(0.05)  # a slow round trip, so that the other threads are waiting when the next one starts
-        return super()._fetch(wanted, block)
+        return super().pop(wanted, block)
 
 
 @pytest.mark.cluster
@@ -135,7 +135,7 @@ def test_a_batch_over_several_queues_keeps_the_strict_order(config: kiq.Config, 
     r.lpush("queue:high", "high-1", "high-2")
     r.lpush("queue:low", "low-1", "low-2", "low-3")
     fetch = BasicFetch(capsule(config, ("high", 0), ("low", 0)))
-    assert fetch._fetch(4, block=0) == [("high", "high-1"), ("high", "high-2"), ("low", "low-1"), ("low", "low-2")]
+    assert fetch.pop(4, block=0) == [("high", "high-1"), ("high", "high-2"), ("low", "low-1"), ("low", "low-2")]
     assert r.lrange("queue:low", 0, -1) == ["low-3"]
 
 
@@ -330,7 +330,7 @@ class ListedFetch(kiq.ext.BatchFetch):
         super().__init__(redis, block_seconds)  # the connection is never used
         self.jobs = jobs
 
-    def _fetch(self, wanted: int, block: float) -> list[tuple[str, str]]:
+    def pop(self, wanted: int, block: float) -> list[tuple[str, str]]:
         taken, self.jobs[:wanted] = self.jobs[:wanted], []
         return [("default", job) for job in taken]
 
@@ -342,14 +342,14 @@ def test_a_sleeper_whose_job_an_awake_thread_took_fetches_instead_of_waiting_out
     with fetch._lock:
         fetch._fetching = True  # a fetch under way: a thread asking now sleeps until it ends
     got: list[tuple[str, str] | None] = []
-    sleeper = threading.Thread(target=lambda: got.append(fetch._next_job()))
+    sleeper = threading.Thread(target=lambda: got.append(fetch.next_job()))
     sleeper.start()
     wait_until(lambda: fetch._sleepers, 5, message="the thread to sleep")
     with fetch._lock:  # the fetch ends with one ready job for the sleeper, whose wake-up is left to the next taker
         fetch._fetching = False
         fetch._ready.append(("default", "fetched-for-it"))
     started = time.monotonic()
-    assert fetch._next_job() == ("default", "fetched-for-it")  # a thread already awake takes it first
+    assert fetch.next_job() == ("default", "fetched-for-it")  # a thread already awake takes it first
     sleeper.join(3)
     assert got == [("default", "for-the-sleeper")]  # it fetched the job still in the queue
     assert time.monotonic() - started < 1  # at once, not at its deadline (5 s)
@@ -358,9 +358,9 @@ def test_a_sleeper_whose_job_an_awake_thread_took_fetches_instead_of_waiting_out
 class SlowFetch(BasicFetch):
     """A round trip slower than the waiting threads' time (as a cluster client's, retrying a primary that died)."""
 
-    def _fetch(self, wanted: int, block: float) -> list[tuple[str, str]]:
+    def pop(self, wanted: int, block: float) -> list[tuple[str, str]]:
         time.sleep(0.4)
-        return super()._fetch(wanted, block)
+        return super().pop(wanted, block)
 
 
 def test_threads_whose_wait_ends_while_the_fetch_fails_get_that_failure_not_none(

@@ -13,7 +13,8 @@ import pytest
 import redis
 
 import kiq
-from kiq.server.launcher import STATS_TTL, Launcher
+from kiq.keys import STATS_TTL
+from kiq.server.launcher import Launcher
 from tests.support import short_block, wait_until
 
 

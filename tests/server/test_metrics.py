@@ -130,7 +130,7 @@ def launch(config: kiq.Config) -> Iterator[Callable[[], Launcher]]:
 
 
 def processed(launcher: Launcher) -> int:
-    return launcher._totals()[0]
+    return launcher.heartbeat.totals()[0]
 
 
 # -- a real worker ---------------------------------------------------------------------------------------------
@@ -233,7 +233,7 @@ def test_metrics_false_records_and_writes_nothing(
     wait_until(lambda: r.get("stat:processed") == "6", 20, message="six jobs counted in the stats")
     launcher.stop()
     assert metric_keys(r) == []
-    assert launcher.metrics is None and all(runner.metrics is None for runner in launcher.managers[0].runners)
+    assert launcher.heartbeat.metrics is None and all(runner.metrics is None for runner in launcher.managers[0].runners)
 
 
 def test_the_setting_reads_from_the_environment() -> None:

@@ -376,7 +376,7 @@ def poll_and_beat(config: kiq.Config, r: redis.Redis) -> Launcher:
     Greet.perform_in(60, "ada")
     assert Poller(config).enqueue_jobs(now=time.time() + 120) == 1
     launcher = Launcher(config)
-    launcher.heartbeat()
+    launcher.heartbeat.beat()
     assert r.sismember("processes", launcher.identity)  # the beat ran
     return launcher
 
@@ -401,7 +401,7 @@ def test_internal_spans_are_roots_around_each_poll_pass_and_heartbeat(
     _, enqueue_send = telemetry.finished("send default")  # the pass's push nests under its span
     assert ids(enqueue_send.parent) == ids(poll.get_span_context())
     Poller(config).enqueue_jobs()
-    launcher.heartbeat()
+    launcher.heartbeat.beat()
     assert len(telemetry.finished("kiq poll")) == 2 and len(telemetry.finished("kiq heartbeat")) == 2
 
 
