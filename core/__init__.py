@@ -27,6 +27,7 @@ from .errors import (
     UnknownJobError,
     error_class,
 )
+from .failures import TRANSIENT as REDIS_REFUSALS
 from .fetcher import Capsule, Fetcher, QueueOrder, UnitOfWork, pop_script, popped_jobs
 from .handoff import BatchFetch, Fetched
 from .hookspecs import hookimpl, hookspec
@@ -37,7 +38,7 @@ from .keys import Keyspace, keyspace
 from .middleware import Chain, ClientMiddleware, ServerMiddleware, Wrapper
 from .payload import dumps, epoch_seconds, loads, new_jid, new_public_id, parse_payload, wire_time
 from .readings import Reading
-from .redis import REDIS_REFUSALS, run_pipeline
+from .redis import run_pipeline
 from .scripts import ENQUEUE_LUA, LuaScript, enqueue_keys, lua_script
 from .server.acknowledgement import hold_acknowledgement, report_failure
 from .settings import Setting

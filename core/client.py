@@ -20,6 +20,7 @@ from . import sink
 from .arguments import ArgumentPlan
 from .config import config_or_default
 from .errors import ConfigError, InvalidJobError, JobArgumentError, NotReplicated, PayloadTooLarge
+from .failures import UNREACHABLE
 from .keys import QUEUES, SCHEDULE, Keyspace, keyspace
 from .payload import (
     DEFAULT_OPTIONS,
@@ -32,7 +33,7 @@ from .payload import (
     wire_time,
 )
 from .redis import ENCODING_ERRORS, PerPool, is_cluster, pool_of, run_pipeline
-from .reliable_push import OUTAGE, behind_held, held, hold
+from .reliable_push import behind_held, held, hold
 from .settings import MIN_MAX_PAYLOAD_BYTES, did_you_mean
 
 if TYPE_CHECKING:
@@ -252,7 +253,7 @@ class Client:
             return
         try:
             write_jobs(connection, jobs, self.config)
-        except OUTAGE as error:
+        except UNREACHABLE as error:
             if not hold(connection, jobs, self.config, error, partial(write_jobs, connection, config=self.config)):
                 raise
 

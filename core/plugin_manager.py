@@ -17,7 +17,7 @@ import pluggy
 
 from . import hookspecs
 from .errors import ConfigError
-from .redis import REDIS_REFUSALS
+from .failures import TRANSIENT
 from .settings import Source, did_you_mean
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ class PluginManager(pluggy.PluginManager):
                 return function(*args)
             except Exception as exc:
                 hold = self.hold_refused_death
-                if hook == "kiq_death" and hold is not None and isinstance(exc, REDIS_REFUSALS):
+                if hook == "kiq_death" and hold is not None and isinstance(exc, TRANSIENT):
                     # Redis refused the hook's own write (an outage): this call, and only it, is made again
                     job = dict(zip(argnames, args, strict=True)).get("job")
                     hold(functools.partial(function, *args), plugin, job, exc)

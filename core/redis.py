@@ -47,21 +47,6 @@ ENCODING_ERRORS = "surrogateescape"
 
 # what ``redis_url`` may start with: redis-py's own schemes (which it matches as written), plus Sentinel, which
 # kiq parses itself
-# what Redis says when it cannot take a write now but will later (BusyLoadingError, LOADING, is a ConnectionError):
-# worth holding and retrying (kiq.server.outcomes), unlike an error the same write would meet again
-REDIS_REFUSALS = (
-    redis.ConnectionError,
-    redis.TimeoutError,
-    redis.exceptions.OutOfMemoryError,
-    redis.exceptions.ReadOnlyError,
-    # a Redis Cluster in a failover: CLUSTERDOWN, TRYAGAIN, a slot no node serves, no node reachable
-    redis.exceptions.ClusterDownError,
-    redis.exceptions.TryAgainError,
-    redis.exceptions.RedisClusterException,
-)
-"""The errors of a Redis that cannot take a write now but will later (unreachable, a timeout, ``maxmemory``, a
-replica, a cluster failing over): a plugin that writes for a job catches these to hold its write rather than fail
-the job."""
 CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://")
 URL_SCHEMES = ("redis://", "rediss://", "unix://", "redis+sentinel://", *CLUSTER_SCHEMES)
 NO_REDIS_URL = (

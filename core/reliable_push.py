@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import redis as redis_py
 
 from .errors import NotReplicated, PushBufferFull
+from .failures import UNREACHABLE
 from .keys import SCHEDULE, keyspace
 from .redis import pool_of
 from .sink import EncodedJob
@@ -35,10 +36,6 @@ if TYPE_CHECKING:
     from .config import Config
 
 log = logging.getLogger("kiq")
-
-# what "Redis is unreachable" is: refused or broken connections, timeouts, LOADING after a restart (a
-# ConnectionError in redis-py), no master known to the Sentinels (a ConnectionError too), no cluster node reachable
-OUTAGE = (redis_py.ConnectionError, redis_py.TimeoutError, redis_py.exceptions.RedisClusterException)
 
 FIRST_BACKOFF = 0.05  # seconds until the first attempt after a failed one; doubled per failure up to MAX_BACKOFF
 MAX_BACKOFF = 2.0
@@ -95,7 +92,7 @@ class HeldPushes:
             self.sending.release()
 
     def _failed(self, error: Exception) -> None:
-        if not isinstance(error, OUTAGE) and not self.logged_error:  # e.g. OOM at maxmemory: held, retried
+        if not isinstance(error, UNREACHABLE) and not self.logged_error:  # e.g. OOM at maxmemory: held, retried
             self.logged_error = True
             log.warning("reliable push: Redis refused the held jobs (%s); retrying with backoff", error)
         self.next_attempt = time.monotonic() + self.backoff
@@ -120,8 +117,9 @@ _registry = threading.Lock()  # guards ``held`` and the background sender's star
 
 
 def hold(destination: object, jobs: list[EncodedJob], config: Config, error: Exception, write: Writer) -> bool:
-    """A push to ``destination`` (a Redis client) failed with an ``OUTAGE`` error: with ``reliable_push`` on, hold
-    its jobs (True) or raise ``PushBufferFull`` past ``reliable_push_limit``; off: False (the caller re-raises)."""
+    """A push to ``destination`` (a Redis client) failed with an ``UNREACHABLE`` error (kiq.failures): with
+    ``reliable_push`` on, hold its jobs (True) or raise ``PushBufferFull`` past ``reliable_push_limit``; off: False
+    (the caller re-raises)."""
     if not config.get("reliable_push"):
         return False
     with _registry:

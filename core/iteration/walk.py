@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..async_client import async_redis
 from ..config import config_or_default
-from ..redis import REDIS_REFUSALS
+from ..failures import TRANSIENT
 from . import state
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ def walk(job: IterableJob, args: tuple[Any, ...]) -> None:
     if not completed:
         try:
             state.flush(redis, job.jid, *_checked_progress(job))
-        except REDIS_REFUSALS:
+        except TRANSIENT:
             raise job._interrupted(_held_save(job)) from None
         raise job._interrupted()
     job.on_complete()
@@ -184,7 +184,7 @@ def _save(job: IterableJob, redis: Any, pace: _Pace) -> bool:
     read-only) does not stop the walk: it is logged once and tried again at the next interval."""
     try:
         cancelled = state.flush(redis, job.jid, *_checked_progress(job))
-    except REDIS_REFUSALS as exc:
+    except TRANSIENT as exc:
         pace.saved(job, exc)
         return False
     pace.saved(job, None)
@@ -204,7 +204,7 @@ def _clear(job: IterableJob, redis: Any) -> None:
         try:
             state.clear(redis, job.jid)
             return
-        except REDIS_REFUSALS as exc:
+        except TRANSIENT as exc:
             _clear_refused(job, exc, pause)
         time.sleep(pause)
 
@@ -213,7 +213,7 @@ async def _asave(job: IterableJob, redis: Any, pace: _Pace) -> bool:
     """``_save`` for the event loop."""
     try:
         cancelled = await state.aflush(redis, job.jid, *_checked_progress(job))
-    except REDIS_REFUSALS as exc:
+    except TRANSIENT as exc:
         pace.saved(job, exc)
         return False
     pace.saved(job, None)
@@ -225,7 +225,7 @@ async def _aclear(job: IterableJob, redis: Any) -> None:
         try:
             await state.aclear(redis, job.jid)
             return
-        except REDIS_REFUSALS as exc:
+        except TRANSIENT as exc:
             _clear_refused(job, exc, pause)
         await asyncio.sleep(pause)
 
@@ -279,7 +279,7 @@ async def walk_async(job: IterableJob, args: tuple[Any, ...]) -> None:
     if not completed:
         try:
             await state.aflush(redis, job.jid, *_checked_progress(job))
-        except REDIS_REFUSALS:
+        except TRANSIENT:
             raise job._interrupted(_held_save(job)) from None
         raise job._interrupted()
     await _maybe(job.on_complete())

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, KiqError
+from ..failures import TRANSIENT
 from ..fetcher import Capsule
 from ..job_registry import registry
 from ..keys import PROCESS_TTL, PROCESSES, STATS_TTL, keyspace, signals_key, stat_key, work_key
@@ -31,7 +32,7 @@ from ..redis import follow_new_master, pool_of
 from ..version import __version__
 from .manager import Manager, capsules_for
 from .metrics import MetricsFlusher, Recorder
-from .outcomes import OutcomeKeeper, refused
+from .outcomes import OutcomeKeeper
 from .processor import JobRunner, RedisOutage
 from .scheduled import Poller
 from .unserved_queues import warn_about_unserved_queues
@@ -305,7 +306,7 @@ class Launcher:
             try:
                 manager.fetcher.heartbeat()
             except Exception as exc:
-                if refused(exc):  # part of the outage, logged once
+                if isinstance(exc, TRANSIENT):  # part of the outage, logged once
                     self.outage.failed(exc, "fetcher heartbeat")
                 else:
                     self.config.handle_exception(

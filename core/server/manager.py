@@ -20,10 +20,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..config import DEFAULT_CAPSULE
+from ..failures import TRANSIENT
 from ..fetcher import Capsule
 from ..keys import keyspace
 from ..payload import parse_payload
-from ..redis import REDIS_REFUSALS
 from .aio import EventLoop
 from .fetch import fetcher_for
 from .outcomes import Outcome, OutcomeKeeper
@@ -151,7 +151,7 @@ class Manager:
             log.warning("requeued %s", describe_running(slot))
         try:
             self.fetcher.bulk_requeue(units)
-        except REDIS_REFUSALS as exc:  # basic fetch: these are the jobs' only copies, held as job outcomes are
+        except TRANSIENT as exc:  # basic fetch: these are the jobs' only copies, held as job outcomes are
             for unit in units:
                 requeue = ["RPUSH", keyspace(self.capsule.config.redis).queue(unit.queue_name), unit.job]
                 self.keeper.hold(Outcome(unit.requeue, requeue, unit, _requeued), exc)

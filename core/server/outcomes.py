@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..redis import REDIS_REFUSALS
+from ..failures import TRANSIENT
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -37,12 +37,6 @@ log = logging.getLogger("kiq")
 BACKOFF = (0.25, 2.0)  # seconds between attempts at the oldest held outcome: doubling from the first to the second
 WHERE = "job outcomes"  # the outage's name for this work in the log
 UNWRITTEN = "unwritten job outcome"  # the start of the ERROR line of each outcome given up at a stop
-
-
-def refused(exc: BaseException) -> bool:
-    """Redis could not take a write now (unreachable, out of memory, read-only, loading): worth holding and
-    retrying, unlike an error the same write would meet again (a wrong type, a script error)."""
-    return isinstance(exc, REDIS_REFUSALS)
 
 
 class Held(Protocol):
@@ -167,7 +161,7 @@ class OutcomeKeeper:
             try:
                 outcome.settle()
             except Exception as exc:
-                if refused(exc):
+                if isinstance(exc, TRANSIENT):
                     time.sleep(pause)
                     pause = min(2 * pause, BACKOFF[1])
                     continue

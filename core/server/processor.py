@@ -25,16 +25,15 @@ import time
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
-import redis
-
 from ..arguments import call_perform
 from ..errors import Interrupted, InvalidPayload, Shutdown
+from ..failures import TRANSIENT, describe
 from ..job_registry import registry
 from ..logging import JobLogger, thread_id
 from ..payload import LARGE_TEXT, parse_payload, running_summary
 from . import acknowledgement, dead, interruption
 from .metrics import Recorder
-from .outcomes import Outcome, OutcomeKeeper, refused
+from .outcomes import Outcome, OutcomeKeeper
 from .retry import Handled, Held, JobRetry
 from .time_limit import Watchdog, time_limit, timed_out
 
@@ -73,9 +72,7 @@ class RedisOutage:
                 return
             self.down_since = time.monotonic()
         url = self.config.redis_url or f"the embedded server in {self.config.embedded_dir}"
-        context = (
-            f"Redis at {url} {describe_redis_error(exc)} ({where}{'; ' + note if note else ''}); retrying with backoff"
-        )
+        context = f"Redis at {url} {describe(exc)} ({where}{'; ' + note if note else ''}); retrying with backoff"
         # one line: the message says it all, and a chained traceback of a refused connection helps no one
         self.config.handle_exception(exc, {"context": context}, traceback=False)
 
@@ -91,15 +88,6 @@ class RedisOutage:
             held, self._held = self._held, 0
         written = f"; {held} job outcomes held meanwhile are written" if held else ""
         log.info("Redis works again (%s) after %.1f s%s", ", ".join(seen), time.monotonic() - since, written)
-
-
-def describe_redis_error(exc: BaseException) -> str:
-    """What a failure says about Redis, for the log line: unreachable, out of memory, or the error itself."""
-    if isinstance(exc, redis.ConnectionError | redis.TimeoutError | OSError):
-        return "is unreachable"
-    if isinstance(exc, redis.exceptions.OutOfMemoryError):
-        return "is out of memory (maxmemory reached: it refuses commands that need memory)"
-    return f"failed with {type(exc).__name__}: {exc}"
 
 
 # what a job's steps yield when it is time to run the job: the instance and its arguments; the driver calls
@@ -209,7 +197,7 @@ class JobRunner:
             error = handled.__cause__ or handled
             context = {"context": "Job raised exception", "job": job, "queue": queue}
             # a job that failed because Redis is down says so in one line: the outage is logged on its own
-            self.config.handle_exception(error, context, traceback=not refused(error))
+            self.config.handle_exception(error, context, traceback=not isinstance(error, TRANSIENT))
         except Interrupted as interrupted:
             # an interruptible job stopped at a safe point, its progress saved: pushed again (no retry counted)
             acknowledge = self._repushed(unit, interrupted.save)
@@ -244,7 +232,7 @@ class JobRunner:
         try:
             unit.acknowledge()
         except Exception as exc:
-            if refused(exc):
+            if isinstance(exc, TRANSIENT):
                 self.keeper.hold(Outcome(None, None, unit, _acknowledge_unit), exc)
             else:
                 self.config.handle_exception(exc, {"context": "acknowledge", "jobstr": unit.job})
@@ -257,7 +245,7 @@ class JobRunner:
         try:
             write()
         except Exception as exc:
-            if refused(exc):
+            if isinstance(exc, TRANSIENT):
                 refusal = exc
                 return lambda held: self.keeper.hold(Outcome(write, command, held, _acknowledge_unit), refusal)
             self.config.handle_exception(exc, {"context": "re-pushing an interrupted job", "jobstr": unit.job})
@@ -285,7 +273,7 @@ class JobRunner:
         try:
             dead.bury(self.config, unit.job)
         except Exception as error:
-            if refused(error):  # held: buried and acknowledged once Redis takes it
+            if isinstance(error, TRANSIENT):  # held: buried and acknowledged once Redis takes it
                 write = functools.partial(dead.bury, self.config, unit.job)
                 self.keeper.hold(
                     Outcome(write, dead.replay_command(self.config, unit.job), unit, _acknowledge_unit), error

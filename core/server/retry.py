@@ -40,11 +40,11 @@ import redis
 
 from .. import sink
 from ..errors import JobTimeout, Shutdown, error_class
+from ..failures import TRANSIENT
 from ..keys import RETRY, keyspace
 from ..logging import note_failure_outcome
 from ..payload import dumps, epoch_seconds, loads, wire_time
 from . import dead
-from .outcomes import refused
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -84,7 +84,7 @@ def _write(write: Callable[[], object], command: list[str]) -> None:
     try:
         write()
     except redis.RedisError as exc:
-        if not refused(exc):
+        if not isinstance(exc, TRANSIENT):
             raise
         raise Held(write, command, exc) from None
 

@@ -24,11 +24,11 @@ import redis as redis_py
 
 from ..client import Client
 from ..errors import InvalidJobError
+from ..failures import TRANSIENT
 from ..keys import PROCESS_CLEANUP, PROCESSES, RETRY, SCHEDULE, keyspace
 from ..payload import parse_payload
 from ..scripts import lua_script
 from . import dead
-from .outcomes import refused
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -162,7 +162,7 @@ class Poller:
         tick(name="poller", due_within=None, config=self.config)
 
     def _failed(self, exc: Exception, context: str) -> None:
-        if self.outage is not None and refused(exc):
+        if self.outage is not None and isinstance(exc, TRANSIENT):
             self.outage.failed(exc, "poller")
         else:
             self.config.handle_exception(exc, {"context": context})

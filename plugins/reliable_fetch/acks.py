@@ -18,12 +18,11 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from redis import exceptions as redis_errors
+from kiq.failures import UNREACHABLE
 
 log = logging.getLogger("kiq.reliable_fetch")
 
 ACK_DELAY = 0.01  # seconds a finished job's acknowledgement waits for a fetch to carry it before it is sent alone
-UNREACHABLE = (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError)
 RETRY_PAUSE = (0.05, 1.0)  # Redis refused the acknowledgements: try again after this, doubling up to the second
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from redis import exceptions as redis_errors
 
 import kiq
+from kiq.failures import UNREACHABLE
 
 from . import scripts
 from .acks import PendingAcks
@@ -156,7 +157,7 @@ class ReliableFetch(kiq.BatchFetch):
         keys = scripts.REQUEUE.keys(self.keys, self.working, unit.queue_name)
         try:
             self._requeue_script(keys=keys, args=[unit.job, "front"])
-        except (redis_errors.ConnectionError, redis_errors.TimeoutError):
+        except UNREACHABLE:
             self.in_flight.unsure = True  # still listed, maybe: the next fetch puts it back if so
             raise
         finally:
@@ -237,7 +238,7 @@ class ReliableFetch(kiq.BatchFetch):
         broken = self.connection.broken
         try:
             fetched = self._move(wanted, block)
-        except (redis_errors.ConnectionError, redis_errors.TimeoutError):
+        except UNREACHABLE:
             self.in_flight.unsure = True
             raise
         if self.connection.broken != broken:  # sent again on a new connection: the first may have moved jobs

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import kiq
 from kiq.api import DeadSet
+from kiq.failures import TRANSIENT
 
 from .errors import WorkflowError
 from .keys import WORKFLOW_ID, workflow_key
@@ -90,7 +91,7 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
         pipe.hexists(workflow_key(keys, workflow_id, "steps"), step)
         try:
             state, current, known = pipe.execute()
-        except kiq.REDIS_REFUSALS:  # these reads only spare a run: the step script decides once Redis is back
+        except TRANSIENT:  # these reads only spare a run: the step script decides once Redis is back
             state, current, known = "running", None, True
         if state == "failed":  # the workflow is over: its remaining steps never run
             self.plugin.counts.record("skipped", steps.run("skipped", workflow_id, step))
@@ -112,7 +113,7 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
         except Exception as exc:
             try:
                 steps.run("failed", workflow_id, step, error_text(exc, job))
-            except kiq.REDIS_REFUSALS:  # the status only, and the worker logs the outage once
+            except TRANSIENT:  # the status only, and the worker logs the outage once
                 log.debug("workflow %s step %s: the failure's status not recorded", workflow_id, step, exc_info=True)
             except Exception:  # the status only: the job's own error is the one to raise
                 log.warning("workflow %s step %s: could not record the failure", workflow_id, step, exc_info=True)
@@ -130,7 +131,7 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
 
         try:
             succeed()
-        except kiq.REDIS_REFUSALS as refusal:
+        except TRANSIENT as refusal:
             self.hold(succeed, job, refusal)
 
     def hold(self, write: Callable[[], None], job: dict[str, Any], refusal: BaseException) -> None:
