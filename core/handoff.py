@@ -40,7 +40,7 @@ class BatchFetch:
 
     None means "Redis had no job": a thread whose wait ends without a job while the latest fetch failed raises that
     failure (a copy), as its leader did, so that its processor does not take the outage for over (a worker logs an
-    outage once, until a fetch works again: kiq.server.processor.RedisOutage).
+    outage once, until a fetch works again: kiq.server.outcomes.RedisOutage).
     """
 
     # the longest a thread waits for work before retrieve_work returns None (so it notices a quiet or stop): the

@@ -1,7 +1,7 @@
 """Reliable push (the ``reliable_push`` setting, after Sidekiq Pro's): a push that finds Redis unreachable keeps its
 jobs in memory, returns their jids, and the jobs are sent, in the order they were pushed, when Redis answers again.
 
-Per destination (a Redis client's connection pool) one ``HeldPushes`` buffer exists while it holds jobs; ``held``
+Per destination (a Redis client's connection pool) one ``PushBuffer`` exists while it holds jobs; ``held``
 is empty otherwise, so the push path pays one truth test of a dict for all this. While a buffer holds jobs, every
 push to its Redis goes in behind them (else a later push would overtake them). They are sent by the next push once
 the backoff allows another attempt, and by a background thread, so a process that stops pushing still sends them;
@@ -46,7 +46,7 @@ EXIT_WAIT = 10.0  # seconds the exit attempt waits for a send under way in anoth
 Writer = Callable[[list[EncodedJob]], None]
 
 
-class HeldPushes:
+class PushBuffer:
     """The jobs held for one Redis, oldest first, and the state of the attempts to send them."""
 
     def __init__(self, destination: object, write: Writer) -> None:
@@ -112,7 +112,7 @@ class HeldPushes:
 
 
 # the buffers holding jobs, by the id of their Redis client's connection pool; empty when nothing is held
-held: dict[int, HeldPushes] = {}
+held: dict[int, PushBuffer] = {}
 _registry = threading.Lock()  # guards ``held`` and the background sender's start
 
 
@@ -127,7 +127,7 @@ def hold(destination: object, jobs: list[EncodedJob], config: Config, error: Exc
         if buffer is not None:
             _add(buffer, jobs, config, error)
             return True
-        buffer = HeldPushes(destination, write)
+        buffer = PushBuffer(destination, write)
         _add(buffer, jobs, config, error)  # a first push over the limit raises here: no outage begins
         held[_key(destination)] = buffer
         log.warning(
@@ -162,7 +162,7 @@ def _key(destination: object) -> int:
     return id(pool_of(destination))
 
 
-def _add(buffer: HeldPushes, jobs: list[EncodedJob], config: Config, error: Exception | None) -> None:
+def _add(buffer: PushBuffer, jobs: list[EncodedJob], config: Config, error: Exception | None) -> None:
     limit = config.get("reliable_push_limit")
     with buffer.lock:
         if len(buffer.jobs) + len(jobs) > limit:

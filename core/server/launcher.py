@@ -32,8 +32,8 @@ from ..redis import follow_new_master, pool_of
 from ..version import __version__
 from .manager import Manager, capsules_for
 from .metrics import MetricsFlusher, Recorder
-from .outcomes import OutcomeKeeper
-from .processor import JobRunner, RedisOutage
+from .outcomes import OutcomeKeeper, RedisOutage
+from .processor import JobRunner
 from .scheduled import Poller
 from .unserved_queues import warn_about_unserved_queues
 

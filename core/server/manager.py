@@ -26,8 +26,8 @@ from ..keys import keyspace
 from ..payload import parse_payload
 from .aio import EventLoop
 from .fetch import fetcher_for
-from .outcomes import Outcome, OutcomeKeeper
-from .processor import JobRunner, Processor, RedisOutage, Slot
+from .outcomes import Outcome, OutcomeKeeper, RedisOutage
+from .processor import JobRunner, Processor, Slot
 from .time_limit import Watchdog
 
 if TYPE_CHECKING:

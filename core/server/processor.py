@@ -27,14 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..arguments import call_perform
 from ..errors import Interrupted, InvalidPayload, Shutdown
-from ..failures import TRANSIENT, describe
+from ..failures import TRANSIENT
 from ..job_registry import registry
 from ..logging import JobLogger, thread_id
 from ..payload import LARGE_TEXT, parse_payload, running_summary
 from . import acknowledgement, dead, interruption
 from .metrics import Recorder
-from .outcomes import Outcome, OutcomeKeeper
-from .retry import Handled, Held, JobRetry
+from .outcomes import Outcome, OutcomeKeeper, RedisOutage
+from .retry import Handled, JobRetry, RecordRefused
 from .time_limit import Watchdog, time_limit, timed_out
 
 if TYPE_CHECKING:
@@ -45,49 +45,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("kiq")
 
 MAX_BACKOFF = 2.0  # seconds between fetch attempts while Redis is unreachable (0.5, 1, 2, 2, ...)
-
-
-class RedisOutage:
-    """Shared by a worker's threads so an outage is logged once when it starts and once when it ends. ``where``
-    (fetch, heartbeat, job outcomes) tells which work failed; the outage ends when every work that failed during
-    it succeeded again (at maxmemory, fetches work while the heartbeat's writes are refused: a fetch does not end
-    it). ``held`` counts the job outcomes held meanwhile (kiq.server.outcomes), told in the closing line."""
-
-    def __init__(self, config: Config) -> None:
-        self.config = config
-        self.down_since: float | None = None
-        self._failing: list[str] = []  # the works that failed and have not succeeded since, in order
-        self._seen: list[str] = []  # every work that failed during this outage
-        self._held = 0
-        self._lock = threading.Lock()
-
-    def failed(self, exc: BaseException, where: str, note: str = "", held: int = 0) -> None:
-        with self._lock:
-            self._held += held
-            if where not in self._failing:
-                self._failing.append(where)
-            if where not in self._seen:
-                self._seen.append(where)
-            if self.down_since is not None:
-                return
-            self.down_since = time.monotonic()
-        url = self.config.redis_url or f"the embedded server in {self.config.embedded_dir}"
-        context = f"Redis at {url} {describe(exc)} ({where}{'; ' + note if note else ''}); retrying with backoff"
-        # one line: the message says it all, and a chained traceback of a refused connection helps no one
-        self.config.handle_exception(exc, {"context": context}, traceback=False)
-
-    def recovered(self, where: str) -> None:
-        with self._lock:
-            if where not in self._failing:
-                return
-            self._failing.remove(where)
-            if self._failing or self.down_since is None:
-                return
-            since, self.down_since = self.down_since, None
-            seen, self._seen = self._seen, []
-            held, self._held = self._held, 0
-        written = f"; {held} job outcomes held meanwhile are written" if held else ""
-        log.info("Redis works again (%s) after %.1f s%s", ", ".join(seen), time.monotonic() - since, written)
 
 
 # what a job's steps yield when it is time to run the job: the instance and its arguments; the driver calls
@@ -193,7 +150,7 @@ class JobRunner:
         except Handled as handled:
             # the retry layer recorded the failure (retry, dead or discarded), or Redis refused the record: then
             # it is held, and the job acknowledged once Redis took it
-            acknowledge = self._held(handled) if isinstance(handled, Held) else self._acknowledge
+            acknowledge = self._hold_record(handled) if isinstance(handled, RecordRefused) else self._acknowledge
             error = handled.__cause__ or handled
             context = {"context": "Job raised exception", "job": job, "queue": queue}
             # a job that failed because Redis is down says so in one line: the outage is logged on its own
@@ -252,11 +209,11 @@ class JobRunner:
             return None
         return self._acknowledge
 
-    def _held(self, held: Held) -> Callable[[UnitOfWork], None]:
+    def _hold_record(self, refused: RecordRefused) -> Callable[[UnitOfWork], None]:
         """The acknowledgement of a job whose failure Redis refused to record: its outcome goes to the keeper."""
 
         def hold(unit: UnitOfWork) -> None:
-            self.keeper.hold(Outcome(held.write, held.command, unit, _acknowledge_unit), held.refusal)
+            self.keeper.hold(Outcome(refused.write, refused.command, unit, _acknowledge_unit), refused.refusal)
 
         return hold
 

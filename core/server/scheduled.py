@@ -32,7 +32,7 @@ from . import dead
 
 if TYPE_CHECKING:
     from ..config import Config
-    from .processor import RedisOutage
+    from .outcomes import RedisOutage
 
 log = logging.getLogger("kiq")
 
