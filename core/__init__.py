@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .api.queue import Queue  # Sidekiq::Queue's place: kiq.Queue(name).pause()
 from .async_client import AsyncClient
+from .backoff import Backoff
 from .client import Client
 from .config import Config, configure_client, configure_server, default_config
 from .errors import (
@@ -51,6 +52,7 @@ __all__ = [
     "ArgumentError",
     "AsyncClient",
     "AsyncJobSetter",
+    "Backoff",
     "BatchFetch",
     "Call",
     "Capsule",

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import redis as redis_py
 
+from .backoff import Backoff
 from .errors import NotReplicated, PushBufferFull
 from .failures import UNREACHABLE
 from .keys import SCHEDULE, keyspace
@@ -37,8 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kiq")
 
-FIRST_BACKOFF = 0.05  # seconds until the first attempt after a failed one; doubled per failure up to MAX_BACKOFF
-MAX_BACKOFF = 2.0
+BACKOFF = (0.05, 2.0)  # seconds until the first attempt after a failed one, doubled per failure up to the second
 CHUNK = 1000  # jobs per round trip when the buffer is sent, as push_bulk's batches
 EXIT_WAIT = 10.0  # seconds the exit attempt waits for a send under way in another thread
 
@@ -57,8 +57,8 @@ class PushBuffer:
         self.sending = threading.Lock()  # one sender at a time, so the jobs leave in order
         self.started = time.monotonic()
         self.sent = 0
-        self.backoff = FIRST_BACKOFF
-        self.next_attempt = time.monotonic() + FIRST_BACKOFF
+        self.backoff = Backoff(*BACKOFF)
+        self.next_attempt = time.monotonic() + self.backoff.first
         self.logged_error = False
 
     def due(self) -> bool:
@@ -95,8 +95,7 @@ class PushBuffer:
         if not isinstance(error, UNREACHABLE) and not self.logged_error:  # e.g. OOM at maxmemory: held, retried
             self.logged_error = True
             log.warning("reliable push: Redis refused the held jobs (%s); retrying with backoff", error)
-        self.next_attempt = time.monotonic() + self.backoff
-        self.backoff = min(self.backoff * 2, MAX_BACKOFF)
+        self.next_attempt = time.monotonic() + self.backoff.next()
 
     def _done(self) -> None:
         """The buffer is empty (``_registry`` and its lock held): the outage is over for pushes to this Redis. Said

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..async_client import async_redis
+from ..backoff import Backoff
 from ..config import config_or_default
 from ..failures import TRANSIENT
 from . import state
@@ -233,12 +234,11 @@ async def _aclear(job: IterableJob, redis: Any) -> None:
 def _clear_attempts(job: IterableJob) -> Iterator[float]:
     """The pauses between attempts at deleting the state (the first attempt is made at once): until the worker
     stops."""
-    pause = CLEAR_BACKOFF[0]
+    backoff = Backoff(*CLEAR_BACKOFF)
     while True:
-        yield pause
+        yield backoff.next()
         if job._kiq_stopping is None or job._kiq_stopping.is_set():
             return
-        pause = min(pause * 2, CLEAR_BACKOFF[1])
 
 
 def _clear_refused(job: IterableJob, refusal: BaseException, pause: float) -> None:

@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..backoff import Backoff
 from ..failures import TRANSIENT, describe
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kiq")
 
-BACKOFF = (0.25, 2.0)  # seconds between attempts at the oldest held outcome: doubling from the first to the second
+BACKOFF = (0.25, 2.0)  # seconds between attempts at the oldest held write: the first pause and the cap (Backoff)
 WHERE = "job outcomes"  # the outage's name for this work in the log
 UNWRITTEN = "unwritten job outcome"  # the start of the ERROR line of each outcome given up at a stop
 
@@ -196,7 +197,7 @@ class OutcomeKeeper:
         return len(outcomes)
 
     def _run(self) -> None:
-        pause = BACKOFF[0]
+        backoff = Backoff(*BACKOFF)
         while True:
             with self._changed:
                 while not self._outcomes:
@@ -206,13 +207,12 @@ class OutcomeKeeper:
                 outcome.settle()
             except Exception as exc:
                 if isinstance(exc, TRANSIENT):
-                    time.sleep(pause)
-                    pause = min(2 * pause, BACKOFF[1])
+                    time.sleep(backoff.next())
                     continue
                 # the write itself is wrong (not an outage): retrying cannot help, so say what is lost and go on
                 self.config.handle_exception(exc, {"context": "a held job outcome cannot be written"})
                 log.error("%s", outcome.replay_line())
-            pause = BACKOFF[0]
+            backoff.reset()
             with self._changed:
                 if self._outcomes and self._outcomes[0] is outcome:  # not given up meanwhile
                     self._outcomes.popleft()

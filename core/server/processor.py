@@ -26,6 +26,7 @@ from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 from ..arguments import call_perform
+from ..backoff import Backoff
 from ..errors import Interrupted, InvalidPayload, Shutdown
 from ..failures import TRANSIENT
 from ..job_registry import registry
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kiq")
 
-MAX_BACKOFF = 2.0  # seconds between fetch attempts while Redis is unreachable (0.5, 1, 2, 2, ...)
+FETCH_BACKOFF = (0.5, 2.0)  # seconds between fetch attempts while Redis is unreachable: 0.5, 1, 2, 2, ...
 
 
 # what a job's steps yield when it is time to run the job: the instance and its arguments; the driver calls
@@ -288,16 +289,16 @@ class Processor(JobRunner):
 
     def fetch(self) -> UnitOfWork | None:
         if self.keeper.held:  # Redis refuses job outcomes: take no more jobs until it takes them
-            self.keeper.wait(self.stopping.is_set, MAX_BACKOFF)
+            self.keeper.wait(self.stopping.is_set, FETCH_BACKOFF[1])
             return None
-        failures = 0
+        backoff: Backoff | None = None  # made on the first failure: the usual fetch allocates nothing
         while True:
             try:
                 unit = self.fetcher.retrieve_work()
             except Exception as exc:
                 self.outage.failed(exc, "fetch")
-                failures += 1
-                if self.stopping.wait(min(MAX_BACKOFF, 0.25 * 2**failures)):
+                backoff = backoff or Backoff(*FETCH_BACKOFF)
+                if self.stopping.wait(backoff.next()):
                     return None
                 continue
             if self.outage.down_since is not None:

@@ -18,12 +18,13 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
+import kiq
 from kiq.failures import UNREACHABLE
 
 log = logging.getLogger("kiq.reliable_fetch")
 
 ACK_DELAY = 0.01  # seconds a finished job's acknowledgement waits for a fetch to carry it before it is sent alone
-RETRY_PAUSE = (0.05, 1.0)  # Redis refused the acknowledgements: try again after this, doubling up to the second
+RETRY_BACKOFF = (0.05, 1.0)  # Redis refused the acknowledgements: try again after this, doubling up to the second
 
 
 class PendingAcks:
@@ -112,7 +113,7 @@ class PendingAcks:
                 self._sender.start()
 
     def _run(self) -> None:
-        pause = RETRY_PAUSE[0]
+        backoff = kiq.Backoff(*RETRY_BACKOFF)
         failing: BaseException | None = None
         while True:
             self._due.wait()
@@ -130,10 +131,10 @@ class PendingAcks:
                             "them", exc)  # fmt: skip
                 failing = exc
                 self._due.set()
-                time.sleep(pause)
-                pause = min(2 * pause, RETRY_PAUSE[1])
+                time.sleep(backoff.next())
                 continue
             if failing is not None:
                 level = logging.DEBUG if isinstance(failing, UNREACHABLE) else logging.WARNING
                 log.log(level, "reliable fetch: acknowledgements are reaching Redis again")
-                failing, pause = None, RETRY_PAUSE[0]
+                failing = None
+                backoff.reset()
