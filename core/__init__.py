@@ -31,6 +31,7 @@ from .errors import (
 from .failures import TRANSIENT as REDIS_REFUSALS
 from .fetcher import Capsule, Fetcher, QueueOrder, UnitOfWork, pop_script, popped_jobs
 from .handoff import BatchFetch, Fetched
+from .held_writes import hold_write
 from .hookspecs import hookimpl, hookspec
 from .iteration import IterableJob, IterationState, cancel
 from .job import AsyncJobSetter, Call, Job, JobFunction, JobSetter, job
@@ -100,6 +101,7 @@ __all__ = [
     "epoch_seconds",
     "error_class",
     "hold_acknowledgement",
+    "hold_write",
     "hookimpl",
     "hookspec",
     "job",

@@ -17,7 +17,7 @@ import pluggy
 
 from . import hookspecs
 from .errors import ConfigError
-from .failures import TRANSIENT
+from .held_writes import WriteKeeper, hold_write
 from .settings import Source, did_you_mean
 
 if TYPE_CHECKING:
@@ -27,9 +27,6 @@ log = logging.getLogger("kiq")
 
 ENTRY_POINT_GROUP = "kiq.plugins"
 P = TypeVar("P")
-# takes a kiq_death implementation's call whose Redis write was refused, to make it again later: (the call, the
-# plugin's name, the job, the refusal)
-HoldDeathHook = Callable[[Callable[[], object], str, Any, BaseException], None]
 
 
 class PluginManager(pluggy.PluginManager):
@@ -39,9 +36,9 @@ class PluginManager(pluggy.PluginManager):
         super().__init__("kiq")
         self.add_hookspecs(hookspecs)
         self.config = config
-        # a worker's OutcomeKeeper (kiq.server.outcomes): a death hook whose own Redis write is refused during an
-        # outage is held and called again, not only logged; None elsewhere (the API, a web request)
-        self.hold_refused_death: HoldDeathHook | None = None
+        # a worker's OutcomeKeeper (kiq.server.outcomes), which makes the writes kiq.hold_write hands it once Redis
+        # takes them (a death hook's whose own write is refused, among them); None elsewhere (the API, a web request)
+        self.write_keeper: WriteKeeper | None = None
         if config is not None:  # historic: every plugin, registered now or later, is asked once
             self.hook.kiq_settings.call_historic(result_callback=config.declare_settings, kwargs={})
             middleware = {"chain": config.client_middleware, "config": config}
@@ -112,16 +109,23 @@ class PluginManager(pluggy.PluginManager):
             try:
                 return function(*args)
             except Exception as exc:
-                hold = self.hold_refused_death
-                if hook == "kiq_death" and hold is not None and isinstance(exc, TRANSIENT):
-                    # Redis refused the hook's own write (an outage): this call, and only it, is made again
-                    job = dict(zip(argnames, args, strict=True)).get("job")
-                    hold(functools.partial(function, *args), plugin, job, exc)
-                else:
+                # Redis refused a death hook's own write (an outage): this call, and only it, is made again
+                call = functools.partial(function, *args)
+                if hook != "kiq_death" or not self._hold_death(call, plugin, args, argnames, exc):
                     self.report(exc, f"plugin {plugin!r} failed in {hook}", hook == "kiq_error")
                 return None
 
         return isolated
+
+    def _hold_death(
+        self, call: Callable[[], object], plugin: str, args: tuple[Any, ...], argnames: tuple[str, ...], exc: Exception
+    ) -> bool:
+        """A ``kiq_death`` implementation's call whose own Redis write was refused, held by the worker (True)."""
+        if self.config is None:
+            return False
+        job = dict(zip(argnames, args, strict=True)).get("job")
+        what = f"the kiq_death hook of plugin {plugin!r} did not run"
+        return hold_write(call, exc, config=self.config, what=what, job=job)
 
     def report(self, exc: Exception, context: str, log_only: bool = False) -> None:
         """Log a plugin's failure and tell the ``kiq_error`` hooks (not when it came from one of them)."""

@@ -25,10 +25,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 from ..backoff import Backoff
 from ..failures import TRANSIENT, describe
+from ..held_writes import UNWRITTEN, HeldWrite
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -38,15 +39,6 @@ log = logging.getLogger("kiq")
 
 BACKOFF = (0.25, 2.0)  # seconds between attempts at the oldest held write: the first pause and the cap (Backoff)
 WHERE = "job outcomes"  # the outage's name for this work in the log
-UNWRITTEN = "unwritten job outcome"  # the start of the ERROR line of each outcome given up at a stop
-
-
-class HeldWrite(Protocol):
-    """What the keeper holds: a write to make again until Redis takes it, and the line logged if it never does."""
-
-    def settle(self) -> None: ...
-
-    def replay_line(self) -> str: ...
 
 
 class RedisOutage:
@@ -124,32 +116,10 @@ class Outcome:
         return f"{UNWRITTEN}: {what}; replay: {json.dumps(replay, separators=(',', ':'))}"
 
 
-class DeathHookCall:
-    """A plugin's ``kiq_death`` implementation whose own Redis write was refused: called again (only it, with the
-    same arguments) until it returns; the job's own outcome went on without it."""
-
-    __slots__ = ("call", "job", "plugin")
-
-    def __init__(self, call: Callable[[], object], plugin: str, job: Any) -> None:
-        self.call = call
-        self.plugin = plugin
-        self.job = job
-
-    def settle(self) -> None:
-        self.call()
-
-    def replay_line(self) -> str:
-        job = self.job if isinstance(self.job, dict) else {}
-        return (
-            f"{UNWRITTEN}: the kiq_death hook of plugin {self.plugin!r} did not run for {job.get('class')} "
-            f"jid={job.get('jid')} (its own Redis write was refused); job: {json.dumps(job, separators=(',', ':'))}"
-        )
-
-
 class OutcomeKeeper:
     """The held outcomes of one worker process, written back in order by a thread of their own (started by the
-    first one). The first keeper of a config also takes the ``kiq_death`` calls the plugin manager reports refused
-    (``DeathHookCall``)."""
+    first one). The first keeper of a config also takes its plugins' writes (``kiq.hold_write``), the refused
+    ``kiq_death`` calls among them."""
 
     def __init__(self, config: Config, outage: RedisOutage) -> None:
         self.config = config
@@ -158,11 +128,8 @@ class OutcomeKeeper:
         self._outcomes: deque[HeldWrite] = deque()
         self._changed = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
-        if config.plugins.hold_refused_death is None:
-            config.plugins.hold_refused_death = self._hold_death_hook
-
-    def _hold_death_hook(self, call: Callable[[], object], plugin: str, job: Any, refusal: BaseException) -> None:
-        self.hold(DeathHookCall(call, plugin, job), refusal)
+        if config.plugins.write_keeper is None:
+            config.plugins.write_keeper = self
 
     def hold(self, outcome: HeldWrite, refusal: BaseException) -> None:
         """Keep ``outcome`` until Redis takes it; the first one of an outage is logged (by ``RedisOutage``)."""

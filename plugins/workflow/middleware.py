@@ -4,8 +4,8 @@ step of a workflow that failed (or a step run again after it succeeded) is not r
 What other producers or Redis can do to a step is handled here too: a payload whose workflow fields are unusable
 (wrong types, a step the workflow does not have) goes to the dead set with the reason, unrun; a result that is not
 strict JSON kills the step (running it again would return the same), which fails its workflow; and an outcome Redis
-refuses (an outage, maxmemory) is held by the worker (the ``OutcomeKeeper`` that holds refused death hooks) with
-the job unacknowledged, and written once Redis takes it, so the successor is pushed then, once."""
+refuses (an outage, maxmemory) is held by the worker (``kiq.hold_write``) with the job unacknowledged, and written
+once Redis takes it, so the successor is pushed then, once."""
 
 from __future__ import annotations
 
@@ -135,20 +135,21 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
             self.hold(succeed, job, refusal)
 
     def hold(self, write: Callable[[], None], job: dict[str, Any], refusal: BaseException) -> None:
-        """Redis refused the step's outcome: the worker's keeper of held outcomes writes it once Redis takes it, and
-        only then is the job acknowledged (with reliable fetch a kill meanwhile runs the step again, and the step
-        script pushes its successors once). Outside a worker (no keeper) the refusal is the job's error."""
-        keep, release = self.config.plugins.hold_refused_death, kiq.hold_acknowledgement()
-        if keep is None or release is None:
-            if release is not None:
-                release()
+        """Redis refused the step's outcome: the worker writes it once Redis takes it (``kiq.hold_write``), and only
+        then is the job acknowledged (with reliable fetch a kill meanwhile runs the step again, and the step script
+        pushes its successors once). Outside a worker (nothing holds it) the refusal is the job's error."""
+        release = kiq.hold_acknowledgement()
+        if release is None:
             raise refusal
 
         def write_then_acknowledge() -> None:
             write()
             release()
 
-        keep(write_then_acknowledge, "workflow", job, refusal)
+        what = "the workflow step's outcome was not recorded (its successors were not pushed)"
+        if not kiq.hold_write(write_then_acknowledge, refusal, config=self.config, what=what, job=job):
+            release()
+            raise refusal
 
     def bury(self, job: dict[str, Any], problem: str) -> None:
         """A payload that cannot be a workflow step: into the dead set with the reason, unrun."""
