@@ -151,9 +151,9 @@ class Client:
         if no_middleware:  # else a middleware may change any field of any job: each is checked in full
             check_job(template)  # the fields every job shares, once; then only each job's own arguments
         now = self._wire_now()  # one enqueued_at for the jobs written without middleware, as Sidekiq's per batch
-        hook = self.config.plugins.hook
-        with self.config.plugins.enter(
-            hook.kiq_push_bulk(config=self.config, queue=template["queue"], count=len(all_args))
+        plugins = self.config.plugins
+        with plugins.enter(
+            plugins.notify("kiq_push_bulk", config=self.config, queue=template["queue"], count=len(all_args))
         ):
             encoded_jobs: list[EncodedJob] = []
             jids: list[str | None] = []

@@ -88,44 +88,56 @@ class PluginManager(pluggy.PluginManager):
             described = describe(plugin, name)
             raise ConfigError(f"plugin {described!r} failed to set up: {type(exc).__name__}: {exc}") from exc
         if registered is not None:
-            self._isolate(plugin)
+            self._refuse_wrapped_notifications(plugin, name)
         return registered
 
-    def _isolate(self, plugin: object) -> None:
+    def _refuse_wrapped_notifications(self, plugin: object, name: str | None) -> None:
+        """kiq calls a notification's implementations one by one (``notify``): a wrapper has no inner call to wrap."""
         for caller in self.get_hookcallers(plugin) or ():
-            if caller.name in hookspecs.NOTIFICATIONS:
-                for impl in caller.get_hookimpls():
-                    if impl.plugin is plugin:
-                        # pluggy has no per-implementation failure policy; wrapping the function it calls keeps
-                        # pluggy's own call loop (order, argument selection) as it is
-                        name = describe(plugin, impl.plugin_name)
-                        impl.function = self._isolated(caller.name, name, impl.function, impl.argnames)  # type: ignore[misc]
+            if caller.name in hookspecs.NOTIFICATIONS and any(
+                impl.plugin is plugin and (impl.wrapper or impl.hookwrapper) for impl in caller.get_hookimpls()
+            ):
+                self.unregister(plugin)
+                raise ConfigError(
+                    f"plugin {describe(plugin, name)!r} cannot be registered: its {caller.name} is a wrapper, and a "
+                    "notification's implementations are each called on their own (drop wrapper=True)"
+                )
 
-    def _isolated(
-        self, hook: str, plugin: str, function: Callable[..., Any], argnames: tuple[str, ...]
-    ) -> Callable[..., Any]:
-        @functools.wraps(function)
-        def isolated(*args: Any) -> Any:
+    def notify(self, hook: str, **kwargs: Any) -> list[Any]:
+        """Call each implementation of the notification ``hook`` with ``kwargs``, on its own, in pluggy's order
+        (``tryfirst`` ones first, ``trylast`` ones last, else the last registered first); return what they returned,
+        None left out. One that raises is handled by the hook's failure rule (``hookspecs.NOTIFICATIONS``) and the
+        others still run: pluggy's own call would stop at the first. Every call of a notification goes through here."""
+        rule = hookspecs.NOTIFICATIONS[hook]
+        results: list[Any] = []
+        for impl in reversed(getattr(self.hook, hook).get_hookimpls()):  # pluggy calls its list from the end
+            args = [kwargs[argname] for argname in impl.argnames]
+            keywords = {argname: kwargs[argname] for argname in impl.kwargnames if argname in kwargs}
             try:
-                return function(*args)
+                result = impl.function(*args, **keywords)
             except Exception as exc:
-                # Redis refused a death hook's own write (an outage): this call, and only it, is made again
-                call = functools.partial(function, *args)
-                if hook != "kiq_death" or not self._hold_death(call, plugin, args, argnames, exc):
-                    self.report(exc, f"plugin {plugin!r} failed in {hook}", hook == "kiq_error")
-                return None
+                self._failed(hook, rule, impl, functools.partial(impl.function, *args, **keywords), kwargs, exc)
+                continue
+            if result is not None:
+                results.append(result)
+        return results
 
-        return isolated
-
-    def _hold_death(
-        self, call: Callable[[], object], plugin: str, args: tuple[Any, ...], argnames: tuple[str, ...], exc: Exception
-    ) -> bool:
-        """A ``kiq_death`` implementation's call whose own Redis write was refused, held by the worker (True)."""
-        if self.config is None:
-            return False
-        job = dict(zip(argnames, args, strict=True)).get("job")
-        what = f"the kiq_death hook of plugin {plugin!r} did not run"
-        return hold_write(call, exc, config=self.config, what=what, job=job)
+    def _failed(
+        self,
+        hook: str,
+        rule: hookspecs.FailureRule,
+        impl: pluggy.HookImpl,
+        call: Callable[[], object],
+        kwargs: dict[str, Any],
+        exc: Exception,
+    ) -> None:
+        plugin = describe(impl.plugin, impl.plugin_name)
+        # "hold": Redis refused the implementation's own write (an outage): this call, and only it, is made again
+        if rule == "hold" and self.config is not None:
+            what = f"the {hook} hook of plugin {plugin!r} did not run"
+            if hold_write(call, exc, config=self.config, what=what, job=kwargs.get("job")):
+                return
+        self.report(exc, f"plugin {plugin!r} failed in {hook}", log_only=rule == "log")
 
     def report(self, exc: Exception, context: str, log_only: bool = False) -> None:
         """Log a plugin's failure and tell the ``kiq_error`` hooks (not when it came from one of them)."""

@@ -121,7 +121,7 @@ def test_a_plugin_class_is_made_once_per_config_and_keeps_its_state(redis_url: s
     assert first.add_plugin(Counting) is plugin  # added twice: registered once
     second.add_plugin(Counting)
     assert Counting.made == 2
-    first.plugins.hook.kiq_startup(config=first)
+    first.plugins.notify("kiq_startup", config=first)
     assert plugin.startups == 1 and first.plugins.find(Counting) is plugin
 
 
@@ -175,8 +175,8 @@ def test_a_raising_notification_is_reported_and_the_other_plugins_still_run(conf
     records = Records()
     for plugin in (Raises(), records) if order == "raising first" else (records, Raises()):
         config.add_plugin(plugin)
-    config.plugins.hook.kiq_startup(config=config)
-    config.plugins.hook.kiq_quiet(config=config)
+    config.plugins.notify("kiq_startup", config=config)
+    config.plugins.notify("kiq_quiet", config=config)
     assert records.calls == ["startup", "quiet"]
     assert records.errors == [
         "plugin 'Raises' failed in kiq_startup: startup broke",

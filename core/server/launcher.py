@@ -11,6 +11,7 @@ left in ``<identity>-signals``.
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import os
@@ -128,7 +129,7 @@ class Launcher:
         except Exception as exc:  # a check that failed instead of saying what is wrong
             raise ConfigError(f"a plugin's start-up check failed: {type(exc).__name__}: {exc}") from exc
         warn_about_unserved_queues(self.capsules)
-        self.config.plugins.hook.kiq_startup(config=self.config)
+        self.config.plugins.notify("kiq_startup", config=self.config)
         # What is loaded by now (modules, classes, plugins) lives as long as the process: the cyclic GC need not walk
         # it again. Otherwise every full collection walks all of it, a ~15 ms pause of every thread, which the
         # jobs waiting then see (p99 latency under load: 8 ms with it, under 1 ms without; docs/performance.md).
@@ -154,7 +155,7 @@ class Launcher:
         # beat now: "quiet" in the process hash would otherwise wait for the next beat, up to heartbeat_interval
         # later, and `kiq processes` or Sidekiq's Web UI would show a process told TSTP before a deploy as running
         self._beat_now.set()
-        self.config.plugins.hook.kiq_quiet(config=self.config)
+        self.config.plugins.notify("kiq_quiet", config=self.config)
 
     def stop(self) -> None:
         """Quiet, wait up to ``timeout`` s for running jobs, requeue and interrupt the rest, then deregister."""
@@ -174,7 +175,7 @@ class Launcher:
         for stopper in stoppers:
             stopper.join()
         self._settle_outcomes(deadline)
-        self.config.plugins.hook.kiq_shutdown(config=self.config)
+        self.config.plugins.notify("kiq_shutdown", config=self.config)
         for manager in self.managers:  # after the hooks: a plugin may still release held acknowledgements
             manager.close()
         self._beats_ended = True
@@ -216,7 +217,9 @@ class Launcher:
 
     # -- heartbeat ------------------------------------------------------------------------------------
     def _beat_loop(self) -> None:
-        tick = self.config.plugins.hook.kiq_loop_tick  # for liveness probes: when this loop comes round again
+        tick = functools.partial(
+            self.config.plugins.notify, "kiq_loop_tick"
+        )  # for liveness probes: when this loop comes round again
         while not self._beats_ended:
             self._beat_now.clear()  # before the beat: a wake-up during it (a quiet) brings another one at once
             tick(name="heartbeat", due_within=0.0, config=self.config)  # due now: the beat must end in time
@@ -248,7 +251,7 @@ class Launcher:
         inside the ``kiq_operation`` hook's context managers (name ``"heartbeat"``)."""
         plugins = self.config.plugins
         try:
-            with plugins.enter(plugins.hook.kiq_operation(name="heartbeat", config=self.config)):
+            with plugins.enter(plugins.notify("kiq_operation", name="heartbeat", config=self.config)):
                 self._beat()
         except Exception as exc:  # nothing may end the heartbeat thread
             self.config.handle_exception(exc, {"context": "heartbeat"})
@@ -316,7 +319,7 @@ class Launcher:
                 if self.outage.down_since is not None:
                     self.outage.recovered("fetcher heartbeat")
         self._note_failover()
-        self.config.plugins.hook.kiq_heartbeat(config=self.config)
+        self.config.plugins.notify("kiq_heartbeat", config=self.config)
         if signal_name:
             log.info("received remote signal %s", signal_name)
             self.signal_sink(signal_name)

@@ -86,7 +86,7 @@ class JobRunner:
         self.default_time_limit = config.job_timeout  # read once: a Config attribute costs a lookup per job
         self.metrics = Recorder() if config.metrics else None  # per-class counts, flushed by the heartbeat
         # the plugins' observers of this runner's attempts (kiq_job_observer: e.g. the metrics plugin's tally)
-        self.observers: tuple[JobObserver, ...] = tuple(config.plugins.hook.kiq_job_observer(config=config))
+        self.observers: tuple[JobObserver, ...] = tuple(config.plugins.notify("kiq_job_observer", config=config))
 
     def steps(self, slot: Slot, unit: UnitOfWork, job: dict[str, Any], job_class: type[Any] | None) -> JobSteps:
         """Everything around ``perform`` for one parsed job (``job_class`` from the registry, None if unknown), as a

@@ -106,7 +106,7 @@ class Swarm:
                     log.info("got %s: passing it to the children", name)
                     if name in STOP_SIGNALS and stopping_since is None:
                         stopping_since = time.monotonic()
-                        self.config.plugins.hook.kiq_swarm_stopping(config=self.config)
+                        self.config.plugins.notify("kiq_swarm_stopping", config=self.config)
                     self._signal_all(name)
                 if stopping_since is not None and time.monotonic() - stopping_since > self.config.timeout + KILL_AFTER:
                     self._signal_all("KILL")  # children that ignore a stop this long are stuck
@@ -117,7 +117,7 @@ class Swarm:
                     stopping_since is not None or all(child.restart_at is None for child in self.children)
                 ):
                     log.info("swarm stopped")
-                    self.config.plugins.hook.kiq_swarm_shutdown(config=self.config)
+                    self.config.plugins.notify("kiq_swarm_shutdown", config=self.config)
                     return UNWRITTEN if self.unwritten else 0
                 if stopping_since is None:
                     self._restart_due()
@@ -158,7 +158,9 @@ class Swarm:
                 continue
             code = os.waitstatus_to_exitcode(status)
             child.pid = 0
-            self.config.plugins.hook.kiq_swarm_child_exited(config=self.config, index=child.index, pid=pid, code=code)
+            self.config.plugins.notify(
+                "kiq_swarm_child_exited", config=self.config, index=child.index, pid=pid, code=code
+            )
             if code == UNWRITTEN:
                 self.unwritten += 1
                 log.warning("swarm child %d (pid %d) stopped with held job outcomes unwritten (logged at ERROR)",
