@@ -39,8 +39,8 @@ from .job_registry import registry
 from .keys import Keyspace, keyspace
 from .middleware import Chain, ClientMiddleware, ServerMiddleware, Wrapper
 from .payload import dumps, epoch_seconds, loads, new_jid, new_public_id, parse_payload, wire_time
+from .pipeline import run_pipeline
 from .readings import Reading
-from .redis import run_pipeline
 from .scripts import ENQUEUE_LUA, LuaScript, enqueue_keys, lua_script
 from .server.acknowledgement import hold_acknowledgement, report_failure
 from .settings import Setting

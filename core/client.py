@@ -32,7 +32,8 @@ from .payload import (
     new_jids,
     wire_time,
 )
-from .redis import ENCODING_ERRORS, PerPool, is_cluster, pool_of, run_pipeline
+from .pipeline import PerPool, run_pipeline
+from .redis import ENCODING_ERRORS, is_cluster, pool_of
 from .reliable_push import behind_held, held, hold
 from .settings import MIN_MAX_PAYLOAD_BYTES, did_you_mean
 

@@ -13,8 +13,8 @@ from collections import deque
 from queue import Empty, SimpleQueue
 from typing import Any
 
+from .connection import DedicatedConnection
 from .fetcher import MAX_BLOCK, MIN_BLOCK, TIMEOUT
-from .redis import DedicatedConnection
 
 Fetched = tuple[str, str]  # (queue name without the prefix, raw job)
 _WAKE: Any = object()  # put in a sleeping thread's mailbox: take a ready job (or, if none is left, fetch or sleep)

@@ -29,12 +29,13 @@ from ..fetcher import Capsule
 from ..job_registry import registry
 from ..keys import PROCESS_TTL, PROCESSES, STATS_TTL, keyspace, signals_key, stat_key, work_key
 from ..payload import dumps, new_jid
-from ..redis import follow_new_master, pool_of
+from ..pipeline import follow_new_master
+from ..redis import pool_of
 from ..version import __version__
 from .manager import Manager, capsules_for
 from .metrics import MetricsFlusher, Recorder
 from .outcomes import OutcomeKeeper, RedisOutage
-from .processor import JobRunner
+from .runner import JobRunner
 from .scheduled import Poller
 from .unserved_queues import warn_about_unserved_queues
 
@@ -326,7 +327,7 @@ class Launcher:
 
     def _note_failover(self) -> None:
         """With Sentinel, when the master changed: log it once and, with ``push_replicas``, move every connection to
-        the new one (``kiq.redis.follow_new_master``). Asks the Sentinels at each heartbeat, and with
+        the new one (``kiq.pipeline.follow_new_master``). Asks the Sentinels at each heartbeat, and with
         ``push_replicas`` every ``MASTER_CHECK_INTERVAL`` between; nothing for other URLs."""
         master_address = getattr(pool_of(self.config.redis), "get_master_address", None)
         if master_address is None:

@@ -27,7 +27,8 @@ from ..payload import parse_payload
 from .aio import EventLoop
 from .fetch import fetcher_for
 from .outcomes import Outcome, OutcomeKeeper, RedisOutage
-from .processor import JobRunner, Processor, Slot
+from .processor import Processor
+from .runner import JobRunner, Slot
 from .time_limit import Watchdog
 
 if TYPE_CHECKING:
