@@ -1,6 +1,6 @@
 """What running a Rails ActiveJob payload costs a kiq worker, in µs per job, next to a plain job: the payload parsed,
 its class looked up, and for the ActiveJob one the envelope unwrapped (``kiq_unwrap_job``: the arguments decoded by
-ActiveJob's rules, the Envelope made) through the same function the processor calls (kiq.server.processor.unwrap).
+ActiveJob's rules, the Envelope made) through the same function the processor calls (kiq.server.runner.unwrap).
 
     .venv/bin/python -m bench.activejob_cost [--count 20000]
 
@@ -21,7 +21,7 @@ from typing import Any
 import kiq
 from kiq.payload import dumps, parse_payload
 from kiq.plugins.activejob import Symbol, job
-from kiq.server.processor import unwrap
+from kiq.server.runner import unwrap
 
 
 class BenchReport(kiq.Job):

@@ -31,9 +31,9 @@ from typing import Any
 import kiq
 import kiq.ext
 from kiq.config import set_default_config
+from kiq.embedded import EmbeddedRedis
 from kiq.plugins.batch import Batch
 from kiq.plugins.limiter import bucket, concurrent, window
-from kiq.redis import EmbeddedRedis
 
 
 class Plain(kiq.Job):

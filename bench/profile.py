@@ -7,7 +7,7 @@ Starts a private ``redis-server`` (as ``python -m bench`` does, on the last CPU,
 
 1. **The single push** (``perform_async`` in a loop, one thread): each step timed alone over ``--pushes`` calls —
    the job normalized, checked and encoded (``Client.encode``), the commands built, the write
-   (``kiq.redis.run_pipeline``: one round trip), a bare ``PING`` through redis-py for scale — and the whole
+   (``kiq.pipeline.run_pipeline``: one round trip), a bare ``PING`` through redis-py for scale — and the whole
    ``perform_async``, without and with the otel plugin (no SDK); then what keyword and typed arguments add per
    push, per job and to the single push (bench/arguments_cost.py); what an iterable job adds per item to a plain
    loop (bench/iteration_cost.py, ten items per ``--pushes``).
@@ -136,8 +136,9 @@ def push_steps(url: str, count: int, cpus: frozenset[int] | None = None) -> dict
 _PUSH_STEPS = """
 import json, sys, timeit
 import kiq
+import kiq.ext
 from kiq.job_writes import listed_queues, write_commands
-from kiq.redis import run_pipeline
+from kiq.pipeline import run_pipeline
 from bench.systems.kiq_jobs import BenchNoop
 
 kiq.default_config().redis_url = sys.argv[1]

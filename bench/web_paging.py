@@ -27,7 +27,7 @@ from kiq.api import Queue, RetrySet
 from kiq.contrib.http import serve_in_background
 from kiq.contrib.web import wsgi_app
 from kiq.contrib.web.sets import FILTER_WINDOW
-from kiq.redis import EmbeddedRedis
+from kiq.embedded import EmbeddedRedis
 
 BATCH = 10_000
 

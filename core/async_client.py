@@ -19,10 +19,11 @@ import redis as redis_py
 from . import sink
 from .client import Client, EncodedJob
 from .config import config_or_default
+from .failures import UNREACHABLE
 from .job_writes import check_replicated, listed_queues, note_listed, write_commands, write_jobs
 from .keys import keyspace
 from .redis import connect_async, is_cluster, pool_of
-from .reliable_push import OUTAGE, behind_held, held, hold
+from .reliable_push import behind_held, held, hold
 
 if TYPE_CHECKING:
     import redis.asyncio as redis_async
@@ -105,7 +106,7 @@ class AsyncClient:
                     raise
                 await connection.connection_pool.disconnect()
                 replies = await self._send(connection, commands)
-        except OUTAGE as error:
+        except UNREACHABLE as error:
             sync = self.config.redis
             if self._redis is not None or not hold(
                 sync, jobs, self.config, error, partial(write_jobs, sync, config=self.config)

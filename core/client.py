@@ -14,6 +14,7 @@ from .arguments import ArgumentPlan
 from .arity import Arity, check_arity, wrong_count
 from .config import config_or_default
 from .errors import InvalidJobError, JobArgumentError
+from .failures import UNREACHABLE
 from .job_options import accepted_options, refuse_near_misses_of_declared
 from .job_writes import refuse_oversized, write_jobs
 from .payload import (
@@ -27,7 +28,7 @@ from .payload import (
     wire_time,
 )
 from .plan import plan_of
-from .reliable_push import OUTAGE, behind_held, held, hold
+from .reliable_push import behind_held, held, hold
 
 if TYPE_CHECKING:
     import redis
@@ -125,9 +126,9 @@ class Client:
         if no_middleware:  # else a middleware may change any field of any job: each is checked in full
             check_job(template)  # the fields every job shares, once; then only each job's own arguments
         now = self._wire_now()  # one enqueued_at for the jobs written without middleware, as Sidekiq's per batch
-        hook = self.config.plugins.hook
-        with self.config.plugins.enter(
-            hook.kiq_push_bulk(config=self.config, queue=template["queue"], count=len(all_args))
+        plugins = self.config.plugins
+        with plugins.enter(
+            plugins.notify("kiq_push_bulk", config=self.config, queue=template["queue"], count=len(all_args))
         ):
             encoded_jobs: list[EncodedJob] = []
             jids: list[str | None] = []
@@ -227,7 +228,7 @@ class Client:
             return
         try:
             write_jobs(connection, jobs, self.config)
-        except OUTAGE as error:
+        except UNREACHABLE as error:
             if not hold(connection, jobs, self.config, error, partial(write_jobs, connection, config=self.config)):
                 raise
 

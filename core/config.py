@@ -261,7 +261,7 @@ class Config:
             log_job_failure(exc, job, traceback=traceback)
         else:
             log.warning("%s: %s", context.get("context", "error"), exc, exc_info=exc if traceback else None)
-        self.plugins.hook.kiq_error(exc=exc, context=context, config=self)
+        self.plugins.notify("kiq_error", exc=exc, context=context, config=self)
 
     # -- shared resources ---------------------------------------------------------------------------
     @property

@@ -12,28 +12,38 @@ apart from what their users call. Both lists are pinned by tests/test_public_api
   hand-off ``BatchFetch`` with its ``Fetched`` jobs, the pop script ``pop_script`` and its reader ``popped_jobs``;
 - Redis keys and scripts: ``keyspace``/``Keyspace`` (every key's name in the ``slots`` layout), ``lua_script``/
   ``LuaScript`` (a declared script), ``ENQUEUE_LUA``/``enqueue_keys`` (push a job from a script),
-  ``run_pipeline``, ``REDIS_REFUSALS`` (the errors of a Redis that will take the write later);
+  ``run_pipeline``;
+- Redis failures: ``TRANSIENT`` (the errors of a Redis that will take the write later) and its categories
+  ``UNREACHABLE``, ``REFUSED``, ``MOVED`` (kiq.failures); ``hold_write`` (hold a plugin's write for a job until
+  Redis takes it); ``Backoff`` (the pauses of a retry loop);
 - payloads: ``dumps``/``loads`` (Sidekiq's JSON), ``parse_payload``, ``new_jid``, ``new_public_id``, ``wire_time``/
   ``epoch_seconds`` (times in the ``sidekiq_wire`` form and back), ``error_class`` (an error's Sidekiq name);
 - the job running in this thread: ``hold_acknowledgement``, ``report_failure``.
 """
 
+from .backoff import Backoff
 from .errors import error_class
+from .failures import MOVED, REFUSED, TRANSIENT, UNREACHABLE
 from .fetcher import Capsule, Fetcher, QueueOrder, UnitOfWork, pop_script, popped_jobs
 from .handoff import BatchFetch, Fetched
+from .held_writes import hold_write
 from .hookspecs import AttemptOutcome, JobObserver, hookimpl, hookspec
 from .keys import Keyspace, keyspace
 from .payload import dumps, epoch_seconds, loads, new_jid, new_public_id, parse_payload, wire_time
+from .pipeline import run_pipeline
 from .readings import Reading
-from .redis import REDIS_REFUSALS, run_pipeline
 from .scripts import ENQUEUE_LUA, LuaScript, enqueue_keys, lua_script
 from .server.acknowledgement import hold_acknowledgement, report_failure
 from .settings import Setting
 
 __all__ = [
     "ENQUEUE_LUA",
-    "REDIS_REFUSALS",
+    "MOVED",
+    "REFUSED",
+    "TRANSIENT",
+    "UNREACHABLE",
     "AttemptOutcome",
+    "Backoff",
     "BatchFetch",
     "Capsule",
     "Fetched",
@@ -50,6 +60,7 @@ __all__ = [
     "epoch_seconds",
     "error_class",
     "hold_acknowledgement",
+    "hold_write",
     "hookimpl",
     "hookspec",
     "keyspace",

@@ -14,8 +14,8 @@ from collections import deque
 from queue import Empty, SimpleQueue
 from typing import Any
 
+from .connection import DedicatedConnection
 from .fetcher import MAX_BLOCK, MIN_BLOCK, TIMEOUT
-from .redis import DedicatedConnection
 
 Fetched = tuple[str, str]  # (queue name without the prefix, raw job)
 _WAKE: Any = object()  # put in a sleeping thread's mailbox: take a ready job (or, if none is left, fetch or sleep)
@@ -41,7 +41,7 @@ class BatchFetch:
 
     None means "Redis had no job": a thread whose wait ends without a job while the latest fetch failed raises that
     failure (a copy), as its leader did, so that its processor does not take the outage for over (a worker logs an
-    outage once, until a fetch works again: kiq.server.processor.RedisOutage).
+    outage once, until a fetch works again: kiq.server.outcomes.RedisOutage).
 
     The seam (public names only; a subclass keeps its own state under its own names):
 

@@ -17,9 +17,11 @@ Two kinds of hooks, two failure rules:
   ``kiq_unwrap_job`` (the job a wrapper payload stands for) is asked per job: its failure is that job's failure.
   ``kiq_job_observer`` is isolated too (a plugin whose observer cannot be made counts nothing; the jobs run), and
   so is each call of an observer it returns (``JobObserver``).
-- **Notifications** (everything else) report what happens while kiq runs. Each implementation runs on its own:
-  one that raises is logged and reported to the ``kiq_error`` hooks, and the others still run (a raising
-  ``kiq_error`` implementation is only logged). A context manager it returns is entered the same way.
+- **Notifications** (everything else) report what happens while kiq runs. kiq calls them through
+  ``config.plugins.notify(name, **kwargs)`` (as must a plugin that calls one, e.g. ``kiq_job_dropped``), which runs
+  each implementation on its own: one that raises is logged and reported to the ``kiq_error`` hooks, and the others
+  still run (a raising ``kiq_error`` implementation is only logged; a ``kiq_death`` one whose own Redis write was
+  refused is held, ``kiq.ext.hold_write``). A context manager it returns is entered the same way.
 """
 
 from __future__ import annotations
@@ -44,12 +46,20 @@ if TYPE_CHECKING:
 hookspec = pluggy.HookspecMarker("kiq")
 hookimpl = pluggy.HookimplMarker("kiq")
 
-# the hooks whose implementations are isolated from each other (see the module's doc)
-NOTIFICATIONS = frozenset(
-    {"kiq_error", "kiq_death", "kiq_startup", "kiq_quiet", "kiq_shutdown", "kiq_heartbeat", "kiq_operation",
-     "kiq_push_bulk", "kiq_job_dropped", "kiq_web_tabs", "kiq_job_progress", "kiq_metrics", "kiq_job_observer",
-     "kiq_loop_tick", "kiq_swarm_stopping", "kiq_swarm_child_exited", "kiq_swarm_shutdown"}
-)  # fmt: skip
+# what an isolated implementation that raises costs: "report": logged and told to the kiq_error hooks; "log": only
+# logged (kiq_error's own: telling them would loop); "hold": a write Redis refused for now (kiq.failures.TRANSIENT)
+# is held by the worker and the call made again, alone (kiq.ext.hold_write), anything else reported
+FailureRule = Literal["report", "log", "hold"]
+
+# the hooks whose implementations are isolated from each other (see the module's doc), each with its failure rule;
+# kiq calls them through ``config.plugins.notify(name, **kwargs)``, one implementation at a time
+NOTIFICATIONS: Mapping[str, FailureRule] = {
+    "kiq_error": "log", "kiq_death": "hold", "kiq_startup": "report", "kiq_quiet": "report",
+    "kiq_shutdown": "report", "kiq_heartbeat": "report", "kiq_operation": "report", "kiq_push_bulk": "report",
+    "kiq_job_dropped": "report", "kiq_web_tabs": "report", "kiq_job_progress": "report", "kiq_metrics": "report",
+    "kiq_job_observer": "report", "kiq_loop_tick": "report", "kiq_swarm_stopping": "report",
+    "kiq_swarm_child_exited": "report", "kiq_swarm_shutdown": "report",
+}  # fmt: skip
 
 # how a job attempt ended, for a JobObserver: it returned, it raised (or a plugin reported its failure with
 # kiq.ext.report_failure), a hard shutdown requeued it (no attempt: neither processed nor failed), or an iterable job

@@ -120,7 +120,7 @@ class Job:
         if job is None:
             return
         config = config_or_default(None)  # in a worker: the worker's own config
-        config.plugins.hook.kiq_job_progress(job=job, done=done, total=total, config=config)
+        config.plugins.notify("kiq_job_progress", job=job, done=done, total=total, config=config)
 
     @classmethod
     def _perform_is_async(cls) -> bool:

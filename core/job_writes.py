@@ -11,7 +11,8 @@ import redis as redis_py
 
 from .errors import NotReplicated, PayloadTooLarge
 from .keys import QUEUES, SCHEDULE, Keyspace, keyspace
-from .redis import ENCODING_ERRORS, PerPool, is_cluster, pool_of, run_pipeline
+from .pipeline import PerPool, run_pipeline
+from .redis import ENCODING_ERRORS, is_cluster, pool_of
 from .settings import MIN_MAX_PAYLOAD_BYTES
 from .sink import EncodedJob
 

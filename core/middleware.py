@@ -159,7 +159,7 @@ class Chain(Generic[M]):
     def around(self, args: tuple[Any, ...], inner: Generator[Y, Any, R]) -> Generator[Y, Any, R | None]:
         """``yield from chain.around(args, inner)``: the generator ``inner`` inside every layer, its yields passed
         through to the caller. This is how a job runs whether ``perform`` is called or awaited: the worker's job
-        steps yield once, to have ``perform`` run (kiq.server.processor), and an error sent back at that yield
+        steps yield once, to have ``perform`` run (kiq.server.runner), and an error sent back at that yield
         reaches the layers as if ``perform`` had raised it. Returns ``inner``'s result, or None when halted."""
         layers = self.retrieve()
         if not layers:

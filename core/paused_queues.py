@@ -53,7 +53,7 @@ class PausedQueues:
         except RedisError as exc:
             # the last answer holds (a paused queue stays paused through an outage, never "nothing paused" for a
             # failed read), and the next ask reads again: the first fetch once Redis is back sees the set as it is
-            # then. The fetch that follows reports the outage, once (kiq.server.processor.RedisOutage).
+            # then. The fetch that follows reports the outage, once (kiq.server.outcomes.RedisOutage).
             log.debug("could not read the paused queues: %s", exc)
             return
         keys = keyspace(self.redis)

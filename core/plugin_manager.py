@@ -17,7 +17,7 @@ import pluggy
 
 from . import hookspecs
 from .errors import ConfigError
-from .redis import REDIS_REFUSALS
+from .held_writes import WriteKeeper, hold_write
 from .settings import Source, did_you_mean
 
 if TYPE_CHECKING:
@@ -27,9 +27,6 @@ log = logging.getLogger("kiq")
 
 ENTRY_POINT_GROUP = "kiq.plugins"
 P = TypeVar("P")
-# takes a kiq_death implementation's call whose Redis write was refused, to make it again later: (the call, the
-# plugin's name, the job, the refusal)
-HoldDeathHook = Callable[[Callable[[], object], str, Any, BaseException], None]
 
 
 class PluginManager(pluggy.PluginManager):
@@ -39,9 +36,9 @@ class PluginManager(pluggy.PluginManager):
         super().__init__("kiq")
         self.add_hookspecs(hookspecs)
         self.config = config
-        # a worker's OutcomeKeeper (kiq.server.outcomes): a death hook whose own Redis write is refused during an
-        # outage is held and called again, not only logged; None elsewhere (the API, a web request)
-        self.hold_refused_death: HoldDeathHook | None = None
+        # a worker's OutcomeKeeper (kiq.server.outcomes), which makes the writes kiq.ext.hold_write hands it once Redis
+        # takes them (a death hook's whose own write is refused, among them); None elsewhere (the API, a web request)
+        self.write_keeper: WriteKeeper | None = None
         if config is not None:  # historic: every plugin, registered now or later, is asked once
             self.hook.kiq_settings.call_historic(result_callback=config.declare_settings, kwargs={})
             middleware = {"chain": config.client_middleware, "config": config}
@@ -91,37 +88,56 @@ class PluginManager(pluggy.PluginManager):
             described = describe(plugin, name)
             raise ConfigError(f"plugin {described!r} failed to set up: {type(exc).__name__}: {exc}") from exc
         if registered is not None:
-            self._isolate(plugin)
+            self._refuse_wrapped_notifications(plugin, name)
         return registered
 
-    def _isolate(self, plugin: object) -> None:
+    def _refuse_wrapped_notifications(self, plugin: object, name: str | None) -> None:
+        """kiq calls a notification's implementations one by one (``notify``): a wrapper has no inner call to wrap."""
         for caller in self.get_hookcallers(plugin) or ():
-            if caller.name in hookspecs.NOTIFICATIONS:
-                for impl in caller.get_hookimpls():
-                    if impl.plugin is plugin:
-                        # pluggy has no per-implementation failure policy; wrapping the function it calls keeps
-                        # pluggy's own call loop (order, argument selection) as it is
-                        name = describe(plugin, impl.plugin_name)
-                        impl.function = self._isolated(caller.name, name, impl.function, impl.argnames)  # type: ignore[misc]
+            if caller.name in hookspecs.NOTIFICATIONS and any(
+                impl.plugin is plugin and (impl.wrapper or impl.hookwrapper) for impl in caller.get_hookimpls()
+            ):
+                self.unregister(plugin)
+                raise ConfigError(
+                    f"plugin {describe(plugin, name)!r} cannot be registered: its {caller.name} is a wrapper, and a "
+                    "notification's implementations are each called on their own (drop wrapper=True)"
+                )
 
-    def _isolated(
-        self, hook: str, plugin: str, function: Callable[..., Any], argnames: tuple[str, ...]
-    ) -> Callable[..., Any]:
-        @functools.wraps(function)
-        def isolated(*args: Any) -> Any:
+    def notify(self, hook: str, **kwargs: Any) -> list[Any]:
+        """Call each implementation of the notification ``hook`` with ``kwargs``, on its own, in pluggy's order
+        (``tryfirst`` ones first, ``trylast`` ones last, else the last registered first); return what they returned,
+        None left out. One that raises is handled by the hook's failure rule (``hookspecs.NOTIFICATIONS``) and the
+        others still run: pluggy's own call would stop at the first. Every call of a notification goes through here."""
+        rule = hookspecs.NOTIFICATIONS[hook]
+        results: list[Any] = []
+        for impl in reversed(getattr(self.hook, hook).get_hookimpls()):  # pluggy calls its list from the end
+            args = [kwargs[argname] for argname in impl.argnames]
+            keywords = {argname: kwargs[argname] for argname in impl.kwargnames if argname in kwargs}
             try:
-                return function(*args)
+                result = impl.function(*args, **keywords)
             except Exception as exc:
-                hold = self.hold_refused_death
-                if hook == "kiq_death" and hold is not None and isinstance(exc, REDIS_REFUSALS):
-                    # Redis refused the hook's own write (an outage): this call, and only it, is made again
-                    job = dict(zip(argnames, args, strict=True)).get("job")
-                    hold(functools.partial(function, *args), plugin, job, exc)
-                else:
-                    self.report(exc, f"plugin {plugin!r} failed in {hook}", hook == "kiq_error")
-                return None
+                self._failed(hook, rule, impl, functools.partial(impl.function, *args, **keywords), kwargs, exc)
+                continue
+            if result is not None:
+                results.append(result)
+        return results
 
-        return isolated
+    def _failed(
+        self,
+        hook: str,
+        rule: hookspecs.FailureRule,
+        impl: pluggy.HookImpl,
+        call: Callable[[], object],
+        kwargs: dict[str, Any],
+        exc: Exception,
+    ) -> None:
+        plugin = describe(impl.plugin, impl.plugin_name)
+        # "hold": Redis refused the implementation's own write (an outage): this call, and only it, is made again
+        if rule == "hold" and self.config is not None:
+            what = f"the {hook} hook of plugin {plugin!r} did not run"
+            if hold_write(call, exc, config=self.config, what=what, job=kwargs.get("job")):
+                return
+        self.report(exc, f"plugin {plugin!r} failed in {hook}", log_only=rule == "log")
 
     def report(self, exc: Exception, context: str, log_only: bool = False) -> None:
         """Log a plugin's failure and tell the ``kiq_error`` hooks (not when it came from one of them)."""

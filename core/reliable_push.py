@@ -1,7 +1,7 @@
 """Reliable push (the ``reliable_push`` setting, after Sidekiq Pro's): a push that finds Redis unreachable keeps its
 jobs in memory, returns their jids, and the jobs are sent, in the order they were pushed, when Redis answers again.
 
-Per destination (a Redis client's connection pool) one ``HeldPushes`` buffer exists while it holds jobs; ``held``
+Per destination (a Redis client's connection pool) one ``PushBuffer`` exists while it holds jobs; ``held``
 is empty otherwise, so the push path pays one truth test of a dict for all this. While a buffer holds jobs, every
 push to its Redis goes in behind them (else a later push would overtake them). They are sent by the next push once
 the backoff allows another attempt, and by a background thread, so a process that stops pushing still sends them;
@@ -26,7 +26,9 @@ from typing import TYPE_CHECKING
 
 import redis as redis_py
 
+from .backoff import Backoff
 from .errors import NotReplicated, PushBufferFull
+from .failures import UNREACHABLE
 from .keys import SCHEDULE, keyspace
 from .redis import pool_of
 from .sink import EncodedJob
@@ -36,12 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kiq")
 
-# what "Redis is unreachable" is: refused or broken connections, timeouts, LOADING after a restart (a
-# ConnectionError in redis-py), no master known to the Sentinels (a ConnectionError too), no cluster node reachable
-OUTAGE = (redis_py.ConnectionError, redis_py.TimeoutError, redis_py.exceptions.RedisClusterException)
-
-FIRST_BACKOFF = 0.05  # seconds until the first attempt after a failed one; doubled per failure up to MAX_BACKOFF
-MAX_BACKOFF = 2.0
+BACKOFF = (0.05, 2.0)  # seconds until the first attempt after a failed one, doubled per failure up to the second
 CHUNK = 1000  # jobs per round trip when the buffer is sent, as push_bulk's batches
 EXIT_WAIT = 10.0  # seconds the exit attempt waits for a send under way in another thread
 
@@ -49,7 +46,7 @@ EXIT_WAIT = 10.0  # seconds the exit attempt waits for a send under way in anoth
 Writer = Callable[[list[EncodedJob]], None]
 
 
-class HeldPushes:
+class PushBuffer:
     """The jobs held for one Redis, oldest first, and the state of the attempts to send them."""
 
     def __init__(self, destination: object, write: Writer) -> None:
@@ -60,8 +57,8 @@ class HeldPushes:
         self.sending = threading.Lock()  # one sender at a time, so the jobs leave in order
         self.started = time.monotonic()
         self.sent = 0
-        self.backoff = FIRST_BACKOFF
-        self.next_attempt = time.monotonic() + FIRST_BACKOFF
+        self.backoff = Backoff(*BACKOFF)
+        self.next_attempt = time.monotonic() + self.backoff.first
         self.logged_error = False
 
     def due(self) -> bool:
@@ -95,11 +92,10 @@ class HeldPushes:
             self.sending.release()
 
     def _failed(self, error: Exception) -> None:
-        if not isinstance(error, OUTAGE) and not self.logged_error:  # e.g. OOM at maxmemory: held, retried
+        if not isinstance(error, UNREACHABLE) and not self.logged_error:  # e.g. OOM at maxmemory: held, retried
             self.logged_error = True
             log.warning("reliable push: Redis refused the held jobs (%s); retrying with backoff", error)
-        self.next_attempt = time.monotonic() + self.backoff
-        self.backoff = min(self.backoff * 2, MAX_BACKOFF)
+        self.next_attempt = time.monotonic() + self.backoff.next()
 
     def _done(self) -> None:
         """The buffer is empty (``_registry`` and its lock held): the outage is over for pushes to this Redis. Said
@@ -115,13 +111,14 @@ class HeldPushes:
 
 
 # the buffers holding jobs, by the id of their Redis client's connection pool; empty when nothing is held
-held: dict[int, HeldPushes] = {}
+held: dict[int, PushBuffer] = {}
 _registry = threading.Lock()  # guards ``held`` and the background sender's start
 
 
 def hold(destination: object, jobs: list[EncodedJob], config: Config, error: Exception, write: Writer) -> bool:
-    """A push to ``destination`` (a Redis client) failed with an ``OUTAGE`` error: with ``reliable_push`` on, hold
-    its jobs (True) or raise ``PushBufferFull`` past ``reliable_push_limit``; off: False (the caller re-raises)."""
+    """A push to ``destination`` (a Redis client) failed with an ``UNREACHABLE`` error (kiq.failures): with
+    ``reliable_push`` on, hold its jobs (True) or raise ``PushBufferFull`` past ``reliable_push_limit``; off: False
+    (the caller re-raises)."""
     if not config.get("reliable_push"):
         return False
     with _registry:
@@ -129,7 +126,7 @@ def hold(destination: object, jobs: list[EncodedJob], config: Config, error: Exc
         if buffer is not None:
             _add(buffer, jobs, config, error)
             return True
-        buffer = HeldPushes(destination, write)
+        buffer = PushBuffer(destination, write)
         _add(buffer, jobs, config, error)  # a first push over the limit raises here: no outage begins
         held[_key(destination)] = buffer
         log.warning(
@@ -164,7 +161,7 @@ def _key(destination: object) -> int:
     return id(pool_of(destination))
 
 
-def _add(buffer: HeldPushes, jobs: list[EncodedJob], config: Config, error: Exception | None) -> None:
+def _add(buffer: PushBuffer, jobs: list[EncodedJob], config: Config, error: Exception | None) -> None:
     limit = config.get("reliable_push_limit")
     with buffer.lock:
         if len(buffer.jobs) + len(jobs) > limit:

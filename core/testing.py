@@ -26,7 +26,7 @@ from .arguments import call_perform
 from .config import Config, config_or_default
 from .job_registry import registry
 from .payload import loads, parse_payload
-from .server.processor import JobRunner, Slot, begin, resume, unwrap
+from .server.runner import JobRunner, Slot, begin, resume, unwrap
 
 __all__ = ["Fake", "Inline", "disable", "fake", "inline", "jobs", "mode"]
 

@@ -30,8 +30,8 @@ from wsgiref.util import shift_path_info
 
 import kiq
 from kiq.config import set_default_config
+from kiq.embedded import EmbeddedRedis
 from kiq.plugins.tracking import TaskFailure, Tracker, message, tracker_for
-from kiq.redis import EmbeddedRedis
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 180.0  # seconds: a demo that has not finished by then has a problem worth reporting

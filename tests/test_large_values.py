@@ -10,8 +10,9 @@ import pytest
 import redis
 
 import kiq
+from kiq.connection import DedicatedConnection
 from kiq.payload import LARGE_TEXT, loads, running_summary
-from kiq.redis import LARGE_VALUE, DedicatedConnection, _pack_in_pieces
+from kiq.redis import LARGE_VALUE, _pack_in_pieces
 
 
 def test_a_large_payload_decodes_as_a_small_one_does() -> None:

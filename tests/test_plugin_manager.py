@@ -122,7 +122,7 @@ def test_a_plugin_class_is_made_once_per_config_and_keeps_its_state(redis_url: s
     assert first.add_plugin(Counting) is plugin  # added twice: registered once
     second.add_plugin(Counting)
     assert Counting.made == 2
-    first.plugins.hook.kiq_startup(config=first)
+    first.plugins.notify("kiq_startup", config=first)
     assert plugin.startups == 1 and first.plugins.find(Counting) is plugin
 
 
@@ -176,8 +176,8 @@ def test_a_raising_notification_is_reported_and_the_other_plugins_still_run(conf
     records = Records()
     for plugin in (Raises(), records) if order == "raising first" else (records, Raises()):
         config.add_plugin(plugin)
-    config.plugins.hook.kiq_startup(config=config)
-    config.plugins.hook.kiq_quiet(config=config)
+    config.plugins.notify("kiq_startup", config=config)
+    config.plugins.notify("kiq_quiet", config=config)
     assert records.calls == ["startup", "quiet"]
     assert records.errors == [
         "plugin 'Raises' failed in kiq_startup: startup broke",
@@ -253,3 +253,38 @@ def test_a_plugins_start_up_check_stops_the_worker_before_it_starts(config: kiq.
             Launcher(config).run()
         config.plugins.unregister(plugin)
     assert started == [] and r.scard("processes") == 0  # nothing started, nothing registered
+
+
+def test_notify_calls_the_implementations_in_pluggys_order_and_returns_their_results(config: kiq.Config) -> None:
+    """tryfirst first, trylast last, else the last registered first: the order pluggy's own call would use."""
+    calls: list[str] = []
+
+    def plugin(name: str, **marks: bool) -> object:
+        class Plugin:
+            @kiq.hookimpl(**marks)
+            def kiq_metrics(self, scope: str) -> list[str] | None:
+                calls.append(name)
+                return None if name == "quiet" else [f"{name}:{scope}"]
+
+        Plugin.__qualname__ = name
+        return Plugin()
+
+    for name, marks in [("first", {"tryfirst": True}), ("a", {}), ("quiet", {}), ("last", {"trylast": True}),
+                        ("b", {})]:  # fmt: skip
+        config.plugins.register(plugin(name, **marks), name)
+    pluggy_order = config.plugins.hook.kiq_metrics(config=config, scope="x")
+    calls.clear()
+    assert config.plugins.notify("kiq_metrics", config=config, scope="x") == pluggy_order
+    assert calls == ["first", "b", "quiet", "a", "last"]
+    assert pluggy_order == [["first:x"], ["b:x"], ["a:x"], ["last:x"]]
+
+
+def test_a_notification_implemented_as_a_wrapper_is_refused(config: kiq.Config) -> None:
+    class Wrapping:
+        @kiq.hookimpl(wrapper=True)
+        def kiq_startup(self) -> Any:
+            return (yield)
+
+    with pytest.raises(kiq.ConfigError, match="kiq_startup is a wrapper"):
+        config.plugins.register(Wrapping())
+    assert not any(isinstance(plugin, Wrapping) for plugin in config.plugins.get_plugins())

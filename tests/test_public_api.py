@@ -60,8 +60,12 @@ KIQ = [
 
 EXT = [
     "ENQUEUE_LUA",
-    "REDIS_REFUSALS",
+    "MOVED",
+    "REFUSED",
+    "TRANSIENT",
+    "UNREACHABLE",
     "AttemptOutcome",
+    "Backoff",
     "BatchFetch",
     "Capsule",
     "Fetched",
@@ -78,6 +82,7 @@ EXT = [
     "epoch_seconds",
     "error_class",
     "hold_acknowledgement",
+    "hold_write",
     "hookimpl",
     "hookspec",
     "keyspace",

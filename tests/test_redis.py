@@ -18,7 +18,10 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 import kiq
-from kiq.redis import DedicatedConnection, EmbeddedRedis, _shelves, connect, run_pipeline
+from kiq.connection import DedicatedConnection
+from kiq.embedded import EmbeddedRedis
+from kiq.pipeline import _shelves, run_pipeline
+from kiq.redis import connect
 
 from .cluster_support import ClusterPool
 from .support import raw_redis, wait_until

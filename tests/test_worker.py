@@ -13,7 +13,7 @@ import redis
 
 import kiq
 import kiq.api
-from kiq.redis import EmbeddedRedis
+from kiq.embedded import EmbeddedRedis
 from kiq.server.launcher import SECOND_STOP_AFTER
 from tests.jobs.basic import AppendToFile, Record, Sleepy
 from tests.support import FAST, WorkerProcess, identity_of, raw_redis, wait_until

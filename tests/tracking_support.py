@@ -26,7 +26,8 @@ from kiq.plugins.tracking import Tracker, tracker_for
 from kiq.plugins.tracking.models import Event, Task
 from kiq.plugins.tracking.store import Store
 from kiq.server.fetch import BasicFetch
-from kiq.server.processor import Processor, RedisOutage
+from kiq.server.outcomes import RedisOutage
+from kiq.server.processor import Processor
 from kiq.server.scheduled import Poller
 
 from .support import missing_service

@@ -38,7 +38,7 @@ def plugin_tabs(config: kiq.Config) -> dict[str, Tab]:
     keeps the first plugin's, with a warning."""
     tabs: dict[str, Tab] = {}
     # pluggy calls the implementations last registered first: reversed, the plugins' own order
-    for contributed in reversed(config.plugins.hook.kiq_web_tabs(config=config)):
+    for contributed in reversed(config.plugins.notify("kiq_web_tabs", config=config)):
         for tab in contributed or ():
             if not isinstance(tab, Tab):
                 log.error("a kiq_web_tabs implementation returned %r, not a kiq.tabs.Tab; left out", tab)

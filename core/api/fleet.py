@@ -105,7 +105,7 @@ def plugin_readings(config: Config, scope: str) -> list[Reading]:
     returns something else than a list of readings is logged and left out (one that raises is, by the hook's
     isolation)."""
     readings: list[Reading] = []
-    for result in config.plugins.hook.kiq_metrics(config=config, scope=scope):
+    for result in config.plugins.notify("kiq_metrics", config=config, scope=scope):
         if result is None:
             continue
         if isinstance(result, list | tuple) and all(isinstance(item, Reading) for item in result):

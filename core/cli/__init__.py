@@ -16,9 +16,9 @@ import sys
 from collections.abc import Sequence
 
 from ..config import Config, plugin_settings
+from ..embedded import EmbeddedRedis
 from ..errors import KiqError
 from ..plugin_manager import PluginManager, installed_plugins
-from ..redis import EmbeddedRedis
 from ..version import __version__
 from . import inspection, iteration, worker
 from .settings_command import add_settings_command, without_password

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..config import Config
+from ..embedded import EmbeddedRedis
 from ..errors import KiqError
-from ..redis import EmbeddedRedis
 
 
 def report(args: argparse.Namespace, result: dict[str, Any], message: str) -> int:

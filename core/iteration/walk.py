@@ -16,9 +16,10 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..async_client import async_redis
+from ..backoff import Backoff
 from ..config import config_or_default
+from ..failures import TRANSIENT
 from ..plan import plan_of
-from ..redis import REDIS_REFUSALS
 from . import state
 
 if TYPE_CHECKING:
@@ -127,7 +128,7 @@ def walk(job: IterableJob, args: tuple[Any, ...]) -> None:
     if not completed:
         try:
             state.flush(redis, job.jid, *_checked_progress(job))
-        except REDIS_REFUSALS:
+        except TRANSIENT:
             raise job._interrupted(_held_save(job)) from None
         raise job._interrupted()
     job.on_complete()
@@ -185,7 +186,7 @@ def _save(job: IterableJob, redis: Any, pace: _Pace) -> bool:
     read-only) does not stop the walk: it is logged once and tried again at the next interval."""
     try:
         cancelled = state.flush(redis, job.jid, *_checked_progress(job))
-    except REDIS_REFUSALS as exc:
+    except TRANSIENT as exc:
         pace.saved(job, exc)
         return False
     pace.saved(job, None)
@@ -205,7 +206,7 @@ def _clear(job: IterableJob, redis: Any) -> None:
         try:
             state.clear(redis, job.jid)
             return
-        except REDIS_REFUSALS as exc:
+        except TRANSIENT as exc:
             _clear_refused(job, exc, pause)
         time.sleep(pause)
 
@@ -214,7 +215,7 @@ async def _asave(job: IterableJob, redis: Any, pace: _Pace) -> bool:
     """``_save`` for the event loop."""
     try:
         cancelled = await state.aflush(redis, job.jid, *_checked_progress(job))
-    except REDIS_REFUSALS as exc:
+    except TRANSIENT as exc:
         pace.saved(job, exc)
         return False
     pace.saved(job, None)
@@ -226,7 +227,7 @@ async def _aclear(job: IterableJob, redis: Any) -> None:
         try:
             await state.aclear(redis, job.jid)
             return
-        except REDIS_REFUSALS as exc:
+        except TRANSIENT as exc:
             _clear_refused(job, exc, pause)
         await asyncio.sleep(pause)
 
@@ -234,12 +235,11 @@ async def _aclear(job: IterableJob, redis: Any) -> None:
 def _clear_attempts(job: IterableJob) -> Iterator[float]:
     """The pauses between attempts at deleting the state (the first attempt is made at once): until the worker
     stops."""
-    pause = CLEAR_BACKOFF[0]
+    backoff = Backoff(*CLEAR_BACKOFF)
     while True:
-        yield pause
+        yield backoff.next()
         if job._stopping is None or job._stopping.is_set():
             return
-        pause = min(pause * 2, CLEAR_BACKOFF[1])
 
 
 def _clear_refused(job: IterableJob, refusal: BaseException, pause: float) -> None:
@@ -280,7 +280,7 @@ async def walk_async(job: IterableJob, args: tuple[Any, ...]) -> None:
     if not completed:
         try:
             await state.aflush(redis, job.jid, *_checked_progress(job))
-        except REDIS_REFUSALS:
+        except TRANSIENT:
             raise job._interrupted(_held_save(job)) from None
         raise job._interrupted()
     await _maybe(job.on_complete())

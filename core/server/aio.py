@@ -25,7 +25,7 @@ from ..errors import Shutdown
 from ..logging import thread_id
 from . import interruption
 from .loop_watchdog import LoopWatchdog
-from .processor import JobRunner, Slot, begin, resume
+from .runner import JobRunner, Slot, begin, resume
 from .time_limit import time_limit, timed_out
 
 if TYPE_CHECKING:

@@ -43,7 +43,7 @@ def replay_command(config: Config, jobstr: str) -> list[str]:
 
 def notify_death(config: Config, job: dict[str, Any], exc: BaseException | None) -> None:
     """Run the ``kiq_death`` hooks (each on its own: one that fails is reported and the others run)."""
-    config.plugins.hook.kiq_death(job=job, exc=exc, config=config)
+    config.plugins.notify("kiq_death", job=job, exc=exc, config=config)
 
 
 def kill(config: Config, jobstr: str, exc: BaseException | None = None) -> None:

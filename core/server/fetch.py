@@ -16,10 +16,10 @@ import time
 from collections.abc import Sequence
 
 from ..errors import ConfigError
+from ..failures import TRANSIENT
 from ..fetcher import MIN_BLOCK, TIMEOUT, Capsule, Fetcher, UnitOfWork, pop_script, popped_jobs
 from ..handoff import BatchFetch, Fetched
 from ..keys import keyspace
-from ..redis import REDIS_REFUSALS
 from ..scripts import lua_script
 from ..settings import did_you_mean
 
@@ -98,7 +98,7 @@ class BasicFetch(BatchFetch):
             for key, jobs in by_queue.items():
                 pipe.rpush(key, *jobs)
             pipe.execute()
-        except REDIS_REFUSALS:
+        except TRANSIENT:
             raise  # Redis cannot take them now: the manager holds them (kiq.server.outcomes), never "lost"
         except Exception as exc:
             log.error("failed to push %d jobs back to Redis, they are lost: %s: %r", len(units), exc, units)

@@ -11,6 +11,7 @@ left in ``<identity>-signals``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -18,15 +19,17 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..failures import TRANSIENT
 from ..fetcher import Capsule
 from ..keys import PROCESS_TTL, PROCESSES, STATS_TTL, keyspace, signals_key, stat_key, work_key
 from ..payload import dumps
-from ..redis import follow_new_master, pool_of
+from ..pipeline import follow_new_master
+from ..redis import pool_of
 from ..version import __version__
 from .manager import Manager
 from .metrics import MetricsFlusher, Recorder
-from .outcomes import refused
-from .processor import JobRunner, RedisOutage
+from .outcomes import RedisOutage
+from .runner import JobRunner
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -90,7 +93,9 @@ class Heartbeat:
         self._clear()
 
     def _loop(self) -> None:
-        tick = self.config.plugins.hook.kiq_loop_tick  # for liveness probes: when this loop comes round again
+        tick = functools.partial(
+            self.config.plugins.notify, "kiq_loop_tick"
+        )  # for liveness probes: when this loop comes round again
         while not self._ended:
             self._beat_now.clear()  # before the beat: a wake-up during it (a quiet) brings another one at once
             tick(name="heartbeat", due_within=0.0, config=self.config)  # due now: the beat must end in time
@@ -122,7 +127,7 @@ class Heartbeat:
         inside the ``kiq_operation`` hook's context managers (name ``"heartbeat"``)."""
         plugins = self.config.plugins
         try:
-            with plugins.enter(plugins.hook.kiq_operation(name="heartbeat", config=self.config)):
+            with plugins.enter(plugins.notify("kiq_operation", name="heartbeat", config=self.config)):
                 self._beat()
         except Exception as exc:  # nothing may end the heartbeat thread
             self.config.handle_exception(exc, {"context": "heartbeat"})
@@ -180,7 +185,7 @@ class Heartbeat:
             try:
                 manager.fetcher.heartbeat()
             except Exception as exc:
-                if refused(exc):  # part of the outage, logged once
+                if isinstance(exc, TRANSIENT):  # part of the outage, logged once
                     self.outage.failed(exc, "fetcher heartbeat")
                 else:
                     self.config.handle_exception(
@@ -190,14 +195,14 @@ class Heartbeat:
                 if self.outage.down_since is not None:
                     self.outage.recovered("fetcher heartbeat")
         self._note_failover()
-        self.config.plugins.hook.kiq_heartbeat(config=self.config)
+        self.config.plugins.notify("kiq_heartbeat", config=self.config)
         if signal_name:
             log.info("received remote signal %s", signal_name)
             self.signal_sink(signal_name)
 
     def _note_failover(self) -> None:
         """With Sentinel, when the master changed: log it once and, with ``push_replicas``, move every connection to
-        the new one (``kiq.redis.follow_new_master``). Asks the Sentinels at each heartbeat, and with
+        the new one (``kiq.pipeline.follow_new_master``). Asks the Sentinels at each heartbeat, and with
         ``push_replicas`` every ``MASTER_CHECK_INTERVAL`` between; nothing for other URLs."""
         master_address = getattr(pool_of(self.config.redis), "get_master_address", None)
         if master_address is None:

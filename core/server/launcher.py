@@ -22,8 +22,7 @@ from ..payload import new_jid
 from ..version import __version__
 from .heartbeat import Heartbeat
 from .manager import Manager, capsules_for
-from .outcomes import OutcomeKeeper
-from .processor import RedisOutage
+from .outcomes import OutcomeKeeper, RedisOutage
 from .scheduled import Poller
 from .unserved_queues import warn_about_unserved_queues
 
@@ -108,7 +107,7 @@ class Launcher:
         except Exception as exc:  # a check that failed instead of saying what is wrong
             raise ConfigError(f"a plugin's start-up check failed: {type(exc).__name__}: {exc}") from exc
         warn_about_unserved_queues(self.capsules)
-        self.config.plugins.hook.kiq_startup(config=self.config)
+        self.config.plugins.notify("kiq_startup", config=self.config)
         # What is loaded by now (modules, classes, plugins) lives as long as the process: the cyclic GC need not walk
         # it again. Otherwise every full collection walks all of it, a ~15 ms pause of every thread, which the
         # jobs waiting then see (p99 latency under load: 8 ms with it, under 1 ms without; docs/performance.md).
@@ -131,7 +130,7 @@ class Launcher:
         if self._poller is not None:
             self._poller.terminate()
         self.heartbeat.show_quiet()
-        self.config.plugins.hook.kiq_quiet(config=self.config)
+        self.config.plugins.notify("kiq_quiet", config=self.config)
 
     def stop(self) -> None:
         """Quiet, wait up to ``timeout`` s for running jobs, requeue and interrupt the rest, then deregister."""
@@ -151,7 +150,7 @@ class Launcher:
         for stopper in stoppers:
             stopper.join()
         self._settle_outcomes(deadline)
-        self.config.plugins.hook.kiq_shutdown(config=self.config)
+        self.config.plugins.notify("kiq_shutdown", config=self.config)
         for manager in self.managers:  # after the hooks: a plugin may still release held acknowledgements
             manager.close()
         self.heartbeat.stop(max(0.0, self.exit_by - time.monotonic()))

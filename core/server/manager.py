@@ -20,14 +20,15 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..config import DEFAULT_CAPSULE
+from ..failures import TRANSIENT
 from ..fetcher import Capsule
 from ..keys import keyspace
 from ..payload import parse_payload
-from ..redis import REDIS_REFUSALS
 from .aio import EventLoop
 from .fetch import fetcher_for
-from .outcomes import Outcome, OutcomeKeeper
-from .processor import JobRunner, Processor, RedisOutage, Slot
+from .outcomes import Outcome, OutcomeKeeper, RedisOutage
+from .processor import Processor
+from .runner import JobRunner, Slot
 from .time_limit import Watchdog
 
 if TYPE_CHECKING:
@@ -151,7 +152,7 @@ class Manager:
             log.warning("requeued %s", describe_running(slot))
         try:
             self.fetcher.bulk_requeue(units)
-        except REDIS_REFUSALS as exc:  # basic fetch: these are the jobs' only copies, held as job outcomes are
+        except TRANSIENT as exc:  # basic fetch: these are the jobs' only copies, held as job outcomes are
             for unit in units:
                 requeue = ["RPUSH", keyspace(self.capsule.config.redis).queue(unit.queue_name), unit.job]
                 self.keeper.hold(Outcome(unit.requeue, requeue, unit, _requeued), exc)

@@ -1,16 +1,18 @@
 """Held outcomes: what a worker does with a job's outcome that Redis will not take right now.
 
 A job's outcome is a write (its retry entry, its dead-set entry) followed by its acknowledgement. When Redis is
-unreachable or refuses writes (``ConnectionError``/``TimeoutError``, maxmemory's ``OOM``, a replica's ``READONLY``, a
-restart's ``LOADING``), the worker does not drop the job: the ``OutcomeKeeper`` (one per worker process, shared by
-every capsule, processor thread and event loop) holds the outcome and retries the write with backoff until Redis
-takes it, then acknowledges the job. With reliable fetch the job stays in the working list meanwhile, and is handed
-on (to ``retry`` or ``dead``) as soon as Redis is back; with basic fetch the worker's memory is the only copy, so a
-stop waits for it (up to ``timeout``) and then logs each held job at ERROR in a line that can be replayed.
+unreachable or refuses writes (``kiq.failures.TRANSIENT``: a broken connection, maxmemory's ``OOM``, a replica's
+``READONLY``, a restart's ``LOADING``, a cluster failing over), the worker does not drop the job: the
+``OutcomeKeeper`` (one per worker process, shared by every capsule, processor thread and event loop) holds the
+outcome and retries the write with backoff until Redis takes it, then acknowledges the job. With reliable fetch the
+job stays in the working list meanwhile, and is handed on (to ``retry`` or ``dead``) as soon as Redis is back; with
+basic fetch the worker's memory is the only copy, so a stop waits for it (up to ``timeout``) and then logs each held
+job at ERROR in a line that can be replayed.
 
 While anything is held, the processors fetch nothing (``held`` is read before each fetch: a plain int, so the hot
 path pays nothing): a worker whose outcomes Redis refuses takes no more jobs out of their queues than it has threads.
-The outage is logged by the worker's ``RedisOutage`` (once when it begins, once when it ends), not once per job.
+The outage is logged by the worker's ``RedisOutage`` (here: once when it begins, once when it ends), not once per
+job; the fetch and the heartbeat report their failures to it too.
 Writes are retried as they are: a ``ZADD`` of the same member is idempotent, so a write that reached Redis before the
 connection broke does no harm when sent again.
 """
@@ -23,34 +25,63 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
-from ..redis import REDIS_REFUSALS
+from ..backoff import Backoff
+from ..failures import TRANSIENT, describe
+from ..held_writes import UNWRITTEN, HeldWrite
 
 if TYPE_CHECKING:
     from ..config import Config
     from ..fetcher import UnitOfWork
-    from .processor import RedisOutage
 
 log = logging.getLogger("kiq")
 
-BACKOFF = (0.25, 2.0)  # seconds between attempts at the oldest held outcome: doubling from the first to the second
+BACKOFF = (0.25, 2.0)  # seconds between attempts at the oldest held write: the first pause and the cap (Backoff)
 WHERE = "job outcomes"  # the outage's name for this work in the log
-UNWRITTEN = "unwritten job outcome"  # the start of the ERROR line of each outcome given up at a stop
 
 
-def refused(exc: BaseException) -> bool:
-    """Redis could not take a write now (unreachable, out of memory, read-only, loading): worth holding and
-    retrying, unlike an error the same write would meet again (a wrong type, a script error)."""
-    return isinstance(exc, REDIS_REFUSALS)
+class RedisOutage:
+    """Shared by a worker's threads so an outage is logged once when it starts and once when it ends. ``where``
+    (fetch, heartbeat, job outcomes) tells which work failed; the outage ends when every work that failed during
+    it succeeded again (at maxmemory, fetches work while the heartbeat's writes are refused: a fetch does not end
+    it). ``held`` counts the job outcomes held meanwhile (kiq.server.outcomes), told in the closing line."""
 
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.down_since: float | None = None
+        self._failing: list[str] = []  # the works that failed and have not succeeded since, in order
+        self._seen: list[str] = []  # every work that failed during this outage
+        self._held = 0
+        self._lock = threading.Lock()
 
-class Held(Protocol):
-    """What the keeper holds: a write to make again until Redis takes it, and the line logged if it never does."""
+    def failed(self, exc: BaseException, where: str, note: str = "", held: int = 0) -> None:
+        with self._lock:
+            self._held += held
+            if where not in self._failing:
+                self._failing.append(where)
+            if where not in self._seen:
+                self._seen.append(where)
+            if self.down_since is not None:
+                return
+            self.down_since = time.monotonic()
+        url = self.config.redis_url or f"the embedded server in {self.config.embedded_dir}"
+        context = f"Redis at {url} {describe(exc)} ({where}{'; ' + note if note else ''}); retrying with backoff"
+        # one line: the message says it all, and a chained traceback of a refused connection helps no one
+        self.config.handle_exception(exc, {"context": context}, traceback=False)
 
-    def settle(self) -> None: ...
-
-    def replay_line(self) -> str: ...
+    def recovered(self, where: str) -> None:
+        with self._lock:
+            if where not in self._failing:
+                return
+            self._failing.remove(where)
+            if self._failing or self.down_since is None:
+                return
+            since, self.down_since = self.down_since, None
+            seen, self._seen = self._seen, []
+            held, self._held = self._held, 0
+        written = f"; {held} job outcomes held meanwhile are written" if held else ""
+        log.info("Redis works again (%s) after %.1f s%s", ", ".join(seen), time.monotonic() - since, written)
 
 
 class Outcome:
@@ -85,47 +116,22 @@ class Outcome:
         return f"{UNWRITTEN}: {what}; replay: {json.dumps(replay, separators=(',', ':'))}"
 
 
-class DeathHookCall:
-    """A plugin's ``kiq_death`` implementation whose own Redis write was refused: called again (only it, with the
-    same arguments) until it returns; the job's own outcome went on without it."""
-
-    __slots__ = ("call", "job", "plugin")
-
-    def __init__(self, call: Callable[[], object], plugin: str, job: Any) -> None:
-        self.call = call
-        self.plugin = plugin
-        self.job = job
-
-    def settle(self) -> None:
-        self.call()
-
-    def replay_line(self) -> str:
-        job = self.job if isinstance(self.job, dict) else {}
-        return (
-            f"{UNWRITTEN}: the kiq_death hook of plugin {self.plugin!r} did not run for {job.get('class')} "
-            f"jid={job.get('jid')} (its own Redis write was refused); job: {json.dumps(job, separators=(',', ':'))}"
-        )
-
-
 class OutcomeKeeper:
     """The held outcomes of one worker process, written back in order by a thread of their own (started by the
-    first one). The first keeper of a config also takes the ``kiq_death`` calls the plugin manager reports refused
-    (``DeathHookCall``)."""
+    first one). The first keeper of a config also takes its plugins' writes (``kiq.ext.hold_write``), the refused
+    ``kiq_death`` calls among them."""
 
     def __init__(self, config: Config, outage: RedisOutage) -> None:
         self.config = config
         self.outage = outage
         self.held = 0  # read without the lock before every fetch: an int costs nothing
-        self._outcomes: deque[Held] = deque()
+        self._outcomes: deque[HeldWrite] = deque()
         self._changed = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
-        if config.plugins.hold_refused_death is None:
-            config.plugins.hold_refused_death = self._hold_death_hook
+        if config.plugins.write_keeper is None:
+            config.plugins.write_keeper = self
 
-    def _hold_death_hook(self, call: Callable[[], object], plugin: str, job: Any, refusal: BaseException) -> None:
-        self.hold(DeathHookCall(call, plugin, job), refusal)
-
-    def hold(self, outcome: Held, refusal: BaseException) -> None:
+    def hold(self, outcome: HeldWrite, refusal: BaseException) -> None:
         """Keep ``outcome`` until Redis takes it; the first one of an outage is logged (by ``RedisOutage``)."""
         # before the outcome is in: the writer thread must not find it written (and the outage over) before it began
         self.outage.failed(refusal, WHERE, note="fetching pauses until Redis takes them", held=1)
@@ -158,7 +164,7 @@ class OutcomeKeeper:
         return len(outcomes)
 
     def _run(self) -> None:
-        pause = BACKOFF[0]
+        backoff = Backoff(*BACKOFF)
         while True:
             with self._changed:
                 while not self._outcomes:
@@ -167,14 +173,13 @@ class OutcomeKeeper:
             try:
                 outcome.settle()
             except Exception as exc:
-                if refused(exc):
-                    time.sleep(pause)
-                    pause = min(2 * pause, BACKOFF[1])
+                if isinstance(exc, TRANSIENT):
+                    time.sleep(backoff.next())
                     continue
                 # the write itself is wrong (not an outage): retrying cannot help, so say what is lost and go on
                 self.config.handle_exception(exc, {"context": "a held job outcome cannot be written"})
                 log.error("%s", outcome.replay_line())
-            pause = BACKOFF[0]
+            backoff.reset()
             with self._changed:
                 if self._outcomes and self._outcomes[0] is outcome:  # not given up meanwhile
                     self._outcomes.popleft()

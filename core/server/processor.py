@@ -1,303 +1,31 @@
-"""A Processor is one thread that fetches a job, runs it through the retry, logging and middleware layers, and
-acknowledges it with Sidekiq 7's rules.
-
-Nesting per job (Sidekiq's dispatch): job log context → ``JobRetry.global_`` → job logger + stats → resolve the
-class in the registry → ``JobRetry.local`` → server middleware → ``perform``. A job is acknowledged when it
-finished or when the retry layer recorded its failure (``Handled``); not on ``Shutdown`` (it was requeued) and
-not on an unexpected internal error, so a reliable fetcher can recover it. An outcome Redis refuses (its failure's
-record, its acknowledgement) is held by the worker's ``OutcomeKeeper`` and written once Redis takes it
-(kiq.server.outcomes); meanwhile the processors fetch nothing.
-
-The hot path allocates little and makes no Redis calls besides the fetch: counters are plain ints owned by
-this thread (the heartbeat sums them), so are the per-class metrics (kiq.server.metrics, flushed by the heartbeat),
-and the ``<identity>:work`` entry is a tuple the heartbeat writes out. The plugins' job observers
-(``kiq_job_observer``, one per runner) are told of each attempt without a lock for the same reason.
+"""A Processor is one thread of a capsule: it fetches a job, runs it through the job runner (kiq.server.runner:
+Sidekiq's retry, logging and middleware layers), and acknowledges it with Sidekiq 7's rules; an async job goes to the
+capsule's event loop. While Redis refuses job outcomes (the worker's ``OutcomeKeeper``) it fetches nothing; while a
+fetch fails it backs off, the outage logged once by the worker's ``RedisOutage`` (kiq.server.outcomes).
 """
 
 from __future__ import annotations
 
 import ctypes
-import functools
-import inspect
-import logging
 import threading
-import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import redis
-
-from ..arguments import call_perform
-from ..errors import Interrupted, InvalidPayload, Shutdown
+from ..backoff import Backoff
+from ..errors import Shutdown
 from ..job_registry import registry
-from ..logging import JobLogger, thread_id
-from ..payload import LARGE_TEXT, parse_payload, running_summary
+from ..logging import thread_id
 from ..plan import plan_of
-from . import acknowledgement, dead, interruption
-from .metrics import Recorder
-from .outcomes import Outcome, OutcomeKeeper, refused
-from .retry import Handled, Held, JobRetry
+from . import interruption
+from .outcomes import OutcomeKeeper, RedisOutage
+from .runner import JobRunner, Slot, perform, unwrap
 from .time_limit import Watchdog, time_limit, timed_out
 
 if TYPE_CHECKING:
     from ..config import Config
     from ..fetcher import Fetcher, UnitOfWork
-    from ..hookspecs import AttemptOutcome, JobObserver
 
-log = logging.getLogger("kiq")
-
-MAX_BACKOFF = 2.0  # seconds between fetch attempts while Redis is unreachable (0.5, 1, 2, 2, ...)
-
-
-class RedisOutage:
-    """Shared by a worker's threads so an outage is logged once when it starts and once when it ends. ``where``
-    (fetch, heartbeat, job outcomes) tells which work failed; the outage ends when every work that failed during
-    it succeeded again (at maxmemory, fetches work while the heartbeat's writes are refused: a fetch does not end
-    it). ``held`` counts the job outcomes held meanwhile (kiq.server.outcomes), told in the closing line."""
-
-    def __init__(self, config: Config) -> None:
-        self.config = config
-        self.down_since: float | None = None
-        self._failing: list[str] = []  # the works that failed and have not succeeded since, in order
-        self._seen: list[str] = []  # every work that failed during this outage
-        self._held = 0
-        self._lock = threading.Lock()
-
-    def failed(self, exc: BaseException, where: str, note: str = "", held: int = 0) -> None:
-        with self._lock:
-            self._held += held
-            if where not in self._failing:
-                self._failing.append(where)
-            if where not in self._seen:
-                self._seen.append(where)
-            if self.down_since is not None:
-                return
-            self.down_since = time.monotonic()
-        url = self.config.redis_url or f"the embedded server in {self.config.embedded_dir}"
-        context = (
-            f"Redis at {url} {describe_redis_error(exc)} ({where}{'; ' + note if note else ''}); retrying with backoff"
-        )
-        # one line: the message says it all, and a chained traceback of a refused connection helps no one
-        self.config.handle_exception(exc, {"context": context}, traceback=False)
-
-    def recovered(self, where: str) -> None:
-        with self._lock:
-            if where not in self._failing:
-                return
-            self._failing.remove(where)
-            if self._failing or self.down_since is None:
-                return
-            since, self.down_since = self.down_since, None
-            seen, self._seen = self._seen, []
-            held, self._held = self._held, 0
-        written = f"; {held} job outcomes held meanwhile are written" if held else ""
-        log.info("Redis works again (%s) after %.1f s%s", ", ".join(seen), time.monotonic() - since, written)
-
-
-def describe_redis_error(exc: BaseException) -> str:
-    """What a failure says about Redis, for the log line: unreachable, out of memory, or the error itself."""
-    if isinstance(exc, redis.ConnectionError | redis.TimeoutError | OSError):
-        return "is unreachable"
-    if isinstance(exc, redis.exceptions.OutOfMemoryError):
-        return "is out of memory (maxmemory reached: it refuses commands that need memory)"
-    return f"failed with {type(exc).__name__}: {exc}"
-
-
-# what a job's steps yield when it is time to run the job: the instance and its arguments; the driver calls
-# ``perform`` (a processor thread) or awaits it (the event loop of kiq.server.aio) and sends back the result, or
-# throws in what it raised
-PerformCall = tuple[Any, list[Any]]
-JobSteps = Generator[PerformCall, Any, None]
-
-
-class Slot:
-    """One job in flight: its unit of work (requeued by a hard shutdown), its ``<identity>:work`` entry (queue, raw
-    job, run_at) under the key ``tid``, and its acknowledgement. A processor thread has one; the event loop one per
-    running coroutine, with the worker's stopping flag (what an interruptible job checks between items; a thread
-    hands over its own)."""
-
-    __slots__ = ("acknowledgement", "stopping", "tid", "unit", "work")
-
-    def __init__(self, tid: str = "", stopping: threading.Event | None = None) -> None:
-        self.tid = tid
-        self.stopping = stopping
-        self.unit: UnitOfWork | None = None
-        self.work: tuple[str, str, int] | None = None
-        self.acknowledgement = acknowledgement.JobAcknowledgement()
-
-
-class JobRunner:
-    """Runs jobs through Sidekiq's layers and counts them; the counters are written by its one thread only (the
-    heartbeat reads and sums them). Its ``steps`` serve sync and async jobs alike."""
-
-    def __init__(self, config: Config, keeper: OutcomeKeeper | None = None) -> None:
-        self.config = config
-        # the worker's one keeper of held outcomes; a runner made on its own (a test's) gets its own
-        self.keeper = keeper or OutcomeKeeper(config, RedisOutage(config))
-        self.retrier = JobRetry(config)
-        self.job_logger = JobLogger()
-        self.processed = 0
-        self.failed = 0
-        self.default_time_limit = config.job_timeout  # read once: a Config attribute costs a lookup per job
-        self.metrics = Recorder() if config.metrics else None  # per-class counts, flushed by the heartbeat
-        # the plugins' observers of this runner's attempts (kiq_job_observer: e.g. the metrics plugin's tally)
-        self.observers: tuple[JobObserver, ...] = tuple(config.plugins.hook.kiq_job_observer(config=config))
-
-    def steps(self, slot: Slot, unit: UnitOfWork, job: dict[str, Any], job_class: type[Any] | None) -> JobSteps:
-        """Everything around ``perform`` for one parsed job (``job_class`` from the registry, None if unknown), as a
-        generator that yields once, the PerformCall. One generator, not one per layer: this is the hot path."""
-        jobstr = unit.job
-        queue = unit.queue_name
-        slot.unit = unit
-        slot.work = (queue, jobstr if len(jobstr) <= LARGE_TEXT else running_summary(job, jobstr), int(time.time()))
-        job_logger = self.job_logger
-        metrics = self.metrics
-        observers = self.observers
-        context = job_logger.prepare(job)
-        acknowledge: Callable[[UnitOfWork], None] | None = None
-        if acknowledgement.current.get() is not slot.acknowledgement:  # once per thread, or per async job's task
-            acknowledgement.current.set(slot.acknowledgement)
-        slot.acknowledgement.begin()
-        try:
-            with self.retrier.global_(jobstr, queue):
-                # job logger and stats (one try block for both: same effect as Sidekiq's two layers, cheaper)
-                started = time.perf_counter()
-                if observers:
-                    self._started(queue, job)
-                try:
-                    # an unknown class is this job's error: the retry path
-                    instance = (job_class or registry.get(job["class"]))()
-                    instance.jid = job.get("jid", "")
-                    instance.job = job
-                    call = (instance, job["args"])
-                    with self.retrier.local(instance, jobstr, queue):
-                        chain = self.config.server_middleware
-                        if chain.entries:
-                            yield from chain.around((instance, job, queue), _perform_step(call))
-                        else:
-                            yield call
-                except Shutdown as stopped:
-                    if observers:
-                        self._finished(
-                            queue, job, started, "interrupted" if isinstance(stopped, Interrupted) else "requeued"
-                        )
-                    raise  # requeued or pushed again: neither processed nor failed
-                except BaseException:
-                    self.failed += 1
-                    self.processed += 1
-                    if metrics is not None:
-                        metrics.failed(job)
-                    if observers:
-                        self._finished(queue, job, started, "failed")
-                    job_logger.finish(context, started, failed=True)
-                    raise
-                self.processed += 1
-                failure = slot.acknowledgement.failure  # a failure a plugin handled (kiq.ext.report_failure)
-                if failure is not None:
-                    self.failed += 1
-                    if metrics is not None:
-                        metrics.failed(job)
-                elif metrics is not None:
-                    metrics.succeeded(job, started)
-                if observers:
-                    self._finished(queue, job, started, "done" if failure is None else "failed")
-                job_logger.finish(context, started, failed=failure is not None, reason=failure)
-            acknowledge = self._acknowledge
-        except Handled as handled:
-            # the retry layer recorded the failure (retry, dead or discarded), or Redis refused the record: then
-            # it is held, and the job acknowledged once Redis took it
-            acknowledge = self._held(handled) if isinstance(handled, Held) else self._acknowledge
-            error = handled.__cause__ or handled
-            context = {"context": "Job raised exception", "job": job, "queue": queue}
-            # a job that failed because Redis is down says so in one line: the outage is logged on its own
-            self.config.handle_exception(error, context, traceback=not refused(error))
-        except Interrupted as interrupted:
-            # an interruptible job stopped at a safe point, its progress saved: pushed again (no retry counted)
-            acknowledge = self._repushed(unit, interrupted.save)
-        except Shutdown:
-            pass  # a hard shutdown requeued this job: not finished, not acknowledged
-        except BaseException as exc:
-            # got past the retry layer (e.g. a Redis error that is no outage while recording a retry): not
-            # acknowledged, so a reliable fetcher can give it back; the thread keeps working
-            self.config.handle_exception(exc, {"context": "Internal exception!", "job": job, "jobstr": jobstr})
-        finally:
-            slot.work = None
-            job_logger.clear()
-            slot.acknowledgement.end(acknowledge, unit)
-            slot.unit = None
-
-    def _started(self, queue: str, job: dict[str, Any]) -> None:
-        for observer in self.observers:
-            try:
-                observer.started(queue, job)
-            except Exception as exc:  # an observer's failure is not the job's
-                self.config.plugins.report(exc, f"a job observer failed: {observer!r}")
-
-    def _finished(self, queue: str, job: dict[str, Any], started: float, outcome: AttemptOutcome) -> None:
-        seconds = time.perf_counter() - started
-        for observer in self.observers:
-            try:
-                observer.finished(queue, job, seconds, outcome)
-            except Exception as exc:
-                self.config.plugins.report(exc, f"a job observer failed: {observer!r}")
-
-    def _acknowledge(self, unit: UnitOfWork) -> None:
-        try:
-            unit.acknowledge()
-        except Exception as exc:
-            if refused(exc):
-                self.keeper.hold(Outcome(None, None, unit, _acknowledge_unit), exc)
-            else:
-                self.config.handle_exception(exc, {"context": "acknowledge", "jobstr": unit.job})
-
-    def _repushed(self, unit: UnitOfWork, save: Callable[[], object] | None) -> Callable[[UnitOfWork], None] | None:
-        """Push an interrupted job again (kiq.server.interruption), after the save of its progress Redis refused
-        (if any); its acknowledgement, held while Redis refuses them; None (not acknowledged: a reliable fetcher
-        gives it back) when the push fails otherwise."""
-        write, command = interruption.repush_write(self.config, unit, save)
-        try:
-            write()
-        except Exception as exc:
-            if refused(exc):
-                refusal = exc
-                return lambda held: self.keeper.hold(Outcome(write, command, held, _acknowledge_unit), refusal)
-            self.config.handle_exception(exc, {"context": "re-pushing an interrupted job", "jobstr": unit.job})
-            return None
-        return self._acknowledge
-
-    def _held(self, held: Held) -> Callable[[UnitOfWork], None]:
-        """The acknowledgement of a job whose failure Redis refused to record: its outcome goes to the keeper."""
-
-        def hold(unit: UnitOfWork) -> None:
-            self.keeper.hold(Outcome(held.write, held.command, unit, _acknowledge_unit), held.refusal)
-
-        return hold
-
-    def parse(self, unit: UnitOfWork) -> dict[str, Any] | None:
-        """The unit's job, or None when no worker could ever run it: then it is in the dead set, acknowledged."""
-        try:
-            return parse_payload(unit.job)
-        except InvalidPayload as exc:
-            self._bury(unit, exc)
-            return None
-
-    def _bury(self, unit: UnitOfWork, exc: InvalidPayload) -> None:
-        """An unrunnable payload: straight to ``dead`` as it was stored (bytes included), and acknowledged."""
-        try:
-            dead.bury(self.config, unit.job)
-        except Exception as error:
-            if refused(error):  # held: buried and acknowledged once Redis takes it
-                write = functools.partial(dead.bury, self.config, unit.job)
-                self.keeper.hold(
-                    Outcome(write, dead.replay_command(self.config, unit.job), unit, _acknowledge_unit), error
-                )
-            else:
-                self.config.handle_exception(error, {"context": "Internal exception!", "jobstr": unit.job})
-            return
-        self.config.handle_exception(
-            exc, {"context": "Invalid job payload, moved to the dead set", "queue": unit.queue_name}
-        )
-        self._acknowledge(unit)
+FETCH_BACKOFF = (0.5, 2.0)  # seconds between fetch attempts while Redis is unreachable: 0.5, 1, 2, 2, ...
 
 
 class Processor(JobRunner):
@@ -344,16 +72,16 @@ class Processor(JobRunner):
 
     def fetch(self) -> UnitOfWork | None:
         if self.keeper.held:  # Redis refuses job outcomes: take no more jobs until it takes them
-            self.keeper.wait(self.stopping.is_set, MAX_BACKOFF)
+            self.keeper.wait(self.stopping.is_set, FETCH_BACKOFF[1])
             return None
-        failures = 0
+        backoff: Backoff | None = None  # made on the first failure: the usual fetch allocates nothing
         while True:
             try:
                 unit = self.fetcher.retrieve_work()
             except Exception as exc:
                 self.outage.failed(exc, "fetch")
-                failures += 1
-                if self.stopping.wait(min(MAX_BACKOFF, 0.25 * 2**failures)):
+                backoff = backoff or Backoff(*FETCH_BACKOFF)
+                if self.stopping.wait(backoff.next()):
                     return None
                 continue
             if self.outage.down_since is not None:
@@ -389,7 +117,7 @@ class Processor(JobRunner):
             limit = interruption.prepare(instance, self.stopping, limit)
         try:
             try:
-                result = self._perform_limited(instance, args, limit) if limit else _perform(instance, args)
+                result = self._perform_limited(instance, args, limit) if limit else perform(instance, args)
             except BaseException as exc:
                 steps.throw(exc)
             else:
@@ -403,7 +131,7 @@ class Processor(JobRunner):
         watchdog = self.watchdog
         limit_id = watchdog.arm(limit)
         try:
-            return _perform(instance, args)
+            return perform(instance, args)
         finally:
             if watchdog.disarm(limit_id):
                 raise timed_out(instance.job, limit)
@@ -415,66 +143,5 @@ class Processor(JobRunner):
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(Shutdown))
 
 
-def unwrap(config: Config, job: dict[str, Any]) -> type[Any] | None:
-    """The job a wrapper payload stands for (``kiq_unwrap_job``, which rewrites ``job`` in memory), or None when no
-    plugin unwraps it. What goes wrong here (a plugin's error, an unregistered wrapped name) is raised when the
-    class is instantiated, inside the retry layer: that job fails into retry with that error."""
-    try:
-        name = config.plugins.hook.kiq_unwrap_job(job=job, config=config)
-        return None if name is None else registry.get(name)
-    except Exception as exc:
-        return _unrunnable(exc)
-
-
-def _unrunnable(error: Exception) -> type[Any]:
-    class Unrunnable:
-        def __init__(self) -> None:
-            raise error
-
-    return Unrunnable
-
-
 # hands an async job over to the capsule's event loop: False when the worker stops before the loop had room for it
 AsyncHandOff = Callable[["UnitOfWork", dict[str, Any], type[Any]], bool]
-
-
-def begin(steps: JobSteps) -> PerformCall | None:
-    """Run a job's steps up to ``perform``: what to perform, or None when the job ended before (e.g. a middleware
-    halted it)."""
-    try:
-        return next(steps)
-    except StopIteration:
-        return None
-
-
-def resume(steps: JobSteps, result: Any = None, error: BaseException | None = None) -> None:
-    """Give a job's steps what ``perform`` returned, or the error it raised; they run to their end."""
-    try:
-        if error is None:
-            steps.send(result)
-        else:
-            steps.throw(error)
-    except StopIteration:
-        return
-    raise RuntimeError("the steps of a job asked to run it twice")
-
-
-def _acknowledge_unit(unit: UnitOfWork) -> None:
-    unit.acknowledge()
-
-
-def _perform_step(call: PerformCall) -> Generator[PerformCall, Any, Any]:
-    """The innermost layer: ask the driver to run the job, and return what ``perform`` returned."""
-    return (yield call)
-
-
-def _perform(instance: Any, args: list[Any]) -> Any:
-    result = call_perform(instance, args)
-    if result is not None and inspect.iscoroutine(result):
-        result.close()  # never awaited: closing it here keeps Python from warning about it later
-        raise TypeError(
-            f"{type(instance).__qualname__}.perform returned a coroutine, which a processor thread does not await, so "
-            "it did not run: make perform an async def (kiq awaits those on the worker's event loop), or call "
-            "asyncio.run(...) inside it"
-        )
-    return result

@@ -11,7 +11,7 @@ The processor wraps every job in two guards (Sidekiq's ``dispatch``)::
 A failure is recorded in the ``retry`` ZSET (score = when to run again) with Sidekiq's error fields, or,
 when retries are exhausted, in the ``dead`` ZSET; then ``Handled`` is raised *from* the job's error, which
 tells the processor to acknowledge the job and report the error (``handled.__cause__``) to the error
-handlers. When Redis refuses that write (unreachable, maxmemory, read-only, loading), ``Held`` (a ``Handled``)
+handlers. When Redis refuses that write (unreachable, maxmemory, read-only, loading), ``RecordRefused`` (a ``Handled``)
 carries the write instead: the worker holds it and acknowledges the job once Redis took it (kiq.server.outcomes).
 Anything else escaping the guards (``Shutdown``, or another Redis error while recording the failure) means: do
 not acknowledge.
@@ -40,11 +40,11 @@ import redis
 
 from .. import sink
 from ..errors import JobTimeout, Shutdown, error_class
+from ..failures import TRANSIENT
 from ..keys import RETRY, keyspace
 from ..logging import note_failure_outcome
 from ..payload import dumps, epoch_seconds, loads, wire_time
 from . import dead
-from .outcomes import refused
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -67,7 +67,7 @@ class Handled(Exception):
     """
 
 
-class Held(Handled):
+class RecordRefused(Handled):
     """Redis refused the write that records this failure (kiq.server.outcomes): the worker holds it, makes
     ``write`` once Redis takes it, then acknowledges the job. ``command`` is the same write as a Redis command,
     logged to replay it if the worker stops before it was written. The job's error is ``__cause__``."""
@@ -80,13 +80,13 @@ class Held(Handled):
 
 
 def _write(write: Callable[[], object], command: list[str]) -> None:
-    """Make a write of the failure path; refused by Redis (an outage, maxmemory...), it is ``Held``."""
+    """Make a write of the failure path; refused by Redis (an outage, maxmemory...), it is ``RecordRefused``."""
     try:
         write()
     except redis.RedisError as exc:
-        if not refused(exc):
+        if not isinstance(exc, TRANSIENT):
             raise
-        raise Held(write, command, exc) from None
+        raise RecordRefused(write, command, exc) from None
 
 
 class JobRetry:
@@ -140,8 +140,8 @@ class JobRetry:
         if not isinstance(job, dict):
             try:
                 self._bury(jobstr, exc, "the payload is not a JSON object")
-            except Held as held:
-                raise held from exc
+            except RecordRefused as refused:
+                raise refused from exc
             raise Handled(f"{error_class(exc)} recorded by JobRetry") from exc
         return job
 
@@ -149,13 +149,13 @@ class JobRetry:
         try:
             try:
                 self._process_retry(instance, job, queue, exc)
-            except (Held, redis.RedisError):
+            except (RecordRefused, redis.RedisError):
                 raise  # held, or not recorded: the processor does not acknowledge it (a reliable fetcher gives it back)
             except Exception as bug:
                 self.config.handle_exception(bug, {"context": "Recording a job's failure failed", "job": job})
                 self._bury(jobstr, exc, f"recording its failure failed: {type(bug).__name__}: {bug}")
-        except Held as held:
-            raise held from exc  # the processor reports the job's error, as for Handled
+        except RecordRefused as refused:
+            raise refused from exc  # the processor reports the job's error, as for Handled
 
     def _bury(self, jobstr: str, exc: BaseException, why: str) -> None:
         """The last resort: the job as it was stored goes to the dead set, with the death hooks."""

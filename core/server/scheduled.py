@@ -14,6 +14,7 @@ minute across the cluster).
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import threading
@@ -24,15 +25,15 @@ import redis as redis_py
 
 from ..client import Client
 from ..errors import InvalidJobError
+from ..failures import TRANSIENT
 from ..keys import PROCESS_CLEANUP, PROCESSES, RETRY, SCHEDULE, keyspace
 from ..payload import parse_payload
 from ..scripts import lua_script
 from . import dead
-from .outcomes import refused
 
 if TYPE_CHECKING:
     from ..config import Config
-    from .processor import RedisOutage
+    from .outcomes import RedisOutage
 
 log = logging.getLogger("kiq")
 
@@ -96,7 +97,7 @@ class Poller:
 
         Returns how many jobs were enqueued. Raises on a Redis error (the job being moved is put back).
         """
-        with self.config.plugins.enter(self.config.plugins.hook.kiq_operation(name="poll", config=self.config)):
+        with self.config.plugins.enter(self.config.plugins.notify("kiq_operation", name="poll", config=self.config)):
             return self._enqueue_due(now)
 
     # -- internals ----------------------------------------------------------------------------------
@@ -142,7 +143,9 @@ class Poller:
             raise
 
     def _run(self) -> None:
-        tick = self.config.plugins.hook.kiq_loop_tick  # for liveness probes: when this loop comes round again
+        tick = functools.partial(
+            self.config.plugins.notify, "kiq_loop_tick"
+        )  # for liveness probes: when this loop comes round again
         wait = self.initial_wait()
         tick(name="poller", due_within=wait, config=self.config)
         self._done.wait(wait)
@@ -162,7 +165,7 @@ class Poller:
         tick(name="poller", due_within=None, config=self.config)
 
     def _failed(self, exc: Exception, context: str) -> None:
-        if self.outage is not None and refused(exc):
+        if self.outage is not None and isinstance(exc, TRANSIENT):
             self.outage.failed(exc, "poller")
         else:
             self.config.handle_exception(exc, {"context": context})

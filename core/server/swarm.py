@@ -23,6 +23,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 
+from ..backoff import Backoff
 from ..config import Config
 from .launcher import EXIT_GRACE, STOP_SIGNALS, Launcher
 from .signals import SignalPipe
@@ -30,7 +31,8 @@ from .signals import SignalPipe
 log = logging.getLogger("kiq")
 
 YOUNG = 10.0  # seconds: a child that dies younger counts toward a growing restart delay
-MAX_RESTART_DELAY = 30.0
+RESTART_DELAY = 0.5  # seconds before a child that died older than YOUNG is started again
+YOUNG_RESTART_BACKOFF = (1.0, 30.0)  # the same for a child dying young, again and again: the first and the cap
 # seconds past ``timeout`` after which the parent kills the children still there: each child exits by itself
 # within EXIT_GRACE (its jobs requeued at ``timeout``); this only ends a child stuck beyond that (one that ignores
 # TERM, say), early enough that the parent, which reaps the killed children at once, is gone within timeout + 2 s
@@ -72,7 +74,8 @@ class Child:
     shard: str | None = None  # the shard it serves (its Redis), None: redis_url
     pid: int = 0
     started: float = 0.0
-    young_deaths: int = 0  # consecutive deaths within YOUNG seconds of a start
+    # the delays before restarting a child that keeps dying within YOUNG seconds of a start
+    young_deaths: Backoff = field(default_factory=lambda: Backoff(*YOUNG_RESTART_BACKOFF))
     restart_at: float | None = None  # when a dead child is started again
     replacing: bool = False  # stopped by the parent (memory): started again at once
 
@@ -103,7 +106,7 @@ class Swarm:
                     log.info("got %s: passing it to the children", name)
                     if name in STOP_SIGNALS and stopping_since is None:
                         stopping_since = time.monotonic()
-                        self.config.plugins.hook.kiq_swarm_stopping(config=self.config)
+                        self.config.plugins.notify("kiq_swarm_stopping", config=self.config)
                     self._signal_all(name)
                 if stopping_since is not None and time.monotonic() - stopping_since > self.config.timeout + KILL_AFTER:
                     self._signal_all("KILL")  # children that ignore a stop this long are stuck
@@ -114,7 +117,7 @@ class Swarm:
                     stopping_since is not None or all(child.restart_at is None for child in self.children)
                 ):
                     log.info("swarm stopped")
-                    self.config.plugins.hook.kiq_swarm_shutdown(config=self.config)
+                    self.config.plugins.notify("kiq_swarm_shutdown", config=self.config)
                     return UNWRITTEN if self.unwritten else 0
                 if stopping_since is None:
                     self._restart_due()
@@ -155,7 +158,9 @@ class Swarm:
                 continue
             code = os.waitstatus_to_exitcode(status)
             child.pid = 0
-            self.config.plugins.hook.kiq_swarm_child_exited(config=self.config, index=child.index, pid=pid, code=code)
+            self.config.plugins.notify(
+                "kiq_swarm_child_exited", config=self.config, index=child.index, pid=pid, code=code
+            )
             if code == UNWRITTEN:
                 self.unwritten += 1
                 log.warning("swarm child %d (pid %d) stopped with held job outcomes unwritten (logged at ERROR)",
@@ -164,8 +169,11 @@ class Swarm:
                 log.info("swarm child %d (pid %d) exited with %d", child.index, pid, code)
                 continue  # stopped on purpose (by us, or from the API; only a stop exits with 3): not replaced
             lived = time.monotonic() - child.started
-            child.young_deaths = child.young_deaths + 1 if lived < YOUNG and not child.replacing else 0
-            delay = 0.0 if child.replacing else min(MAX_RESTART_DELAY, 0.5 * 2**child.young_deaths)
+            if lived < YOUNG and not child.replacing:
+                delay = child.young_deaths.next()
+            else:
+                child.young_deaths.reset()
+                delay = 0.0 if child.replacing else RESTART_DELAY
             log.warning(
                 "swarm child %d (pid %d) exited with %d after %.0f s; restarting in %.1f s",
                 child.index, pid, code, lived, delay,

@@ -29,7 +29,7 @@ from .scripts import Changes
 log = logging.getLogger("kiq.batch")
 
 MAX_WRITE = 500  # outcomes per round trip
-MAX_BACKOFF = 5.0
+BACKOFF = (0.1, 5.0)  # seconds between writes while Redis refuses them: the first pause and the cap
 
 
 @dataclass(slots=True)
@@ -90,7 +90,8 @@ class OutcomeWriter:
         self._thread.start()
 
     def _run(self) -> None:
-        backoff = 0.0
+        backoff = kiq.ext.Backoff(*BACKOFF)
+        failing = False
         while True:
             with self._changed:
                 while not self._waiting and not self._stop:
@@ -99,8 +100,8 @@ class OutcomeWriter:
                     self._thread = None
                     return
                 batch = self._waiting[:MAX_WRITE]
-            if backoff:
-                time.sleep(backoff)
+            if failing:
+                time.sleep(backoff.next())
             written = self._write(batch)
             with self._changed:
                 done = set(map(id, written))
@@ -110,7 +111,9 @@ class OutcomeWriter:
                     written = []
             for outcome in written:
                 outcome.release()
-            backoff = 0.0 if len(written) == len(batch) else min(MAX_BACKOFF, max(0.1, backoff * 2))
+            failing = len(written) != len(batch)
+            if not failing:
+                backoff.reset()
 
     def _write(self, batch: list[Outcome]) -> list[Outcome]:
         """Run the outcomes in one pipeline; the ones Redis took (a change is idempotent, so a batch partly written

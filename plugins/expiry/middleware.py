@@ -72,5 +72,5 @@ class ExpiryServerMiddleware(kiq.ServerMiddleware):
             self.config.redis.hincrby(kiq.ext.keyspace(self.config.redis).key(EXPIRED), str(job.get("class")), 1)
         except redis_py.RedisError as exc:  # the count is a statistic: the job is dropped all the same
             log.warning("could not count the expired job %s: %s", job.get("jid"), exc)
-        self.config.plugins.hook.kiq_job_dropped(job=job, reason=reason, config=self.config)
+        self.config.plugins.notify("kiq_job_dropped", job=job, reason=reason, config=self.config)
         # returning without yielding: the job is not performed, and is acknowledged like a finished one

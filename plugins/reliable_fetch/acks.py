@@ -18,13 +18,13 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from redis import exceptions as redis_errors
+import kiq
+import kiq.ext
 
 log = logging.getLogger("kiq.reliable_fetch")
 
 ACK_DELAY = 0.01  # seconds a finished job's acknowledgement waits for a fetch to carry it before it is sent alone
-UNREACHABLE = (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError)
-RETRY_PAUSE = (0.05, 1.0)  # Redis refused the acknowledgements: try again after this, doubling up to the second
+RETRY_BACKOFF = (0.05, 1.0)  # Redis refused the acknowledgements: try again after this, doubling up to the second
 
 
 class PendingAcks:
@@ -113,7 +113,7 @@ class PendingAcks:
                 self._sender.start()
 
     def _run(self) -> None:
-        pause = RETRY_PAUSE[0]
+        backoff = kiq.ext.Backoff(*RETRY_BACKOFF)
         failing: BaseException | None = None
         while True:
             self._due.wait()
@@ -126,15 +126,15 @@ class PendingAcks:
             except Exception as exc:  # the sender outlives any error; the jobs stay pending
                 if failing is None:
                     # an unreachable Redis is the worker's outage, logged once by its fetch: not a line more here
-                    level = logging.DEBUG if isinstance(exc, UNREACHABLE) else logging.WARNING
+                    level = logging.DEBUG if isinstance(exc, kiq.ext.UNREACHABLE) else logging.WARNING
                     log.log(level, "reliable fetch could not send acknowledgements (%s); retrying until Redis takes "
                             "them", exc)  # fmt: skip
                 failing = exc
                 self._due.set()
-                time.sleep(pause)
-                pause = min(2 * pause, RETRY_PAUSE[1])
+                time.sleep(backoff.next())
                 continue
             if failing is not None:
-                level = logging.DEBUG if isinstance(failing, UNREACHABLE) else logging.WARNING
+                level = logging.DEBUG if isinstance(failing, kiq.ext.UNREACHABLE) else logging.WARNING
                 log.log(level, "reliable fetch: acknowledgements are reaching Redis again")
-                failing, pause = None, RETRY_PAUSE[0]
+                failing = None
+                backoff.reset()

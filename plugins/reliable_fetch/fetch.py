@@ -41,7 +41,7 @@ from .recovery import put_back, recover_orphans
 log = logging.getLogger("kiq.reliable_fetch")
 
 BLOCK_SECONDS = 1.0  # the longest retrieve_work waits for a job, so that a stop is prompt
-IDLE_PAUSE = (0.05, 0.5)  # with several queues all empty: sleep, doubling from the first to the second value
+IDLE_BACKOFF = (0.05, 0.5)  # with several queues all empty: sleep, doubling from the first to the second value
 
 
 class Liveness:
@@ -134,7 +134,7 @@ class ReliableFetch(kiq.ext.BatchFetch):
         self.acks = PendingAcks(self.redis, self._working_keys.values(), name=capsule.name)
         self.in_flight = InFlight()  # fetched, not yet acknowledged or requeued
         self._acks_at_once = False  # no fetch is coming to carry them (quiet, closing)
-        self._idle_pause = IDLE_PAUSE[0]
+        self._idle = kiq.ext.Backoff(*IDLE_BACKOFF)
         self._out_of_memory = False  # Redis refused BLMOVE at maxmemory: poll instead of blocking
         self.liveness.join()
 
@@ -158,7 +158,7 @@ class ReliableFetch(kiq.ext.BatchFetch):
         keys = scripts.REQUEUE.keys(self.keys, self.working, unit.queue_name)
         try:
             self._requeue_script(keys=keys, args=[unit.job, "front"])
-        except (redis_errors.ConnectionError, redis_errors.TimeoutError):
+        except UNREACHABLE:
             self.in_flight.unsure = True  # still listed, maybe: the next fetch puts it back if so
             raise
         finally:
@@ -236,7 +236,7 @@ class ReliableFetch(kiq.ext.BatchFetch):
         broken = self.connection.broken
         try:
             fetched = self._move(wanted, block)
-        except (redis_errors.ConnectionError, redis_errors.TimeoutError):
+        except UNREACHABLE:
             self.in_flight.unsure = True
             raise
         if self.connection.broken != broken:  # sent again on a new connection: the first may have moved jobs
@@ -254,7 +254,7 @@ class ReliableFetch(kiq.ext.BatchFetch):
         for group in self.order.groups(order):  # one script per slot (a single group but in the queue layout)
             reply = self._move_from(group, min(wanted, self._batch_size))
             if reply:
-                self._idle_pause = IDLE_PAUSE[0]
+                self._idle.reset()
                 self._out_of_memory = False  # try blocking again the next time the queue is empty
                 return kiq.ext.popped_jobs(reply, self.keys)
         if block < self.min_block:
@@ -276,8 +276,7 @@ class ReliableFetch(kiq.ext.BatchFetch):
             return [(name, job)] if job is not None else []
         # several queues (or Redis out of memory): no Redis 6.2 command blocks on all of them and moves, so back
         # off briefly
-        time.sleep(min(self._idle_pause, block))
-        self._idle_pause = min(2 * self._idle_pause, IDLE_PAUSE[1])
+        time.sleep(min(self._idle.next(), block))
         return []
 
     def _move_from(self, group: list[str], wanted: int) -> list[str | int]:

@@ -14,6 +14,8 @@ import kiq.testing
 from .plugin import ResultsPlugin
 from .record import result_key
 
+READ_BACKOFF = (0.01, 0.2)  # seconds between reads of a result not there yet: the first pause and the cap
+
 
 class NoResult(kiq.KiqError, LookupError):
     """No result is stored for the job: it has not finished (or failed so far), its result expired, or its result is
@@ -57,10 +59,9 @@ def pauses(wait: float) -> Iterator[float | None]:
     if not math.isfinite(wait) or wait < 0:
         raise ValueError(f"wait must be a number of seconds >= 0, got {wait!r}")
     deadline = time.monotonic() + wait
-    pause = 0.01
+    backoff = kiq.ext.Backoff(*READ_BACKOFF)
     while (left := deadline - time.monotonic()) > 0:
-        yield min(pause, left)
-        pause = min(pause * 2, 0.2)
+        yield min(backoff.next(), left)
     yield None
 
 

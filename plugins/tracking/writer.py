@@ -24,12 +24,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import kiq
+import kiq.ext
+
 if TYPE_CHECKING:
     from .store import Store
 
 log = logging.getLogger("kiq.tracking")
 
-MAX_BACKOFF = 5.0
+BACKOFF = (0.2, 5.0)  # seconds between flushes while the database is away: the first pause and the cap
 
 Callback = Callable[[], None]
 
@@ -181,19 +184,22 @@ class Writer:
         atexit.register(self.close, 5.0)
 
     def _run(self) -> None:
-        backoff = 0.0
+        backoff = kiq.ext.Backoff(*BACKOFF)
+        failing = False
         while not self._stop.is_set():
-            if backoff:  # the database is away: retry on the backoff schedule, not on every flush() call
-                self._stop.wait(backoff)
+            if failing:  # the database is away: retry on the backoff schedule, not on every flush() call
+                self._stop.wait(backoff.next())
             else:
                 self._wake.wait(self.interval)
             self._wake.clear()
-            backoff = self._flush_some(backoff)
+            failing = not self._flush_some()
+            if not failing:
+                backoff.reset()
         with self._lock:
             self._thread = None
 
-    def _flush_some(self, backoff: float) -> float:
-        """Write batches until nothing is pending; returns the next backoff (0 when the database works)."""
+    def _flush_some(self) -> bool:
+        """Write batches until nothing is pending (True), or until the database is away (False)."""
         while True:
             with self._lock:
                 given_up, self._given_up = self._given_up, []
@@ -203,7 +209,7 @@ class Writer:
                     if self._given_up:  # dropped by a submit meanwhile
                         continue
                     self._changed.notify_all()
-                    return 0.0
+                    return True
                 keys = list(self._pending)[: self.batch_size]
                 batch = [self._pending.pop(key) for key in keys]
                 self._in_flight = batch
@@ -213,7 +219,7 @@ class Writer:
                 if self._outage_since is None:
                     self._outage_since = time.monotonic()
                     log.warning("tracking: database unavailable, keeping updates and retrying: %s", exc)
-                return min(MAX_BACKOFF, max(backoff * 2, 0.2))
+                return False
             self._done()
 
     def _write(self, batch: list[Update]) -> None:

@@ -4,8 +4,8 @@ step of a workflow that failed (or a step run again after it succeeded) is not r
 What other producers or Redis can do to a step is handled here too: a payload whose workflow fields are unusable
 (wrong types, a step the workflow does not have) goes to the dead set with the reason, unrun; a result that is not
 strict JSON kills the step (running it again would return the same), which fails its workflow; and an outcome Redis
-refuses (an outage, maxmemory) is held by the worker (the ``OutcomeKeeper`` that holds refused death hooks) with
-the job unacknowledged, and written once Redis takes it, so the successor is pushed then, once."""
+refuses (an outage, maxmemory) is held by the worker (``kiq.ext.hold_write``) with the job unacknowledged, and written
+once Redis takes it, so the successor is pushed then, once."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
         pipe.hexists(workflow_key(keys, workflow_id, "steps"), step)
         try:
             state, current, known = pipe.execute()
-        except kiq.ext.REDIS_REFUSALS:  # these reads only spare a run: the step script decides once Redis is back
+        except kiq.ext.TRANSIENT:  # these reads only spare a run: the step script decides once Redis is back
             state, current, known = "running", None, True
         if state == "failed":  # the workflow is over: its remaining steps never run
             self.plugin.counts.record("skipped", steps.run("skipped", workflow_id, step))
@@ -113,7 +113,7 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
         except Exception as exc:
             try:
                 steps.run("failed", workflow_id, step, error_text(exc, job))
-            except kiq.ext.REDIS_REFUSALS:  # the status only, and the worker logs the outage once
+            except kiq.ext.TRANSIENT:  # the status only, and the worker logs the outage once
                 log.debug("workflow %s step %s: the failure's status not recorded", workflow_id, step, exc_info=True)
             except Exception:  # the status only: the job's own error is the one to raise
                 log.warning("workflow %s step %s: could not record the failure", workflow_id, step, exc_info=True)
@@ -131,24 +131,25 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
 
         try:
             succeed()
-        except kiq.ext.REDIS_REFUSALS as refusal:
+        except kiq.ext.TRANSIENT as refusal:
             self.hold(succeed, job, refusal)
 
     def hold(self, write: Callable[[], None], job: dict[str, Any], refusal: BaseException) -> None:
-        """Redis refused the step's outcome: the worker's keeper of held outcomes writes it once Redis takes it, and
-        only then is the job acknowledged (with reliable fetch a kill meanwhile runs the step again, and the step
-        script pushes its successors once). Outside a worker (no keeper) the refusal is the job's error."""
-        keep, release = self.config.plugins.hold_refused_death, kiq.ext.hold_acknowledgement()
-        if keep is None or release is None:
-            if release is not None:
-                release()
+        """Redis refused the step's outcome: the worker writes it once Redis takes it (``kiq.ext.hold_write``), and only
+        then is the job acknowledged (with reliable fetch a kill meanwhile runs the step again, and the step script
+        pushes its successors once). Outside a worker (nothing holds it) the refusal is the job's error."""
+        release = kiq.hold_acknowledgement()
+        if release is None:
             raise refusal
 
         def write_then_acknowledge() -> None:
             write()
             release()
 
-        keep(write_then_acknowledge, "workflow", job, refusal)
+        what = "the workflow step's outcome was not recorded (its successors were not pushed)"
+        if not kiq.ext.hold_write(write_then_acknowledge, refusal, config=self.config, what=what, job=job):
+            release()
+            raise refusal
 
     def bury(self, job: dict[str, Any], problem: str) -> None:
         """A payload that cannot be a workflow step: into the dead set with the reason, unrun."""

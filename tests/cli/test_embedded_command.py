@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kiq.redis import EmbeddedRedis
+from kiq.embedded import EmbeddedRedis
 from tests.support import child_env
 
 

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from kiq.cli import main
-from kiq.redis import EmbeddedRedis
+from kiq.embedded import EmbeddedRedis
 
 # kiq's and the plugins' (kiq periodic, kiq limiters): all share kiq.cli.output.inspected_config
 COMMANDS = ["stats", "queues", "retries", "scheduled", "dead", "processes", "periodic", "limiters"]

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import kiq
+import kiq.ext
 from kiq.payload import dumps, new_jid
 from tests.support import child_env, wait_until
 

@@ -11,7 +11,8 @@ from typing import Any
 import kiq
 import kiq.ext
 from kiq.payload import dumps, new_jid
-from kiq.server.processor import Processor, RedisOutage
+from kiq.server.outcomes import RedisOutage
+from kiq.server.processor import Processor
 from tests.outage_support import AofRedis, aof_redis
 from tests.support import Unit, fresh_config, wait_until
 

@@ -31,7 +31,8 @@ import kiq
 import kiq.ext
 from kiq.keys import ITERATION_TTL
 from kiq.payload import dumps, new_jid
-from kiq.server.processor import Processor, RedisOutage
+from kiq.server.outcomes import RedisOutage
+from kiq.server.processor import Processor
 from tests.support import Unit
 
 STOP = threading.Event()  # the processor's stopping flag: set by the job itself after item 2

@@ -21,7 +21,8 @@ from kiq.fetcher import Capsule
 from kiq.middleware import ServerMiddleware, Wrapper
 from kiq.payload import dumps
 from kiq.plugins.reliable_fetch import ReliableFetch
-from kiq.server.processor import Processor, RedisOutage
+from kiq.server.outcomes import RedisOutage
+from kiq.server.processor import Processor
 
 IDENTITY = "host:1:aaaaaaaaaaaa"
 WORKING = f"kiq:working:{IDENTITY}:default"

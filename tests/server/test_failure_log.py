@@ -11,7 +11,8 @@ import pytest
 import kiq
 from kiq.logging import KIQ_DIR
 from kiq.payload import dumps, new_jid
-from kiq.server.processor import Processor, RedisOutage
+from kiq.server.outcomes import RedisOutage
+from kiq.server.processor import Processor
 from tests.support import Unit
 
 

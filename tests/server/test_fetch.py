@@ -367,7 +367,7 @@ def test_threads_whose_wait_ends_while_the_fetch_fails_get_that_failure_not_none
     config: kiq.Config, r: redis.Redis
 ) -> None:
     """None says "Redis had no job": a worker takes it for a Redis that works, the end of an outage it logged
-    (kiq.server.processor.RedisOutage). The threads that waited on a fetch that failed get its failure, or an outage
+    (kiq.server.outcomes.RedisOutage). The threads that waited on a fetch that failed get its failure, or an outage
     would be logged over and over while it lasts, each time a waiting thread returned empty-handed."""
     r.set("queue:broken", "not a list")
     fetch = short_block(SlowFetch(capsule(config, ("broken", 0))), 0.2)

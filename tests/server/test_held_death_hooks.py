@@ -14,8 +14,7 @@ import redis
 
 import kiq
 from kiq.server import dead
-from kiq.server.outcomes import OutcomeKeeper
-from kiq.server.processor import RedisOutage
+from kiq.server.outcomes import OutcomeKeeper, RedisOutage
 from tests.outage_support import aof_redis
 
 JOB = {"class": "Audited", "jid": "0123456789abcdef01234567", "args": [1]}

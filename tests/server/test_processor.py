@@ -22,7 +22,8 @@ from kiq.logging import JsonFormatter, PlainFormatter, setup_logging
 from kiq.middleware import ServerMiddleware, Wrapper
 from kiq.payload import dumps, new_jid, parse_payload
 from kiq.server.aio import EventLoop
-from kiq.server.processor import Processor, RedisOutage
+from kiq.server.outcomes import RedisOutage
+from kiq.server.processor import Processor
 from tests.support import Unit, run_on_event_loop, wait_until
 
 seen: list[tuple[str, Any, str]] = []

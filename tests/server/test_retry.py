@@ -15,7 +15,7 @@ import kiq
 import kiq.ext
 from kiq.errors import Shutdown, UnknownJobError
 from kiq.payload import dumps, new_jid
-from kiq.server.retry import Handled, Held, JobRetry
+from kiq.server.retry import Handled, JobRetry, RecordRefused
 
 
 class Boom(Exception):
@@ -475,11 +475,11 @@ def test_sys_exit_in_a_job_is_a_failure(config: kiq.Config, r: redis.Redis) -> N
 
 
 def test_redis_down_while_recording_holds_the_write(config: kiq.Config) -> None:
-    """Redis unreachable: the failure's record is ``Held`` (a write the worker retries), with the job's error as
-    its cause and the same write as a replayable command."""
+    """Redis unreachable: the failure's record is ``RecordRefused`` (a write the worker retries), with the job's
+    error as its cause and the same write as a replayable command."""
     unreachable = kiq.Config(redis_url="redis://127.0.0.1:1/0")
     retrier = JobRetry(unreachable)
-    with pytest.raises(Held) as raised, retrier.global_(payload(), "default"):
+    with pytest.raises(RecordRefused) as raised, retrier.global_(payload(), "default"):
         raise Boom("x")
     held = raised.value
     assert isinstance(held.__cause__, Boom) and isinstance(held.refusal, redis.ConnectionError)

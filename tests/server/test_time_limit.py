@@ -16,7 +16,8 @@ import redis
 
 import kiq
 from kiq.payload import dumps, new_jid
-from kiq.server.processor import Processor, RedisOutage
+from kiq.server.outcomes import RedisOutage
+from kiq.server.processor import Processor
 from tests.support import FAST, Unit, WorkerProcess, run_on_event_loop, wait_until
 
 StartWorker = Callable[..., WorkerProcess]

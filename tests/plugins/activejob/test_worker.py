@@ -26,7 +26,8 @@ import kiq.testing
 from kiq.api import RetrySet
 from kiq.plugins import activejob
 from kiq.plugins.activejob import SIDEKIQ_WRAPPER, Envelope, GlobalID, Symbol
-from kiq.server.processor import Processor, RedisOutage
+from kiq.server.outcomes import RedisOutage
+from kiq.server.processor import Processor
 from tests.jobs.activejob import QUEUE, runs
 from tests.support import Unit, WorkerProcess, wait_until
 

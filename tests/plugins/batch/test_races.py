@@ -20,7 +20,8 @@ from kiq.plugins.batch import Batch, BatchPlugin, status
 from kiq.plugins.batch.scripts import Changes
 from kiq.plugins.batch.writer import Outcome, _grouped
 from kiq.server.fetch import BasicFetch
-from kiq.server.processor import Processor, RedisOutage
+from kiq.server.outcomes import RedisOutage
+from kiq.server.processor import Processor
 from tests.jobs.batch import FAILING_CALLBACK, AtTheBarrier, Callback, Counted, FailingCallback, Flaky, Noop
 from tests.support import Unit, short_block, wait_until
 from tests.tracking_support import retry_now

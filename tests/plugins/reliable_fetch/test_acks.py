@@ -14,9 +14,9 @@ import redis
 
 import kiq
 import kiq.ext
+from kiq.embedded import EmbeddedRedis
 from kiq.plugins.reliable_fetch.acks import PendingAcks
 from kiq.plugins.reliable_fetch.keys import alive_key, working_key
-from kiq.redis import EmbeddedRedis
 from tests.jobs.reliable import DONE, RUNS_BY_JID, Tick
 from tests.support import WorkerProcess, identity_of, wait_until
 

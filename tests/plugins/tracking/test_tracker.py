@@ -310,7 +310,7 @@ def test_a_job_dropped_unrun_is_recorded_failed_with_the_reason(config: kiq.Conf
     class DropOdd(kiq.ServerMiddleware):  # inside tracking's layer
         def call(self, job_instance: Any, job: dict[str, Any], queue: str) -> Generator[None]:
             if job["args"][0] % 2:
-                self.config.plugins.hook.kiq_job_dropped(job=job, reason="odd numbers are off", config=self.config)
+                self.config.plugins.notify("kiq_job_dropped", job=job, reason="odd numbers are off", config=self.config)
                 return
             yield
 

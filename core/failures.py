@@ -1,0 +1,40 @@
+"""The Redis failures a write can meet that are worth holding and retrying, named once by what they say about Redis.
+
+- ``UNREACHABLE``: no server answers: a refused or broken connection, a timeout, no master known to the Sentinels,
+  no cluster node reachable (``redis.RedisClusterException``).
+- ``REFUSED``: the server answers but refuses writes for now: ``OOM`` at ``maxmemory``, ``READONLY`` (a replica: a
+  failover left the client on one), ``LOADING`` (a restart reading its data; redis-py makes it a ``ConnectionError``).
+- ``MOVED``: a Redis Cluster resharding or failing over: ``CLUSTERDOWN``, ``TRYAGAIN``, and an ``ASK``/``MOVED``
+  redirection the client could not follow.
+- ``TRANSIENT``: all three: the same write works once Redis is back, unlike an error it would meet again (a wrong
+  type, a script's error). A job's outcome, a plugin's write (``kiq.ext.hold_write``), a pushed job with
+  ``reliable_push``: each is held and retried with backoff on these, never dropped.
+
+A plain ``OSError`` is none of them: a plugin's own file or socket failing is that plugin's error.
+"""
+
+from __future__ import annotations
+
+import redis
+from redis import exceptions
+
+Failures = tuple[type[Exception], ...]
+
+UNREACHABLE: Failures = (redis.ConnectionError, redis.TimeoutError, exceptions.RedisClusterException)
+REFUSED: Failures = (exceptions.OutOfMemoryError, exceptions.ReadOnlyError, exceptions.BusyLoadingError)
+MOVED: Failures = (
+    exceptions.ClusterDownError,
+    exceptions.TryAgainError,
+    exceptions.AskError,  # MovedError is an AskError
+)
+TRANSIENT: Failures = (*UNREACHABLE, *REFUSED, *MOVED)
+
+
+def describe(exc: BaseException) -> str:
+    """What a failure says about Redis, for a log line that begins "Redis at <url> ...": unreachable, out of memory,
+    or the error itself."""
+    if isinstance(exc, exceptions.OutOfMemoryError):
+        return "is out of memory (maxmemory reached: it refuses commands that need memory)"
+    if isinstance(exc, (*UNREACHABLE, OSError)):  # LOADING too: a ConnectionError, as redis-py raises it
+        return "is unreachable"
+    return f"failed with {type(exc).__name__}: {exc}"
