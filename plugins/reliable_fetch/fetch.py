@@ -158,7 +158,7 @@ class ReliableFetch(kiq.ext.BatchFetch):
         keys = scripts.REQUEUE.keys(self.keys, self.working, unit.queue_name)
         try:
             self._requeue_script(keys=keys, args=[unit.job, "front"])
-        except UNREACHABLE:
+        except kiq.ext.UNREACHABLE:
             self.in_flight.unsure = True  # still listed, maybe: the next fetch puts it back if so
             raise
         finally:
@@ -236,7 +236,7 @@ class ReliableFetch(kiq.ext.BatchFetch):
         broken = self.connection.broken
         try:
             fetched = self._move(wanted, block)
-        except UNREACHABLE:
+        except kiq.ext.UNREACHABLE:
             self.in_flight.unsure = True
             raise
         if self.connection.broken != broken:  # sent again on a new connection: the first may have moved jobs

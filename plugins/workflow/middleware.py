@@ -138,7 +138,7 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
         """Redis refused the step's outcome: the worker writes it once Redis takes it (``kiq.ext.hold_write``), and only
         then is the job acknowledged (with reliable fetch a kill meanwhile runs the step again, and the step script
         pushes its successors once). Outside a worker (nothing holds it) the refusal is the job's error."""
-        release = kiq.hold_acknowledgement()
+        release = kiq.ext.hold_acknowledgement()
         if release is None:
             raise refusal
 

@@ -1,5 +1,6 @@
-"""The shipped fetchers are built on ``kiq.ext.BatchFetch``'s public seam only, as a third-party fetcher must be: none of
-their private names is one of the engine's (reading one would depend on internals; assigning one would clobber them)."""
+"""The shipped fetchers are built on ``kiq.ext.BatchFetch``'s public seam only, as a third-party fetcher must be: none
+of their private names is one of the engine's (reading one would depend on internals; assigning one would clobber
+them)."""
 
 from __future__ import annotations
 
