@@ -377,7 +377,7 @@ def test_quiet_and_stop_a_running_worker(e2e_config: kiq.Config, start_worker: C
 
     assert processes.quiet() == 1
     wait_until(lambda: [p.stopping for p in processes] == [True], 30, message=f"the worker to quiet\n{worker.output()}")
-    assert worker.proc.poll() is None  # quiet is not stop
+    assert worker.running  # quiet is not stop
 
     assert processes.stop(process.identity) == 1
     assert worker.wait(30) == 0
