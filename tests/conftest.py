@@ -245,9 +245,9 @@ def start_worker_process(
 ) -> Iterator[Callable[..., WorkerProcess]]:
     """Factory for real ``kiq worker`` processes on ``e2e_config``'s Redis, for tests whose subject is the process
     (OS signals, kill -9, ``-p``, exit codes, the environment, a hung process); all are killed at teardown. Each is
-    forked from this process (tests.support.ForkedProcess: no interpreter to start); ``fork=False`` starts
-    ``python -m kiq.cli worker`` instead, for a test of what a fresh interpreter does (imports, the environment
-    read at import).
+    forked from this process (tests.support.ForkedProcess: no interpreter to start); ``fork=False`` (the default
+    with ``-p``) starts ``python -m kiq.cli worker`` instead, for a test of what a fresh interpreter does (imports,
+    a swarm's memory).
 
     ``start_worker_process("-r", "tests.jobs.basic", "-q", "default", env={...})``
     """
@@ -255,10 +255,13 @@ def start_worker_process(
     target = cluster_target_of(request)
     target_env = target.worker_env() if target is not None else {}  # on a cluster: its key layout (KIQ_SLOTS)
 
-    def start(*args: str, env: dict[str, str] | None = None, fork: bool = True) -> WorkerProcess:
+    def start(*args: str, env: dict[str, str] | None = None, fork: bool | None = None) -> WorkerProcess:
         url = e2e_config.redis_url
         assert url is not None
         log = tmp_path / f"worker-{len(started)}.log"
+        # a swarm (-p) is started as a new process: children forked from a copy of the test process would carry
+        # its memory (max_memory_mb) and its parent would be that copy
+        fork = fork if fork is not None else "-p" not in args
         worker = WorkerProcess(args, url, log, {**target_env, **(env or {})}, fork=fork)
         started.append(worker)
         return worker

@@ -69,7 +69,7 @@ def test_a_worker_refuses_to_start_when_a_periodic_job_names_an_unknown_class(
 ) -> None:
     e2e_config.redis.lpush("queue:default", json.dumps({"class": "PeriodicTick", "args": ["x"], "jid": "1" * 24}))
     env = schedule_env({"cron": "* * * * *", "class": "PeriodicTik"}, {"cron": "* * * * *", "class": "PeriodicTick"})
-    worker = start_worker_process(*WORKER, env=env)
+    worker = start_worker_process(*WORKER, env=env, fork=False)  # what a fresh process registers: -r's jobs only
     assert worker.wait(30) == 2
     output = worker.output()
     assert "kiq: error: periodic jobs name classes this worker does not register: PeriodicTik" in output
