@@ -364,7 +364,6 @@ def test_stats(config: kiq.Config, r: redis.Redis, keys: kiq.Keyspace) -> None:
     assert stats.as_dict()["queues"] == {"default": 3, "low": 1}
 
 
-@pytest.mark.slow
 def test_quiet_and_stop_a_running_worker(e2e_config: kiq.Config, start_worker: Callable[..., WorkerProcess]) -> None:
     worker = start_worker("-r", "tests.jobs.api", "-c", "2", env={"KIQ_HEARTBEAT_INTERVAL": "1"})
     processes = ProcessSet(e2e_config)

@@ -20,6 +20,8 @@ from tests.jobs.iteration_adversarial import AsyncFileWalk, FileWalk, hooks_run,
 from tests.outage_support import AofRedis
 from tests.support import wait_until
 
+pytestmark = pytest.mark.slow  # kiq worker processes
+
 REFUSED_SAVE = "Redis refused to save its cursor"
 SAVED_AGAIN = "its cursor is saved again"
 REFUSED_DELETE = "Redis refused to delete"

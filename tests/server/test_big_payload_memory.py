@@ -15,6 +15,8 @@ from tests.jobs.payload import BigArgument
 from tests.outage_support import AofRedis, aof_redis
 from tests.support import FAST, WorkerProcess, identity_of, wait_until
 
+pytestmark = pytest.mark.slow  # kiq worker processes
+
 PAYLOAD = 64 * 1024 * 1024
 
 
