@@ -17,6 +17,7 @@ middleware added there applies. The jobs must be registered in this process (imp
 
 from __future__ import annotations
 
+import gc
 import importlib
 import logging
 import queue
@@ -132,6 +133,9 @@ class Worker:
                 overran = True
                 break
         self.exit_code = (launcher.exit_code or OVERRAN) if overran else launcher.exit_code
+        # the Launcher froze what was loaded (gc.freeze: for a worker process's lifetime); a test process goes on,
+        # and what its tests leave behind must stay collectable
+        gc.unfreeze()
         _release_logs(self._handler)
 
     def signal(self, name: str) -> None:
