@@ -246,8 +246,8 @@ def start_worker_process(
     """Factory for real ``kiq worker`` processes on ``e2e_config``'s Redis, for tests whose subject is the process
     (OS signals, kill -9, ``-p``, exit codes, the environment, a hung process); all are killed at teardown. Each is
     forked from this process (tests.support.ForkedProcess: no interpreter to start); ``fork=False`` (the default
-    with ``-p``) starts ``python -m kiq.cli worker`` instead, for a test of what a fresh interpreter does (imports,
-    a swarm's memory).
+    for a swarm, ``-p N``) starts ``python -m kiq.cli worker`` instead, for a test of what a fresh interpreter does
+    (its imports, a swarm's memory).
 
     ``start_worker_process("-r", "tests.jobs.basic", "-q", "default", env={...})``
     """
@@ -259,9 +259,6 @@ def start_worker_process(
         url = e2e_config.redis_url
         assert url is not None
         log = tmp_path / f"worker-{len(started)}.log"
-        # a swarm (-p) is started as a new process: children forked from a copy of the test process would carry
-        # its memory (max_memory_mb) and its parent would be that copy
-        fork = fork if fork is not None else "-p" not in args
         worker = WorkerProcess(args, url, log, {**target_env, **(env or {})}, fork=fork)
         started.append(worker)
         return worker

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import functools
+import itertools
 import json
 import logging
 import os
@@ -196,9 +197,10 @@ def wait_until(predicate: Callable[[], T], timeout: float = 15.0, interval: floa
 class WorkerProcess:
     """A ``kiq worker`` process; its combined output goes to a log file the test can read. For a test whose subject
     is the process (OS signals, kill -9, ``-p``, exit codes, arguments, environment); the others run their workers
-    in-process (InProcessWorker). ``fork``: forked from this process, which has kiq and the jobs imported already,
-    to run the CLI's ``main`` (ForkedProcess: for tests that kill and start workers many times), instead of a new
-    interpreter. Each start is counted (STARTS_FILE)."""
+    in-process (InProcessWorker). Forked from this process, which has kiq and the jobs imported already, to run the
+    CLI's ``main`` (ForkedProcess: no interpreter to start); ``fork=False`` (the default for a swarm, ``-p N``) runs
+    ``python -m kiq.cli worker``: for what a fresh interpreter does (its imports, its memory). Each start is counted
+    (STARTS_FILE)."""
 
     def __init__(
         self,
@@ -206,8 +208,11 @@ class WorkerProcess:
         redis_url: str,
         log_path: Path,
         env: dict[str, str] | None = None,
-        fork: bool = False,
+        fork: bool | None = None,
     ) -> None:
+        # by default forked, but a swarm: children forked from a copy of the test process would carry its memory
+        # (max_memory_mb, RSS) and have that copy as their parent
+        fork = fork if fork is not None else not is_swarm(args)
         count_start("fork" if fork else "exec")
         self.log_path = log_path
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in wait()/kill()
@@ -267,6 +272,11 @@ class WorkerProcess:
 
     def __exit__(self, *exc: Any) -> None:
         self.kill()
+
+
+def is_swarm(args: Sequence[str]) -> bool:
+    """Whether ``kiq worker ARGS`` runs a swarm (``-p N`` for N other than 1)."""
+    return any(flag in ("-p", "--processes") and value != "1" for flag, value in itertools.pairwise(args))
 
 
 class ForkedProcess:
