@@ -27,8 +27,9 @@ from .config import Config, config_or_default
 from .job_registry import registry
 from .payload import loads, parse_payload
 from .server.runner import JobRunner, Slot, begin, resume, unwrap
+from .testing_worker import Worker
 
-__all__ = ["Fake", "Inline", "disable", "fake", "inline", "jobs", "mode"]
+__all__ = ["Fake", "Inline", "Worker", "disable", "fake", "inline", "jobs", "mode"]
 
 
 class _Unit:

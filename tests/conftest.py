@@ -26,7 +26,15 @@ import kiq.ext
 from kiq.redis import EmbeddedRedis
 
 from .cluster_support import CLUSTER_TARGETS, ClusterPool, ClusterTarget, server_binary
-from .support import REQUIRE_SERVICES, SERVER_URL, OwnRedis, WorkerProcess, fresh_config, redis_server_binary
+from .support import (
+    REQUIRE_SERVICES,
+    SERVER_URL,
+    InProcessWorker,
+    OwnRedis,
+    WorkerProcess,
+    fresh_config,
+    redis_server_binary,
+)
 
 pytest.register_assert_rewrite("tests.tracking_support")
 pytest_plugins = ["tests.tracking_support"]  # database fixtures: tracker, tracking_db_url, postgres_url
@@ -202,26 +210,71 @@ def r(config: kiq.Config) -> redis.Redis:
 
 @pytest.fixture
 def start_worker(
+    e2e_config: kiq.Config, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[..., InProcessWorker]]:
+    """Factory for the workers ``kiq worker ARGS`` would run, run in this process (tests.support.InProcessWorker,
+    on kiq.testing.Worker) on ``e2e_config``'s Redis; all are stopped at teardown.
+
+    ``start_worker("-r", "tests.jobs.basic", "-q", "default", env={...})``: ``KIQ_*`` in ``env`` are settings, as
+    for a worker process; other variables are set in this process for the test (jobs read them).
+    """
+    started: list[InProcessWorker] = []
+    target = cluster_target_of(request)
+    target_env = target.worker_env() if target is not None else {}  # on a cluster: its key layout (KIQ_SLOTS)
+
+    def start(*args: str, env: dict[str, str] | None = None) -> InProcessWorker:
+        url = e2e_config.redis_url
+        assert url is not None
+        settings = {**target_env, **(env or {})}
+        for name, value in settings.items():
+            if not name.startswith("KIQ_"):
+                monkeypatch.setenv(name, value)
+        worker = InProcessWorker(
+            args, url, {name: value for name, value in settings.items() if name.startswith("KIQ_")}
+        )
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.close()
+
+
+@pytest.fixture
+def start_worker_process(
     e2e_config: kiq.Config, tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[Callable[..., WorkerProcess]]:
-    """Factory for real ``kiq worker`` processes on ``e2e_config``'s Redis; all are killed at teardown.
+    """Factory for real ``kiq worker`` processes on ``e2e_config``'s Redis, for tests whose subject is the process
+    (OS signals, kill -9, ``-p``, exit codes, the environment, a hung process); all are killed at teardown. Each is
+    forked from this process (tests.support.ForkedProcess: no interpreter to start); ``fork=False`` (the default
+    for a swarm, ``-p N``) starts ``python -m kiq.cli worker`` instead, for a test of what a fresh interpreter does
+    (its imports, a swarm's memory).
 
-    ``start_worker("-r", "tests.jobs.basic", "-q", "default", env={...})``
+    ``start_worker_process("-r", "tests.jobs.basic", "-q", "default", env={...})``
     """
     started: list[WorkerProcess] = []
     target = cluster_target_of(request)
     target_env = target.worker_env() if target is not None else {}  # on a cluster: its key layout (KIQ_SLOTS)
 
-    def start(*args: str, env: dict[str, str] | None = None) -> WorkerProcess:
+    def start(*args: str, env: dict[str, str] | None = None, fork: bool | None = None) -> WorkerProcess:
         url = e2e_config.redis_url
         assert url is not None
-        worker = WorkerProcess(args, url, tmp_path / f"worker-{len(started)}.log", {**target_env, **(env or {})})
+        log = tmp_path / f"worker-{len(started)}.log"
+        worker = WorkerProcess(args, url, log, {**target_env, **(env or {})}, fork=fork)
         started.append(worker)
         return worker
 
     yield start
     for worker in started:
         worker.kill()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The ``slow`` mark on every test that starts ``kiq worker`` processes through ``start_worker_process`` (a test
+    that starts WorkerProcess itself carries the mark in its file)."""
+    for item in items:
+        if "start_worker_process" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.hookimpl(wrapper=True)

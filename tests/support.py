@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
+import functools
+import itertools
 import json
+import logging
 import os
 import shutil
 import signal
@@ -11,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -21,7 +27,10 @@ import redis
 
 import kiq
 import kiq.ext
+import kiq.testing
 from kiq import config as kiq_config
+from kiq.cli import build_parser
+from kiq.cli.worker import worker_overrides
 from kiq.tabs import TabRequest, TabView
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -188,14 +197,35 @@ def wait_until(predicate: Callable[[], T], timeout: float = 15.0, interval: floa
 
 
 class WorkerProcess:
-    """A ``kiq worker`` subprocess; its combined output goes to a log file the test can read."""
+    """A ``kiq worker`` process; its combined output goes to a log file the test can read. For a test whose subject
+    is the process (OS signals, kill -9, ``-p``, exit codes, arguments, environment); the others run their workers
+    in-process (InProcessWorker). Forked from this process, which has kiq and the jobs imported already, to run the
+    CLI's ``main`` (ForkedProcess: no interpreter to start); ``fork=False`` (the default for a swarm, ``-p N``) runs
+    ``python -m kiq.cli worker``: for what a fresh interpreter does (its imports, its memory). Each start is counted
+    (STARTS_FILE)."""
 
-    def __init__(self, args: Sequence[str], redis_url: str, log_path: Path, env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        args: Sequence[str],
+        redis_url: str,
+        log_path: Path,
+        env: dict[str, str] | None = None,
+        fork: bool | None = None,
+    ) -> None:
+        # by default forked, but a swarm: children forked from a copy of the test process would carry its memory
+        # (max_memory_mb, RSS) and have that copy as their parent
+        fork = fork if fork is not None else not is_swarm(args)
+        count_start("fork" if fork else "exec")
         self.log_path = log_path
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in wait()/kill()
         full_env = child_env(**(env or {}))
+        argv = ["worker", "--redis-url", redis_url, *args]
+        self.proc: subprocess.Popen[bytes] | ForkedProcess
+        if fork:
+            self.proc = ForkedProcess(argv, full_env, self._log.fileno())
+            return
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kiq.cli", "worker", "--redis-url", redis_url, *args],
+            [sys.executable, "-m", "kiq.cli", *argv],
             cwd=ROOT,
             env=full_env,
             stdin=subprocess.DEVNULL,
@@ -206,6 +236,10 @@ class WorkerProcess:
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    @property
+    def running(self) -> bool:
+        return self.proc.poll() is None
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -242,13 +276,163 @@ class WorkerProcess:
         self.kill()
 
 
-def identity_of(r: redis.Redis, worker: WorkerProcess) -> str:
+def is_swarm(args: Sequence[str]) -> bool:
+    """Whether ``kiq worker ARGS`` runs a swarm (``-p N`` for N other than 1)."""
+    return any(flag in ("-p", "--processes") and value != "1" for flag, value in itertools.pairwise(args))
+
+
+class ForkedProcess:
+    """``kiq`` (its ``main``, with ``argv``) in a child forked from this process, with Popen's interface: a real
+    process of its own (its pid, signals, exit status), without an interpreter's start and imports (~1 s)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], log_fd: int) -> None:
+        self.returncode: int | None = None
+        self.args = argv
+        self.pid = os.fork()
+        if self.pid == 0:
+            os._exit(run_forked(argv, env, log_fd))
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            time.sleep(0.01)
+        return code
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:  # exited but not reaped: the pid is still the child's
+            os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def run_forked(argv: list[str], env: dict[str, str], log_fd: int) -> int:
+    """In a forked child: become ``kiq ARGV`` as a new process would start it (its output to ``log_fd``, the
+    signals at their defaults, ``env`` its environment, no handler of the test's logging), and return its status."""
+    code = 1
+    try:
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 - pytest's capture is not the fd
+        sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGCHLD):
+            signal.signal(signum, signal.SIG_DFL)
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(ROOT)
+        logging.getLogger().handlers.clear()
+        from kiq.cli import main
+
+        code = main(argv)
+    except SystemExit as exc:  # argparse's errors
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+    return code
+
+
+# KIQ_TEST_WORKER_STARTS=path: every WorkerProcess start appends "exec" or "fork" and the test's id to the file (how
+# many `kiq worker` processes a run starts, and which tests start them: docs/development.md)
+STARTS_FILE = os.environ.get("KIQ_TEST_WORKER_STARTS")
+
+
+def count_start(how: str) -> None:
+    if STARTS_FILE:
+        with open(STARTS_FILE, "a") as starts:
+            starts.write(f"{how} {os.environ.get('PYTEST_CURRENT_TEST', '?').split(' ')[0]}\n")
+
+
+# the signals a worker process handles, by number, as the names kiq.server.launcher.Launcher.handle_signal takes
+WORKER_SIGNALS = {int(getattr(signal, f"SIG{name}")): name for name in ("INT", "TERM", "HUP", "TSTP", "TTIN")}
+
+
+@functools.cache
+def worker_parser() -> argparse.ArgumentParser:
+    return build_parser()
+
+
+class InProcessWorker:
+    """What ``start_worker`` starts: the worker ``kiq worker ARGS`` would run, in this process (kiq.testing.Worker),
+    with WorkerProcess's interface. The arguments go through the CLI's own parser to the same settings (``-r``
+    imports the module here); ``env`` holds ``KIQ_*`` settings; ``output()`` is the worker's log lines, as the CLI
+    writes them; ``signal`` asks what the OS signal would. ``pid`` is this process's: ``identity`` tells workers
+    apart."""
+
+    def __init__(self, args: Sequence[str], redis_url: str, env: dict[str, str] | None = None) -> None:
+        parsed = worker_parser().parse_args(["worker", "--redis-url", redis_url, *args])
+        if parsed.processes not in (None, "1") or parsed.shard or parsed.config:
+            raise pytest.UsageError(f"{list(args)}: -p, --shard and -C need a process: use start_worker_process")
+        overrides = worker_overrides(parsed)
+        require = overrides.pop("require", [])
+        config = kiq.Config.load(env=env or {}, **overrides)  # the config file, the environment, the flags
+        self.worker = kiq.testing.Worker(config, require=require)
+        self.worker.start()
+
+    @property
+    def pid(self) -> int:
+        return os.getpid()
+
+    @property
+    def running(self) -> bool:
+        return self.worker.running
+
+    @property
+    def identity(self) -> str:
+        return self.worker.identity
+
+    def output(self) -> str:
+        return self.worker.output()
+
+    def signal(self, signum: int) -> None:
+        if signum not in WORKER_SIGNALS:
+            raise pytest.UsageError(f"signal {signum} needs a worker process: use start_worker_process")
+        self.worker.signal(WORKER_SIGNALS[signum])
+
+    def wait(self, timeout: float = 30.0) -> int:
+        return self.worker.wait(timeout)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        return self.worker.stop(timeout)
+
+    def kill(self) -> None:
+        raise pytest.UsageError("kill -9 needs a worker process: use start_worker_process")
+
+    def close(self) -> None:
+        """At the end of a test: stop it, its running jobs requeued at once (a second TERM cuts a stop short)."""
+        if not self.worker.running:
+            return
+        self.worker.signal("TERM")
+        with contextlib.suppress(TimeoutError):
+            self.worker.wait(1.2)
+            return
+        self.worker.signal("TERM")
+        self.worker.wait(30)
+
+
+def identity_of(r: redis.Redis, worker: WorkerProcess | InProcessWorker) -> str:
     """The worker's process identity, once its first heartbeat registered it (in ``r``'s keyspace)."""
     processes = kiq.ext.keyspace(r).key("processes")
 
     def find() -> str | None:
         for key in r.smembers(processes):
-            if key.split(":")[1] == str(worker.pid):
+            if key == getattr(worker, "identity", None) or (
+                isinstance(worker, WorkerProcess) and key.split(":")[1] == str(worker.pid)
+            ):
                 return str(key)
         return None
 

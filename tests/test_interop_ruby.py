@@ -338,14 +338,14 @@ def test_kiq_process_shows_in_rubys_process_set_and_stats(
     e2e_config: kiq.Config,
     ruby_sidekiq: RubySidekiq,
     ruby_client: RubyClient,
-    start_worker: Callable[..., WorkerProcess],
+    start_worker_process: Callable[..., WorkerProcess],
 ) -> None:
     r = e2e_config.redis
     # The Ruby process adds its own pending counts at each heartbeat; after one beat since the flush it has
     # none left (it runs nothing here), so every change in the stats from now on is kiq's.
     wait_for(lambda: ruby_sidekiq.identity(r), "a Ruby heartbeat", ruby_sidekiq)
     before = ruby_client("stats")
-    worker = start_worker(*KIQ_WORKER_ARGS, "-q", "kiq-low", "-c", "3", "--tag", "interop", env=FAST_POLLS)
+    worker = start_worker_process(*KIQ_WORKER_ARGS, "-q", "kiq-low", "-c", "3", "--tag", "interop", env=FAST_POLLS)
     InteropJob.perform_async("a")
     InteropJob.perform_async("b")
     InteropFlakyJob.set(retry=False).perform_async("fails")  # no retry: counted as failed, stored nowhere

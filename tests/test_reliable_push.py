@@ -43,6 +43,7 @@ def outage_messages(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str]]:
     return [(record.levelname, record.getMessage()) for record in caplog.records if "reliable push" in record.msg]
 
 
+@pytest.mark.slow  # a kiq worker process
 def test_5000_pushes_across_a_5_s_outage_all_land_in_order_and_run(
     server: AofRedis, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -104,7 +104,7 @@ def test_the_api_and_the_cli_look_at_one_shard(
 
 
 @pytest.mark.slow
-def test_a_worker_serves_the_shards_it_is_told(start_worker: StartWorker, e2e_config: kiq.Config) -> None:
+def test_a_worker_serves_the_shards_it_is_told(start_worker_process: StartWorker, e2e_config: kiq.Config) -> None:
     assert e2e_config.redis_url is not None
     shards = {name: spare_url(e2e_config.redis_url, db) for name, db in SHARD_DBS.items()}
     clients = {name: redis.Redis.from_url(url, decode_responses=True) for name, url in shards.items()}
@@ -116,7 +116,7 @@ def test_a_worker_serves_the_shards_it_is_told(start_worker: StartWorker, e2e_co
             Record.set(config=e2e_config, shard=name).perform_bulk([[f"{name}-{n}"] for n in range(20)])
         Record.set(config=e2e_config).perform_async("home")  # no worker serves redis_url here: it stays
         env = {**FAST, "KIQ_SHARDS": json.dumps(shards)}
-        worker = start_worker("-r", "tests.jobs.basic", "--shard", "eu", "--shard", "us", env=env)
+        worker = start_worker_process("-r", "tests.jobs.basic", "--shard", "eu", "--shard", "us", env=env)
         for name, client in clients.items():
             wait_until(lambda client=client: client.hlen("performed") == 20, 30, message=f"shard {name}'s jobs")
             assert all(key.startswith(name) for key in client.hkeys("performed"))

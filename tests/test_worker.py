@@ -77,11 +77,11 @@ def test_tstp_quiets_the_worker(start_worker: StartWorker, e2e_config: kiq.Confi
 
 
 def test_term_during_a_long_job_requeues_it_and_exits_in_time(
-    start_worker: StartWorker, e2e_config: kiq.Config
+    start_worker_process: StartWorker, e2e_config: kiq.Config
 ) -> None:
     r = e2e_config.redis
     jid = Sleepy.perform_async(60)
-    worker = start_worker("-r", "tests.jobs.basic", "-t", "1", env=FAST)
+    worker = start_worker_process("-r", "tests.jobs.basic", "-t", "1", env=FAST)
     wait_until(lambda: r.llen("started") == 1, 30, message="the long job to start")
     started = time.monotonic()
     worker.signal(signal.SIGTERM)
@@ -94,17 +94,17 @@ def test_term_during_a_long_job_requeues_it_and_exits_in_time(
 
 
 def test_a_second_term_requeues_the_running_job_and_exits_at_once(
-    start_worker: StartWorker, e2e_config: kiq.Config
+    start_worker_process: StartWorker, e2e_config: kiq.Config
 ) -> None:
     r = e2e_config.redis
     jid = Sleepy.perform_async(60)
-    worker = start_worker("-r", "tests.jobs.basic", "-t", "25", env=FAST)
+    worker = start_worker_process("-r", "tests.jobs.basic", "-t", "25", env=FAST)
     wait_until(lambda: r.llen("started") == 1, 30, message="the long job to start")
     worker.signal(signal.SIGTERM)
     worker.signal(signal.SIGTERM)  # the same stop delivered twice at once (Ctrl-C to a process group): one stop
     wait_until(lambda: "shutting down" in worker.output(), 10, message="the stop to begin")
     time.sleep(SECOND_STOP_AFTER + 0.2)
-    assert worker.proc.poll() is None and "stopping now" not in worker.output()
+    assert worker.running and "stopping now" not in worker.output()
     started = time.monotonic()
     worker.signal(signal.SIGINT)  # an impatient operator's Ctrl-C
     assert worker.wait(10) == 0

@@ -130,7 +130,7 @@ class JobRunner:
                     job_logger.finish(context, started, failed=True)
                     raise
                 self.processed += 1
-                failure = slot.acknowledgement.failure  # a failure a plugin handled (kiq.report_failure)
+                failure = slot.acknowledgement.failure  # a failure a plugin handled (kiq.ext.report_failure)
                 if failure is not None:
                     self.failed += 1
                     if metrics is not None:

@@ -61,12 +61,12 @@ def test_a_process_without_recent_heartbeat_is_stale(cli: Cli, r: redis.Redis) -
 
 @pytest.mark.slow
 def test_a_real_worker_shows_quiet_at_once_and_stale_once_killed(
-    start_worker: Callable[..., WorkerProcess], e2e_config: kiq.Config, capsys: pytest.CaptureFixture[str]
+    start_worker_process: Callable[..., WorkerProcess], e2e_config: kiq.Config, capsys: pytest.CaptureFixture[str]
 ) -> None:
     r = e2e_config.redis
     cli = Cli(e2e_config, capsys)
     # a heartbeat every 30 s: the quiet state must not wait for the next one
-    slow_beats = start_worker("-r", "tests.jobs.basic", env={"KIQ_HEARTBEAT_INTERVAL": "30"})
+    slow_beats = start_worker_process("-r", "tests.jobs.basic", env={"KIQ_HEARTBEAT_INTERVAL": "30"})
     identity = identity_of(r, slow_beats)
     assert state_column(cli("processes"), identity) == "running"
     slow_beats.signal(signal.SIGTSTP)
@@ -74,7 +74,7 @@ def test_a_real_worker_shows_quiet_at_once_and_stale_once_killed(
     assert slow_beats.proc.poll() is None  # quiet, not suspended
     assert slow_beats.stop() == 0
 
-    fast_beats = start_worker("-r", "tests.jobs.basic", env=FAST)  # every 0.5 s: stale 1.25 s after the last
+    fast_beats = start_worker_process("-r", "tests.jobs.basic", env=FAST)  # every 0.5 s: stale 1.25 s after the last
     identity = identity_of(r, fast_beats)
     (listed,) = cli.json("processes")
     assert (listed["state"], listed["heartbeat_interval"]) == ("running", 0.5)

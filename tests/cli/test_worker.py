@@ -135,10 +135,12 @@ def test_unreachable_redis_at_start_is_logged_once_and_term_still_stops(tmp_path
 
 
 @pytest.mark.slow
-def test_a_file_path_flags_and_ttin(start_worker: StartWorker, e2e_config: kiq.Config) -> None:
+def test_a_file_path_flags_and_ttin(start_worker_process: StartWorker, e2e_config: kiq.Config) -> None:
     r = e2e_config.redis
     env = {**FAST, "KIQ_CONCURRENCY": "5"}
-    worker = start_worker("-r", "tests/jobs/basic.py", "-c", "2", "--tag", "t1", "-q", "a,2", "-q", "b", env=env)
+    worker = start_worker_process(
+        "-r", "tests/jobs/basic.py", "-c", "2", "--tag", "t1", "-q", "a,2", "-q", "b", env=env
+    )
     info = json.loads(wait_until(lambda: r.hget(identity_of(r, worker), "info"), 30, message="info"))
     assert info["concurrency"] == 2 and info["tag"] == "t1" and info["queues"] == ["a", "b"]
     assert info["weights"] == [{"a": 2, "b": 0}]
@@ -156,7 +158,7 @@ def test_remote_signals(start_worker: StartWorker, e2e_config: kiq.Config) -> No
     key = identity_of(r, worker)
     r.lpush(f"{key}-signals", "TSTP")
     wait_until(lambda: r.hget(key, "quiet") == "true", 30, message="quiet after a remote TSTP")
-    assert worker.proc.poll() is None  # quiet, not suspended
+    assert worker.running  # quiet, not suspended
     r.lpush(f"{key}-signals", "TERM")
     assert worker.wait(30) == 0
     assert not r.sismember("processes", key)

@@ -110,8 +110,13 @@ def test_the_fastapi_example_walk_through(e2e_config: kiq.Config, tmp_path: Path
     database = f"sqlite:///{tmp_path / 'tracking.db'}"
     tracker = track(e2e_config, database)  # the default config: what the app uses
     assert e2e_config.redis_url is not None
-    worker = WorkerProcess(worker_command[2:], e2e_config.redis_url, tmp_path / "worker.log",
-                           {"KIQ_TRACKING_DATABASE_URL": database, "KIQ_TRACKING_FLUSH_INTERVAL": "0.02"})  # fmt: skip
+    worker = WorkerProcess(
+        worker_command[2:],
+        e2e_config.redis_url,
+        tmp_path / "worker.log",
+        {"KIQ_TRACKING_DATABASE_URL": database, "KIQ_TRACKING_FLUSH_INTERVAL": "0.02"},
+        fork=False,
+    )  # fmt: skip - the app's own worker command, in a fresh interpreter
     try:
         with TestClient(create_app()) as client:
             assert client.post("/feeds", params={"url": "https://example.com/feed"}).json()["jid"]

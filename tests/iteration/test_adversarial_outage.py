@@ -20,6 +20,8 @@ from tests.jobs.iteration_adversarial import AsyncFileWalk, FileWalk, hooks_run,
 from tests.outage_support import AofRedis
 from tests.support import wait_until
 
+pytestmark = pytest.mark.slow  # kiq worker processes
+
 REFUSED_SAVE = "Redis refused to save its cursor"
 SAVED_AGAIN = "its cursor is saved again"
 REFUSED_DELETE = "Redis refused to delete"
@@ -59,7 +61,7 @@ def held_walk(base: Path, count: int, pause: float, job: type[FileWalk] = FileWa
         pytest.param("kill", 3.0, FileWalk, id="kill-3s"),
         pytest.param("kill", 3.0, AsyncFileWalk, id="kill-3s-async"),
         pytest.param("oom", 3.0, FileWalk, id="oom-3s"),
-        pytest.param("kill", 60.0, FileWalk, marks=pytest.mark.slow, id="kill-60s"),
+        pytest.param("kill", 60.0, FileWalk, marks=pytest.mark.soak, id="kill-60s"),  # make soak; 3 s: kill-3s
     ],
 )
 def test_a_walk_goes_on_through_an_outage_and_saves_when_redis_is_back(

@@ -30,19 +30,19 @@ def config(e2e_config: kiq.Config) -> Iterator[kiq.Config]:
 
 
 def test_an_interrupted_iterable_job_does_not_complete_its_batch_early(
-    config: kiq.Config, start_worker: StartWorker
+    config: kiq.Config, start_worker_process: StartWorker
 ) -> None:
     r = config.redis
     with Batch(on_complete=Callback, on_success=Callback) as batch:
         Walk.perform_async(ITEMS, 0.001)
-    worker = start_worker(*ARGS, env=ENV)
+    worker = start_worker_process(*ARGS, env=ENV)
     # interrupted by max_iteration_runtime (re-pushed), then by a TERM: no callback meanwhile
     wait_until(lambda: any(hook.startswith("resume:") for hook in r.lrange(HOOKS, 0, -1)), 60, message="a re-push")
     assert not r.hgetall(FIRED)
     worker.signal(signal.SIGTERM)
     assert worker.wait(60) == 0
     assert not r.hgetall(FIRED) and r.hlen(SEEN) < ITEMS
-    worker = start_worker(*ARGS, env=ENV)
+    worker = start_worker_process(*ARGS, env=ENV)
 
     def callbacks() -> dict[str, str]:
         fired = r.hgetall(FIRED)

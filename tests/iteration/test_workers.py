@@ -66,7 +66,7 @@ def test_term_five_times_mid_walk_every_item_once(e2e_config: kiq.Config, start_
 
 
 def test_sigkill_five_times_with_reliable_fetch_resumes_from_the_last_save(
-    e2e_config: kiq.Config, start_worker: StartWorker
+    e2e_config: kiq.Config, start_worker_process: StartWorker
 ) -> None:
     r = e2e_config.redis
     env = {**ENV, **FAST_RECOVERY, "KIQ_FETCH": "reliable", "KIQ_RELIABLE_MAX_INTERRUPTS": "100"}
@@ -74,7 +74,7 @@ def test_sigkill_five_times_with_reliable_fetch_resumes_from_the_last_save(
     assert jid is not None
     redone = 0
     for kill in range(1, 6):
-        worker = start_worker(*ARGS, env=env)
+        worker = start_worker_process(*ARGS, env=env)
         wait_until(lambda kill=kill: progress(r) >= kill * 1500, 90, message=f"progress before kill {kill}")
         worker.kill()
         last_seen = progress(r) - 1  # items run in order: the highest one that began
@@ -82,7 +82,7 @@ def test_sigkill_five_times_with_reliable_fetch_resumes_from_the_last_save(
         resume_at = 0 if saved is None else saved.cursor
         assert 0 <= last_seen + 1 - resume_at <= WINDOW, (last_seen, resume_at)
         redone += last_seen + 1 - resume_at
-    worker = start_worker(*ARGS, env=env)
+    worker = start_worker_process(*ARGS, env=env)
     wait_until(lambda: finished(r, jid), 180, message="the walk's end")
     worker.stop()
     runs = seen(e2e_config)
@@ -109,13 +109,13 @@ def test_an_error_at_item_5000_retries_from_there(e2e_config: kiq.Config, start_
 
 
 def test_kiq_cancel_from_another_process_stops_it_within_one_flush(
-    e2e_config: kiq.Config, start_worker: StartWorker
+    e2e_config: kiq.Config, start_worker_process: StartWorker
 ) -> None:
     r = e2e_config.redis
     flush = 0.2
     jid = Walk.perform_async(1_000_000, PAUSE)
     assert jid is not None
-    worker = start_worker(*ARGS, env={**ENV, "KIQ_ITERATION_FLUSH_INTERVAL": str(flush)})
+    worker = start_worker_process(*ARGS, env={**ENV, "KIQ_ITERATION_FLUSH_INTERVAL": str(flush)})
     wait_until(lambda: progress(r) >= 500, 60, message="progress before the cancel")
     kiq.cancel(jid)  # this test's process, not the worker's
     at_cancel = progress(r)
@@ -129,7 +129,7 @@ def test_kiq_cancel_from_another_process_stops_it_within_one_flush(
 
 @pytest.mark.parametrize("limit", ["max_iteration_runtime", "timeout option"])
 def test_a_runtime_limit_re_pushes_without_counting_a_retry(
-    e2e_config: kiq.Config, start_worker: StartWorker, limit: str
+    e2e_config: kiq.Config, start_worker_process: StartWorker, limit: str
 ) -> None:
     r = e2e_config.redis
     if limit == "timeout option":  # not kiq.JobTimeout mid-item, as for other jobs: the run's length
@@ -139,7 +139,7 @@ def test_a_runtime_limit_re_pushes_without_counting_a_retry(
         jid = Walk.perform_async(2000, 0.001)
         env = {**ENV, "KIQ_MAX_ITERATION_RUNTIME": "0.3"}
     assert jid is not None
-    worker = start_worker(*ARGS, env=env)
+    worker = start_worker_process(*ARGS, env=env)
     wait_until(lambda: finished(r, jid), 90, message="the walk's end")
     worker.stop()
     assert seen(e2e_config) == dict.fromkeys(range(2000), 1)

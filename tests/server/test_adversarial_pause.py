@@ -106,8 +106,11 @@ def unpause_when_back(url: str, name: str) -> tuple[threading.Thread, list[float
 
 @pytest.mark.parametrize(
     ("fetch", "stop", "outage"),
-    [("basic", "pause", 3.0), ("reliable", "kill", 3.0), ("basic", "pause", 60.0)],
-    ids=["basic-3s", "reliable-3s", "basic-60s"],
+    [
+        pytest.param("basic", "pause", 3.0, id="basic-3s"),
+        pytest.param("reliable", "kill", 3.0, id="reliable-3s"),
+        pytest.param("basic", "pause", 60.0, marks=pytest.mark.soak, id="basic-60s"),  # make soak; 3 s: basic-3s
+    ],
 )
 def test_a_paused_queue_stays_paused_through_an_outage_and_an_unpause_applies_once_redis_is_back(
     server: AofRedis, tmp_path: Path, fetch: str, stop: str, outage: float

@@ -153,12 +153,12 @@ def starts_of(path: Path) -> list[str]:
 
 
 def test_a_swarm_child_blocked_in_a_socket_read_exits_in_time_with_the_jobs_requeued(
-    e2e_config: kiq.Config, start_worker: StartWorker, tmp_path: Path
+    e2e_config: kiq.Config, start_worker_process: StartWorker, tmp_path: Path
 ) -> None:
     starts = tmp_path / "starts"
     jids = kiq.Client(e2e_config).push_bulk({"class": "AdvBlockedInRead", "args": [[]] * 4})
     env = {**FAST, STARTS_FILE: str(starts)}
-    worker = start_worker("-r", "tests.jobs.adversarial", "-c", "2", "-p", "2", "-t", str(TIMEOUT), env=env)
+    worker = start_worker_process("-r", "tests.jobs.adversarial", "-c", "2", "-p", "2", "-t", str(TIMEOUT), env=env)
     wait_until(lambda: len(starts_of(starts)) == 4, 60, message="every job blocked in its read")
     started = time.monotonic()
     worker.signal(signal.SIGTERM)
@@ -171,7 +171,7 @@ def test_a_swarm_child_blocked_in_a_socket_read_exits_in_time_with_the_jobs_requ
 
 
 def test_a_swarm_child_that_ignores_term_is_killed_in_time_and_its_jobs_recovered(
-    e2e_config: kiq.Config, start_worker: StartWorker, tmp_path: Path
+    e2e_config: kiq.Config, start_worker_process: StartWorker, tmp_path: Path
 ) -> None:
     """Every child ignores TERM: the parent kills them at -t + KILL_AFTER, and reliable fetch's recovery gives
     their jobs to the next worker (at least once)."""
@@ -179,7 +179,7 @@ def test_a_swarm_child_that_ignores_term_is_killed_in_time_and_its_jobs_recovere
     jids = [Stubborn.perform_async(120) for _ in range(4)]
     env = {**FAST_RECOVERY, "KIQ_PLUGINS": "reliable_fetch,tests.jobs.adversarial:IgnoreTerm"}
     args = ("-r", "tests.jobs.stop", "-c", "2", "-t", str(TIMEOUT), "--fetch", "reliable")
-    swarm = start_worker(*args, "-p", "2", env=env)
+    swarm = start_worker_process(*args, "-p", "2", env=env)
     wait_until(lambda: r.llen(STARTED) == 4, 60, message="the jobs running")
     started = time.monotonic()
     swarm.signal(signal.SIGTERM)
@@ -187,7 +187,7 @@ def test_a_swarm_child_that_ignores_term_is_killed_in_time_and_its_jobs_recovere
     elapsed = time.monotonic() - started
     assert elapsed <= TIMEOUT + PROMISE, f"exited {elapsed:.2f} s after TERM with -t {TIMEOUT}\n{swarm.output()}"
     r.delete(STARTED)
-    after = start_worker("-r", "tests.jobs.stop", "-c", "5", "--fetch", "reliable", env=FAST_RECOVERY)
+    after = start_worker_process("-r", "tests.jobs.stop", "-c", "5", "--fetch", "reliable", env=FAST_RECOVERY)
     wait_until(lambda: set(jids) <= set(r.lrange(STARTED, 0, -1)), 60, message="the killed children's jobs again")
     after.kill()
 
@@ -210,9 +210,9 @@ def test_t_0_requeues_at_once_and_exits_in_time(
 
 @pytest.mark.parametrize("timeout", ["1e12", "1e300", "100000000"])
 def test_an_absurd_t_is_refused_with_a_clear_error(
-    e2e_config: kiq.Config, start_worker: StartWorker, timeout: str
+    e2e_config: kiq.Config, start_worker_process: StartWorker, timeout: str
 ) -> None:
-    worker = start_worker("-r", "tests.jobs.stop", "-t", timeout, env=FAST)
+    worker = start_worker_process("-r", "tests.jobs.stop", "-t", timeout, env=FAST)
     code = worker.wait(30)
     output = worker.output()
     assert code == 2, output

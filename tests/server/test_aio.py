@@ -84,18 +84,20 @@ def test_a_raising_coroutine_is_retried_then_dead(start_worker: StartWorker, e2e
     assert int(r.get("stat:failed") or 0) == 2
 
 
-def test_kill_9_with_reliable_fetch_loses_no_async_job(start_worker: StartWorker, e2e_config: kiq.Config) -> None:
+def test_kill_9_with_reliable_fetch_loses_no_async_job(
+    start_worker_process: StartWorker, e2e_config: kiq.Config
+) -> None:
     r = e2e_config.redis
     total = 400
     Nap.perform_bulk([[0.5, str(n)] for n in range(total)])
     env = {**FAST_RECOVERY, "KIQ_ASYNC_CONCURRENCY": "50"}
-    workers = [start_worker(*JOBS, "--fetch", "reliable", env=env) for _ in range(2)]
+    workers = [start_worker_process(*JOBS, "--fetch", "reliable", env=env) for _ in range(2)]
     for _ in range(3):  # kill one while its 50 coroutines await, start another
         wait_until(lambda: r.llen("nap_started") >= 60, 30)
         r.delete("nap_started")
         victim = workers.pop(0)
         victim.kill()
-        workers.append(start_worker(*JOBS, "--fetch", "reliable", env=env))
+        workers.append(start_worker_process(*JOBS, "--fetch", "reliable", env=env))
     wait_until(lambda: r.scard("napped") == total, 90, message=f"every job ({r.scard('napped')} done)")
     for worker in workers:
         assert worker.stop() == 0

@@ -15,6 +15,8 @@ from tests.jobs.payload import BigArgument
 from tests.outage_support import AofRedis, aof_redis
 from tests.support import FAST, WorkerProcess, identity_of, wait_until
 
+pytestmark = pytest.mark.slow  # kiq worker processes
+
 PAYLOAD = 64 * 1024 * 1024
 
 
@@ -41,7 +43,7 @@ def test_peak_memory_of_a_worker_running_a_64_mb_job_is_within_2_5x(
     env = {**FAST, "KIQ_MAX_PAYLOAD_BYTES": str(2 * PAYLOAD), "KIQ_FETCH": fetch}
     args = ["-r", "tests.jobs.payload", "-q", "default", "-c", "5"]
     watch = server.client()
-    with WorkerProcess(args, server.url, tmp_path / "worker.log", env) as worker:
+    with WorkerProcess(args, server.url, tmp_path / "worker.log", env, fork=False) as worker:  # its own memory
         identity = identity_of(watch, worker)  # registered: started, fetching, one heartbeat written
         idle = peak_rss(worker.pid)
         config = kiq.Config(redis_url=server.url, max_payload_bytes=2 * PAYLOAD)

@@ -115,6 +115,7 @@ def test_jobs_failing_during_a_3s_outage_are_held_and_handed_on(
     run_through_outage(server, client, tmp_path, fetch, stop, 3.0)
 
 
+@pytest.mark.soak  # make soak; the same with a 3 s outage: the test above
 @pytest.mark.parametrize(("fetch", "stop"), STOPS)
 def test_jobs_failing_during_a_60s_outage_are_held_and_handed_on(
     server: AofRedis, client: redis.Redis, tmp_path: Path, fetch: str, stop: str

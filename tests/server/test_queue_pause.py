@@ -83,7 +83,7 @@ def test_a_paused_queue_is_left_alone_within_a_second_and_taken_again_within_a_s
 
 
 def test_reliable_fetch_loses_nothing_when_workers_are_killed_around_a_pause(
-    e2e_config: kiq.Config, start_worker: StartWorker
+    e2e_config: kiq.Config, start_worker_process: StartWorker
 ) -> None:
     """A worker killed while the queue is paused leaves its jobs to recovery, which puts them back in the paused
     queue, where they wait (no worker takes them); after the unpause they run, even with another kill then."""
@@ -91,14 +91,14 @@ def test_reliable_fetch_loses_nothing_when_workers_are_killed_around_a_pause(
     queue = kiq.Queue("paused", e2e_config)
     args = ("-r", "tests.jobs.pause", "-q", "paused", "-c", "4", "--fetch", "reliable")
     jids = [Stamp.set(queue="paused").perform_async(1500) for _ in range(40)]
-    first = start_worker(*args, env=FAST_RECOVERY)
+    first = start_worker_process(*args, env=FAST_RECOVERY)
     identity = identity_of(r, first)
     wait_until(lambda: int(r.hget(identity, "busy") or 0) == 4, 30, message="the first worker busy")
 
     queue.pause()
     more = [Stamp.set(queue="paused").perform_async(50) for _ in range(20)]  # pushes go on while paused
     first.kill()  # SIGKILL: 4 jobs in its working list
-    second = start_worker(*args, env=FAST_RECOVERY)
+    second = start_worker_process(*args, env=FAST_RECOVERY)
     # recovery puts the killed worker's 4 jobs back into the paused queue, where they wait
     wait_until(lambda: not list(r.scan_iter(match=f"kiq:working:{identity}:*")), 30, message="recovery")
     wait_until(lambda: queue.size == len(jids) + len(more), 30, message="every job back in the queue")
@@ -110,7 +110,7 @@ def test_reliable_fetch_loses_nothing_when_workers_are_killed_around_a_pause(
     second_identity = identity_of(r, second)
     wait_until(lambda: int(r.hget(second_identity, "busy") or 0) > 0, 30, message="the second worker busy")
     second.kill()  # SIGKILL again, with jobs in flight after the unpause
-    third = start_worker(*args, "-c", "20", env=FAST_RECOVERY)
+    third = start_worker_process(*args, "-c", "20", env=FAST_RECOVERY)
     wait_until(lambda: r.scard(DONE) == len(jids) + len(more), 120, message="every job done")
     assert set(r.smembers(DONE)) == set(jids + more)
     assert third.stop() == 0, third.output()

@@ -10,14 +10,11 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 import redis
 
 import kiq
 from tests.jobs.retry import ATTEMPTS, DEATHS, DONE, AlwaysFails, FailsOnce
 from tests.support import WorkerProcess, make_retries_due, wait_until
-
-pytestmark = pytest.mark.slow
 
 StartWorker = Callable[..., WorkerProcess]
 

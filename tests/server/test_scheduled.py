@@ -225,7 +225,6 @@ def test_cleanup_prunes_dead_processes_once_a_minute(config: kiq.Config, r: redi
     assert "host:3:dead" in r.smembers("processes")
 
 
-@pytest.mark.slow
 def test_perform_in_runs_about_that_much_later_in_a_worker(
     e2e_config: kiq.Config, start_worker: Callable[..., WorkerProcess]
 ) -> None:

@@ -31,13 +31,14 @@ PROMISE = 2.0  # seconds past -t within which the process exits (docs/guide/oper
     ids=["sync-basic", "async-basic", "sync-reliable", "async-reliable-swarm", "sync-basic-swarm"],
 )
 def test_term_exits_within_the_timeout_plus_two_seconds_with_the_jobs_requeued(
-    e2e_config: kiq.Config, start_worker: StartWorker, job: type[kiq.Job], fetch: str, processes: str
+    e2e_config: kiq.Config, start_worker_process: StartWorker, job: type[kiq.Job], fetch: str, processes: str
 ) -> None:
     r = e2e_config.redis
     jids = [job.perform_async(120) for _ in range(2 * int(processes))]  # one per thread
     env = FAST_RECOVERY if fetch == "reliable" else FAST
-    worker = start_worker("-r", "tests.jobs.stop", "-c", "2", "-p", processes, "-t", str(TIMEOUT), "--fetch", fetch,
-                          env=env)  # fmt: skip
+    worker = start_worker_process(
+        "-r", "tests.jobs.stop", "-c", "2", "-p", processes, "-t", str(TIMEOUT), "--fetch", fetch, env=env
+    )
 
     def running() -> bool:  # every job taken (an async one may wait behind the one blocking its loop), all started
         return r.llen("queue:default") == 0 and r.llen(STARTED) >= 1 and r.scard("processes") == int(processes)
@@ -55,11 +56,11 @@ def test_term_exits_within_the_timeout_plus_two_seconds_with_the_jobs_requeued(
 
 
 def test_a_stop_that_hangs_past_the_grace_exits_anyway_with_the_jobs_requeued(
-    e2e_config: kiq.Config, start_worker: StartWorker
+    e2e_config: kiq.Config, start_worker_process: StartWorker
 ) -> None:
     jids = [Stubborn.perform_async(120) for _ in range(2)]
     env = {**FAST, "KIQ_PLUGINS": "tests.jobs.stop:HangingShutdown"}
-    worker = start_worker("-r", "tests.jobs.stop", "-c", "2", "-t", str(TIMEOUT), env=env)
+    worker = start_worker_process("-r", "tests.jobs.stop", "-c", "2", "-t", str(TIMEOUT), env=env)
     r = e2e_config.redis
     wait_until(lambda: r.llen(STARTED) == 2, 60, message="the jobs running")
     started = time.monotonic()

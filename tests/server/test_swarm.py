@@ -49,10 +49,10 @@ def three(r: redis.Redis, swarm: WorkerProcess) -> dict[int, dict[str, Any]]:
 
 
 def test_a_swarm_runs_jobs_in_every_child_and_stops_with_its_parent(
-    start_worker: StartWorker, e2e_config: kiq.Config
+    start_worker_process: StartWorker, e2e_config: kiq.Config
 ) -> None:
     r = e2e_config.redis
-    swarm = start_worker("-r", "tests.server.test_swarm", "-p", "2", env=FAST)
+    swarm = start_worker_process("-r", "tests.server.test_swarm", "-p", "2", env=FAST)
     found = wait_until(lambda: len(c := children(r, swarm.pid)) == 2 and c, 30, message="2 children")
     assert {info["pid"] for info in found.values()}.isdisjoint({swarm.pid})
     WhoRuns.perform_bulk([[n] for n in range(300)])
@@ -66,11 +66,11 @@ def test_a_swarm_runs_jobs_in_every_child_and_stops_with_its_parent(
 
 
 def test_a_dead_child_is_restarted_and_signals_reach_every_child(
-    start_worker: StartWorker, e2e_config: kiq.Config
+    start_worker_process: StartWorker, e2e_config: kiq.Config
 ) -> None:
     r = e2e_config.redis
     Sleepy.perform_bulk([[0.5]] * 60)  # in flight when a child is killed: its jobs must come back (reliable fetch)
-    swarm = start_worker(*JOBS, "-p", "3", "-c", "4", "--fetch", "reliable", env=FAST_RECOVERY)
+    swarm = start_worker_process(*JOBS, "-p", "3", "-c", "4", "--fetch", "reliable", env=FAST_RECOVERY)
     before = three(r, swarm)
     wait_until(lambda: r.llen("started") >= 12, 30, message="every child busy")
     os.kill(before[1]["pid"], signal.SIGKILL)
@@ -84,9 +84,9 @@ def test_a_dead_child_is_restarted_and_signals_reach_every_child(
     assert swarm.stop() == 0
 
 
-def test_children_stop_when_the_parent_is_killed(start_worker: StartWorker, e2e_config: kiq.Config) -> None:
+def test_children_stop_when_the_parent_is_killed(start_worker_process: StartWorker, e2e_config: kiq.Config) -> None:
     r = e2e_config.redis
-    swarm = start_worker(*JOBS, "-p", "2", env=FAST)
+    swarm = start_worker_process(*JOBS, "-p", "2", env=FAST)
     found = wait_until(lambda: len(c := children(r, swarm.pid)) == 2 and c, 30)
     swarm.kill()  # SIGKILL: no chance to pass anything on
     for info in found.values():
@@ -95,24 +95,24 @@ def test_children_stop_when_the_parent_is_killed(start_worker: StartWorker, e2e_
 
 
 def test_kill_9_of_the_whole_tree_loses_no_job_with_reliable_fetch(
-    start_worker: StartWorker, e2e_config: kiq.Config
+    start_worker_process: StartWorker, e2e_config: kiq.Config
 ) -> None:
     r = e2e_config.redis
     Sleepy.perform_bulk([[0.3]] * 60)
-    swarm = start_worker(*JOBS, "-p", "2", "-c", "3", "--fetch", "reliable", env=FAST_RECOVERY)
+    swarm = start_worker_process(*JOBS, "-p", "2", "-c", "3", "--fetch", "reliable", env=FAST_RECOVERY)
     found = wait_until(lambda: len(c := children(r, swarm.pid)) == 2 and c, 30)
     wait_until(lambda: r.llen("started") >= 10, 30)
     for pid in [swarm.pid, *(info["pid"] for info in found.values())]:
         os.kill(pid, signal.SIGKILL)
     assert r.llen("finished") < 60
-    survivor = start_worker(*JOBS, "-c", "10", "--fetch", "reliable", env=FAST_RECOVERY)
+    survivor = start_worker_process(*JOBS, "-c", "10", "--fetch", "reliable", env=FAST_RECOVERY)
     wait_until(lambda: len(set(r.lrange("finished", 0, -1))) == 60, 60, message="every job to finish")
     assert survivor.stop() == 0 and r.zcard("dead") == 0
 
 
-def test_a_child_over_its_memory_limit_is_replaced(start_worker: StartWorker, e2e_config: kiq.Config) -> None:
+def test_a_child_over_its_memory_limit_is_replaced(start_worker_process: StartWorker, e2e_config: kiq.Config) -> None:
     r = e2e_config.redis
-    swarm = start_worker("-r", "tests.server.test_swarm", "-p", "1", env={**FAST, "KIQ_MAX_MEMORY_MB": "150"})
+    swarm = start_worker_process("-r", "tests.server.test_swarm", "-p", "1", env={**FAST, "KIQ_MAX_MEMORY_MB": "150"})
     first = wait_until(lambda: children(r, swarm.pid).get(0), 30)
     Hog.perform_async(200)
     wait_until(lambda: children(r, swarm.pid).get(0, {}).get("pid") not in (None, first["pid"]), 30)
@@ -120,9 +120,11 @@ def test_a_child_over_its_memory_limit_is_replaced(start_worker: StartWorker, e2
     assert swarm.stop() == 0
 
 
-def test_children_stopped_from_the_api_are_not_replaced(start_worker: StartWorker, e2e_config: kiq.Config) -> None:
+def test_children_stopped_from_the_api_are_not_replaced(
+    start_worker_process: StartWorker, e2e_config: kiq.Config
+) -> None:
     r = e2e_config.redis
-    swarm = start_worker(*JOBS, "-p", "2", env=FAST)
+    swarm = start_worker_process(*JOBS, "-p", "2", env=FAST)
     wait_until(lambda: len(children(r, swarm.pid)) == 2, 30)
     ProcessSet(e2e_config).stop()  # every process, through the registry (Sidekiq's Web UI does the same)
     assert swarm.wait(30) == 0  # no child left: the parent exits too
@@ -178,12 +180,12 @@ class SwarmEvents:
 
 
 def test_the_swarm_hooks_run_in_the_parent_at_its_start_each_reaped_child_its_stop_and_its_end(
-    start_worker: StartWorker, e2e_config: kiq.Config, tmp_path: Path
+    start_worker_process: StartWorker, e2e_config: kiq.Config, tmp_path: Path
 ) -> None:
     r = e2e_config.redis
     events = tmp_path / "events"
     plugin = ("--plugins", "tests.server.test_swarm:SwarmEvents")
-    swarm = start_worker(*JOBS, *plugin, "-p", "2", env={**FAST, SWARM_EVENTS: str(events)})
+    swarm = start_worker_process(*JOBS, *plugin, "-p", "2", env={**FAST, SWARM_EVENTS: str(events)})
     found = wait_until(lambda: len(c := children(r, swarm.pid)) == 2 and c, 30, message="2 children")
     os.kill(found[0]["pid"], signal.SIGKILL)
     wait_until(lambda: children(r, swarm.pid).get(0, {}).get("pid") not in (None, found[0]["pid"]), 30)

@@ -148,7 +148,6 @@ def test_an_async_job_past_its_limit_is_cancelled_and_retried(config: kiq.Config
     ]
 
 
-@pytest.mark.slow
 def test_limits_in_a_real_worker(start_worker: StartWorker, e2e_config: kiq.Config) -> None:
     """The issue's cases: ``while True: pass`` with timeout 1 is interrupted and retried; an async job awaiting 60 s
     with timeout 1 is cancelled."""

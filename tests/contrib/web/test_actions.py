@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.expected_conditions import staleness_of
@@ -22,7 +21,6 @@ from tests.support import WorkerProcess, wait_until
 
 from .conftest import console_errors
 
-pytestmark = pytest.mark.slow
 SCRIPT = "<script>document.title='pwned'; alert('pwned')</script><img src=x onerror=\"alert('img')\">"
 
 

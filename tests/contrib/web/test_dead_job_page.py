@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from selenium.webdriver.common.by import By
 
 import kiq
@@ -21,8 +20,6 @@ from tests.support import WorkerProcess, wait_until
 
 from .conftest import console_errors, screenshot
 from .http_support import entry_key, failed, job, parse
-
-pytestmark = pytest.mark.slow
 
 
 def open_dead_job(browser: Any, base: str, job_class: str) -> None:

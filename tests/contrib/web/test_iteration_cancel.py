@@ -10,7 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from selenium.webdriver.common.by import By
 
 import kiq
@@ -21,7 +20,6 @@ from tests.support import WorkerProcess, wait_until
 from .conftest import console_errors
 from .test_actions import click
 
-pytestmark = pytest.mark.slow
 SHOTS = os.environ.get("KIQ_WEB_SCREENSHOTS")
 
 

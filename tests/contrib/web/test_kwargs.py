@@ -26,7 +26,6 @@ from .test_pages import column, save, text
 MARKUP = "<b>bold</b>"
 
 
-@pytest.mark.slow
 def test_every_listing_shows_kwargs_after_the_args(
     e2e_config: kiq.Config, web_worker: WorkerProcess, dashboard: Callable[..., str], browser: Any, tmp_path: Path
 ) -> None:

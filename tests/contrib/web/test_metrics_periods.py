@@ -10,7 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from selenium.webdriver.common.by import By
 
 import kiq
@@ -18,8 +17,6 @@ from kiq.server.metrics import SIZE, MetricsFlusher, Recorder
 from tests.sidekiq8_metrics import flush
 
 from .conftest import console_errors, save_top
-
-pytestmark = pytest.mark.slow
 
 
 def rows(browser: Any) -> dict[str, list[str]]:

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from selenium.webdriver.common.by import By
 
 import kiq
@@ -21,7 +20,6 @@ from tests.support import FAST, WorkerProcess, wait_until
 
 from .conftest import console_errors, save_top
 
-pytestmark = pytest.mark.slow
 RECEIPTS, IMAGES, SKUS, WAITING = 60, 30, 24, 12
 FAILED_SKUS = len(range(0, SKUS, FAILING_EVERY))
 

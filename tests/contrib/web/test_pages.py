@@ -22,7 +22,6 @@ from tests.support import WorkerProcess, wait_until
 
 from .conftest import BROWSER_ZONE, console_errors
 
-pytestmark = pytest.mark.slow
 SHOTS = os.environ.get("KIQ_WEB_SCREENSHOTS")
 
 

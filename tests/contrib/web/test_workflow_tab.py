@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from selenium.webdriver.common.by import By
 
 import kiq
@@ -21,7 +20,6 @@ from tests.support import FAST, WorkerProcess, wait_until
 
 from .conftest import console_errors
 
-pytestmark = pytest.mark.slow
 SHOTS = os.environ.get("KIQ_WEB_SCREENSHOTS")
 TONES = {"succeeded": "good", "dead": "bad", "skipped": "muted"}
 

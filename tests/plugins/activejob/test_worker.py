@@ -168,7 +168,6 @@ def test_an_envelope_for_python_decodes_back_to_the_values_sent(config: kiq.Conf
     assert run["payload_kwargs"] == {"n": 1}
 
 
-@pytest.mark.slow
 def test_an_async_wrapped_job_runs_on_the_worker_event_loop(
     e2e_config: kiq.Config, start_worker: Callable[..., WorkerProcess]
 ) -> None:

@@ -107,13 +107,13 @@ def test_a_nested_batch_completes_only_after_its_children(config: kiq.Config, st
 
 
 def test_with_reliable_fetch_and_5_sigkills_each_callback_is_pushed_once(
-    config: kiq.Config, start_worker: StartWorker
+    config: kiq.Config, start_worker_process: StartWorker
 ) -> None:
     r = config.redis
     total = 1500
     with Batch(on_complete=UNSERVED, on_success=UNSERVED, on_death=UNSERVED) as batch:
         Counted.perform_bulk([[40]] * total)
-    workers = [start_worker(*RELIABLE_ARGS, env=RELIABLE_ENV) for _ in range(3)]
+    workers = [start_worker_process(*RELIABLE_ARGS, env=RELIABLE_ENV) for _ in range(3)]
     chaos = random.Random()
     pending_at_kills = []
     for _ in range(5):
@@ -123,7 +123,7 @@ def test_with_reliable_fetch_and_5_sigkills_each_callback_is_pushed_once(
         assert found is not None
         pending_at_kills.append(found.pending)
         workers.pop(chaos.randrange(len(workers))).kill()  # SIGKILL
-        workers.append(start_worker(*RELIABLE_ARGS, env=RELIABLE_ENV))
+        workers.append(start_worker_process(*RELIABLE_ARGS, env=RELIABLE_ENV))
     assert all(pending > 0 for pending in pending_at_kills), pending_at_kills  # every kill came during the batch
 
     def succeeded() -> bool:

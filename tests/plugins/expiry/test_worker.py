@@ -15,8 +15,6 @@ from kiq.plugins.unique import lock_holder
 from tests.jobs.expiry import DEATHS, DROPPED, RUNS, Quote, UniqueQuote
 from tests.support import FAST, WorkerProcess, wait_until
 
-pytestmark = pytest.mark.slow
-
 StartWorker = Callable[..., WorkerProcess]
 WORKER = ("-r", "tests.jobs.expiry", "-c", "1")  # one thread: the queue runs in order
 ENV = {**FAST, "KIQ_PLUGINS": "expiry,unique,tests.jobs.expiry:Recorder"}

@@ -51,12 +51,12 @@ def test_a_concurrent_limit_of_2_holds_across_3_workers_of_5_threads(
 
 
 def test_a_killed_holders_slot_comes_back_after_its_lock_timeout(
-    e2e_config: kiq.Config, start_worker: StartWorker
+    e2e_config: kiq.Config, start_worker_process: StartWorker
 ) -> None:
     r = e2e_config.redis
     r.set(HOLD, 1)
     HoldsSlot.perform_async()  # takes the only slot of "solo", lock timeout 2 s
-    worker = start_worker(*WORKER, env=ENV)
+    worker = start_worker_process(*WORKER, env=ENV)
     wait_until(lambda: r.llen(STARTED) == 1, message="the holder to start")
     worker.kill()  # SIGKILL: the slot is not given back
     (_, taken_at) = json.loads(r.lindex(STARTED, 0))

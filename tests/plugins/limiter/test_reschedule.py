@@ -79,7 +79,6 @@ def test_without_the_plugin_over_limit_is_an_error(config: kiq.Config) -> None:
         perform_through_the_chain(config, blocked_job())
 
 
-@pytest.mark.slow
 def test_in_a_worker_an_over_limit_job_is_acknowledged_rescheduled_and_not_failed(
     e2e_config: kiq.Config, start_worker: StartWorker
 ) -> None:

@@ -106,9 +106,9 @@ def test_queue_size_is_the_llen_keda_reads_and_latency_the_oldest_jobs_wait(
 
 
 def test_a_swarm_serves_one_port_summed_over_its_children_and_across_a_kill_9(
-    start_worker: StartWorker, e2e_config: kiq.Config
+    start_worker_process: StartWorker, e2e_config: kiq.Config
 ) -> None:
-    worker, port = started(start_worker, "-q", "default", "-p", "2")
+    worker, port = started(start_worker_process, "-q", "default", "-p", "2")
     wait_until(lambda: value(scrape(port), "kiq_processes") == 2, 30, message="2 children in the port's scrape")
     assert value(scrape(port), "kiq_concurrency") == 20
     Fine.perform_bulk([[] for _ in range(60)])
@@ -136,14 +136,14 @@ def _children(r: object, parent: int) -> list[int]:
 
 
 def test_livez_fails_for_a_stopped_worker_and_a_frozen_heartbeat_while_a_healthy_worker_stays_live(
-    start_worker: StartWorker, tmp_path: Path
+    start_worker_process: StartWorker, tmp_path: Path
 ) -> None:
     freeze = tmp_path / "freeze"
     env = {"KIQ_LIVENESS_TIMEOUT": "2", FREEZE_FILE: str(freeze)}
     plugin = ("--plugins", "tests.jobs.operations:FreezableHeartbeat")
-    stopped, stopped_port = started(start_worker, env=env)
-    frozen, frozen_port = started(start_worker, *plugin, env=env)
-    healthy, healthy_port = started(start_worker, env=env)
+    stopped, stopped_port = started(start_worker_process, env=env)
+    frozen, frozen_port = started(start_worker_process, *plugin, env=env)
+    healthy, healthy_port = started(start_worker_process, env=env)
     # the whole process stopped (a per-thread SIGSTOP does not exist): its port answers nothing
     stopped.signal(signal.SIGSTOP)
     try:

@@ -55,12 +55,12 @@ def hex_ids(span: ReadableSpan) -> tuple[str, str]:
 
 
 def test_the_process_span_in_the_worker_links_to_the_producer_by_default(
-    e2e_config: kiq.Config, sent_spans: InMemorySpanExporter, start_worker: Callable[..., WorkerProcess]
+    e2e_config: kiq.Config, sent_spans: InMemorySpanExporter, start_worker_process: Callable[..., WorkerProcess]
 ) -> None:
     jid = kiq.Client(e2e_config).push({"class": f"{JOBS}.TracedJob", "args": ["a"]})
     (send,) = sent_spans.get_finished_spans()
     trace_id, span_id = hex_ids(send)
-    worker = start_worker("-r", JOBS, "-c", "2")
+    worker = start_worker_process("-r", JOBS, "-c", "2")
     (process,) = worker_spans(e2e_config, "process default", 1)
     (inner,) = worker_spans(e2e_config, "inside a", 1)
     assert process["kind"] == "CONSUMER"
@@ -78,12 +78,12 @@ def test_the_process_span_in_the_worker_links_to_the_producer_by_default(
 
 
 def test_in_child_mode_a_retried_jobs_attempts_are_spans_in_the_producers_trace(
-    e2e_config: kiq.Config, sent_spans: InMemorySpanExporter, start_worker: Callable[..., WorkerProcess]
+    e2e_config: kiq.Config, sent_spans: InMemorySpanExporter, start_worker_process: Callable[..., WorkerProcess]
 ) -> None:
     kiq.Client(e2e_config).push({"class": f"{JOBS}.FlakyJob", "args": []})
     (send,) = sent_spans.get_finished_spans()
     trace_id, span_id = hex_ids(send)
-    worker = start_worker(
+    worker = start_worker_process(
         "-r", JOBS, env={"KIQ_PLUGINS": "otel", "KIQ_OTEL_LINK_MODE": "child", "KIQ_POLL_INTERVAL": "0.2"}
     )
 

@@ -65,11 +65,11 @@ def test_a_worker_runs_a_periodic_job_with_its_kwargs_converted_by_performs_anno
 
 
 def test_a_worker_refuses_to_start_when_a_periodic_job_names_an_unknown_class(
-    e2e_config: kiq.Config, start_worker: StartWorker
+    e2e_config: kiq.Config, start_worker_process: StartWorker
 ) -> None:
     e2e_config.redis.lpush("queue:default", json.dumps({"class": "PeriodicTick", "args": ["x"], "jid": "1" * 24}))
     env = schedule_env({"cron": "* * * * *", "class": "PeriodicTik"}, {"cron": "* * * * *", "class": "PeriodicTick"})
-    worker = start_worker(*WORKER, env=env)
+    worker = start_worker_process(*WORKER, env=env, fork=False)  # what a fresh process registers: -r's jobs only
     assert worker.wait(30) == 2
     output = worker.output()
     assert "kiq: error: periodic jobs name classes this worker does not register: PeriodicTik" in output
@@ -78,9 +78,9 @@ def test_a_worker_refuses_to_start_when_a_periodic_job_names_an_unknown_class(
 
 
 def test_a_worker_refuses_to_start_with_a_bad_cron_expression(
-    e2e_config: kiq.Config, start_worker: StartWorker
+    e2e_config: kiq.Config, start_worker_process: StartWorker
 ) -> None:
-    worker = start_worker(*WORKER, env=schedule_env({"cron": "*/5 * * *", "class": "PeriodicTick"}))
+    worker = start_worker_process(*WORKER, env=schedule_env({"cron": "*/5 * * *", "class": "PeriodicTick"}))
     assert worker.wait(30) == 2
     assert (
         "kiq: error: bad value for setting 'periodic' (from environment): periodic job 1 (PeriodicTick): "

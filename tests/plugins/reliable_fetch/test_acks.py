@@ -38,12 +38,12 @@ def recovery_pass_after(r: redis.Redis, round_no: int) -> None:
 
 
 def test_finished_jobs_on_an_idle_worker_killed_later_never_run_again(
-    e2e_config: kiq.Config, start_worker: StartWorker
+    e2e_config: kiq.Config, start_worker_process: StartWorker
 ) -> None:
     r = e2e_config.redis
     jids = Tick.perform_bulk([[20]] * 4)
     for round_no in range(1, 4):
-        worker = start_worker(*ARGS, env=RELIABLE)
+        worker = start_worker_process(*ARGS, env=RELIABLE)
         identity = identity_of(r, worker)
         if round_no == 1:
             wait_until(lambda: r.scard(DONE) == len(jids), 30, message="the 4 jobs")
@@ -55,7 +55,7 @@ def test_finished_jobs_on_an_idle_worker_killed_later_never_run_again(
         assert r.lrange(working_key(identity, "default"), 0, -1) == []
         alive = alive_key(identity)
         wait_until(lambda: not r.exists(alive), 10, message="the victim's liveness to expire")  # noqa: B023
-    worker = start_worker(*ARGS, env=RELIABLE)
+    worker = start_worker_process(*ARGS, env=RELIABLE)
     recovery_pass_after(r, 4)
     assert {jid: r.hget(RUNS_BY_JID, jid) for jid in jids} == {jid: "1" for jid in jids}
     assert r.zcard("dead") == 0

@@ -90,12 +90,14 @@ def stop_all(r: redis.Redis, workers: list[WorkerProcess]) -> None:
         assert worker.wait(40) == 0, worker.output()
 
 
-def test_reliable_fetch_loses_no_job_when_workers_are_killed(e2e_config: kiq.Config, start_worker: StartWorker) -> None:
+def test_reliable_fetch_loses_no_job_when_workers_are_killed(
+    e2e_config: kiq.Config, start_worker_process: StartWorker
+) -> None:
     r = e2e_config.redis
     total, kills = 5000, 12
     Tick.perform_bulk([[40]] * total)
     env = {**RELIABLE, "KIQ_RELIABLE_MAX_INTERRUPTS": "1000"}  # here every interruption is the test's doing
-    workers = run_with_kills(r, start_worker, "reliable", env, kills)
+    workers = run_with_kills(r, start_worker_process, "reliable", env, kills)
 
     def everything_done() -> bool:
         return r.scard(DONE) == total and not r.exists("queue:default") and not orphans(r)
@@ -115,14 +117,14 @@ def test_reliable_fetch_loses_no_job_when_workers_are_killed(e2e_config: kiq.Con
     assert r.zcard("dead") == 0
 
 
-def test_a_crash_loop_kills_no_healthy_job(e2e_config: kiq.Config, start_worker: StartWorker) -> None:
+def test_a_crash_loop_kills_no_healthy_job(e2e_config: kiq.Config, start_worker_process: StartWorker) -> None:
     """Issue 29's crash loop, with the default interrupt cap (3): 15 SIGKILLs in about 20 s over 4,000 jobs of
     20 ms. Only the jobs running at a kill count an interruption (finished ones are acknowledged within 10 ms plus
     a round trip), so none of these healthy jobs reaches the dead set, and none is lost."""
     r = e2e_config.redis
     total, kills = 4000, 15
     Tick.perform_bulk([[20]] * total)
-    workers = run_with_kills(r, start_worker, "reliable", RELIABLE, kills, every=1.3, concurrency=3)
+    workers = run_with_kills(r, start_worker_process, "reliable", RELIABLE, kills, every=1.3, concurrency=3)
 
     def everything_done() -> bool:
         return r.scard(DONE) == total and not r.exists("queue:default") and not orphans(r)
@@ -138,11 +140,11 @@ def test_a_crash_loop_kills_no_healthy_job(e2e_config: kiq.Config, start_worker:
     assert r.zrange("dead", 0, -1) == []
 
 
-def test_basic_fetch_loses_jobs_under_the_same_chaos(e2e_config: kiq.Config, start_worker: StartWorker) -> None:
+def test_basic_fetch_loses_jobs_under_the_same_chaos(e2e_config: kiq.Config, start_worker_process: StartWorker) -> None:
     r = e2e_config.redis
     total, kills = 2000, 4
     Tick.perform_bulk([[40]] * total)
-    workers = run_with_kills(r, start_worker, "basic", FAST, kills)
+    workers = run_with_kills(r, start_worker_process, "basic", FAST, kills)
     wait_until(lambda: not r.exists("queue:default"), 60, interval=0.5, message="the queue to drain")
     stop_all(r, workers)  # a graceful stop lets the survivors finish what they hold
     lost = total - r.scard(DONE)
@@ -151,13 +153,13 @@ def test_basic_fetch_loses_jobs_under_the_same_chaos(e2e_config: kiq.Config, sta
 
 
 def test_a_poison_pill_goes_to_dead_after_the_cap_and_other_jobs_flow(
-    e2e_config: kiq.Config, start_worker: StartWorker
+    e2e_config: kiq.Config, start_worker_process: StartWorker
 ) -> None:
     r = e2e_config.redis
     poison = KillsItsWorker.perform_async()
     first = Tick.perform_bulk([[5]] * 100)
     args = ("-r", "tests.jobs.reliable", "-q", "default", "-c", "2", "--fetch", "reliable")
-    workers = [start_worker(*args, env=RELIABLE) for _ in range(2)]
+    workers = [start_worker_process(*args, env=RELIABLE) for _ in range(2)]
     deaths_of_workers = 0
 
     def supervise() -> bool:
@@ -166,7 +168,7 @@ def test_a_poison_pill_goes_to_dead_after_the_cap_and_other_jobs_flow(
         for index, worker in enumerate(workers):
             if worker.proc.poll() is not None:
                 deaths_of_workers += 1
-                workers[index] = start_worker(*args, env=RELIABLE)
+                workers[index] = start_worker_process(*args, env=RELIABLE)
         return r.zcard("dead") == 1
 
     wait_until(supervise, 90, interval=0.2, message="the poison pill in dead")
@@ -182,7 +184,7 @@ def test_a_poison_pill_goes_to_dead_after_the_cap_and_other_jobs_flow(
 
 
 def test_tracked_statuses_converge_when_workers_are_killed(
-    e2e_config: kiq.Config, start_worker: StartWorker, tracking_db_url: str
+    e2e_config: kiq.Config, start_worker_process: StartWorker, tracking_db_url: str
 ) -> None:
     """Kill -9 at any point of the ack path: a job's outcome is committed before it leaves Redis, so every event
     ends with its job's real outcome, and the default poison-pill cap kills no healthy job."""
@@ -191,7 +193,7 @@ def test_tracked_statuses_converge_when_workers_are_killed(
     total, kills = 500, 12
     task_id = tracker.create_task(TrackedWork, [[index, 300 + index % 5 * 50] for index in range(total)])
     env = {**RELIABLE, "KIQ_PLUGINS": "reliable_fetch tracking", "KIQ_TRACKING_DATABASE_URL": tracking_db_url}
-    workers = run_with_kills(r, start_worker, "reliable", env, kills)
+    workers = run_with_kills(r, start_worker_process, "reliable", env, kills)
 
     def complete() -> bool:
         summary = tracker.task(task_id, with_events=False)

@@ -233,7 +233,7 @@ def test_a_job_past_the_interrupt_cap_goes_to_the_dead_set(recovering: kiq.Confi
     assert [loads(job)["jid"] for job in recovering.redis.lrange(keys.queue(queue), 0, -1)] == ["healthy"]
 
 
-def test_a_worker_killed_mid_drain_loses_no_job(e2e_config: kiq.Config, start_worker: StartWorker) -> None:
+def test_a_worker_killed_mid_drain_loses_no_job(e2e_config: kiq.Config, start_worker_process: StartWorker) -> None:
     """A real worker on the cluster, SIGKILLed while it runs jobs of three queues; another recovers them."""
     names = spread_queues(e2e_config)
     r = e2e_config.redis
@@ -248,13 +248,13 @@ def test_a_worker_killed_mid_drain_loses_no_job(e2e_config: kiq.Config, start_wo
     }
     queues = (arg for name in names for arg in ("-q", name))
     args = ["-r", "tests.jobs.reliable", *queues, "-c", "4", "--fetch", "reliable"]
-    first = start_worker(*args, env=env)
+    first = start_worker_process(*args, env=env)
     wait_until(lambda: r.scard(DONE) >= 20, 60, message="the first worker to run jobs")
     # jobs in its working lists now, not a heartbeat's count of up to a second ago: the kill finds some in flight
     wait_until(lambda: any(r.llen(key) for key in all_lists(e2e_config)), 30, message="jobs in its working lists")
     first.kill()
     assert r.scard(DONE) < total  # killed mid-drain
-    second = start_worker(*args, env=env)
+    second = start_worker_process(*args, env=env)
     wait_until(lambda: r.scard(DONE) == total, 120, interval=0.5, message=f"all jobs ({r.scard(DONE)} done)")
     wait_until(lambda: all_lists(e2e_config) == [], 30, message="no list left")  # the killed one's recovered
     print(

@@ -345,7 +345,7 @@ def test_fetched_payload_is_untouched(make_fetch: MakeFetch, r: redis.Redis) -> 
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["cli", "env", "config-file"])
 def test_a_worker_uses_the_reliable_fetcher_when_told_by(
-    how: str, e2e_config: kiq.Config, start_worker: Callable[..., WorkerProcess], tmp_path: Path
+    how: str, e2e_config: kiq.Config, start_worker_process: Callable[..., WorkerProcess], tmp_path: Path
 ) -> None:
     r = e2e_config.redis
     args = ["-r", "tests.jobs.reliable", "-q", "default", "-c", "2"]
@@ -359,7 +359,7 @@ def test_a_worker_uses_the_reliable_fetcher_when_told_by(
         args += ["-C", str(tmp_path / "worker.toml")]
     r.set(HOLD, "1")
     jid = Hold.perform_async()
-    worker = start_worker(*args, env=env)
+    worker = start_worker_process(*args, env=env)
 
     def held_in_a_working_list() -> bool:
         return any(jid in item for key in r.scan_iter(match="kiq:working:*") for item in r.lrange(key, 0, -1))

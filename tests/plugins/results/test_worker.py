@@ -12,8 +12,6 @@ from kiq.plugins.results import ResultError, result
 from tests.jobs.results import Price, ReturnsThis, async_price
 from tests.support import FAST, WorkerProcess
 
-pytestmark = pytest.mark.slow
-
 
 def test_sync_and_async_results_from_a_worker(
     e2e_config: kiq.Config, start_worker: Callable[..., WorkerProcess]

@@ -63,11 +63,11 @@ def outage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Outage]:
 
 
 def test_a_database_outage_loses_no_job_and_statuses_converge(
-    e2e_config: kiq.Config, start_worker: Callable[..., WorkerProcess], outage: Outage
+    e2e_config: kiq.Config, start_worker_process: Callable[..., WorkerProcess], outage: Outage
 ) -> None:
     tracker: Tracker = track(e2e_config, outage.url)
     task_id = tracker.create_task(SlowEnroll, [[n, "fail" if n % 10 == 0 else "ok"] for n in range(JOBS)])
-    worker = start_worker(
+    worker = start_worker_process(
         "-r", "tests.jobs.tracking", "-c", "2",
         env={"KIQ_PLUGINS": "tracking", "KIQ_TRACKING_DATABASE_URL": outage.url},
     )  # fmt: skip

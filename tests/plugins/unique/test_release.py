@@ -67,11 +67,11 @@ def test_a_job_that_dies_releases_its_lock(config: kiq.Config, start_worker: Sta
 
 
 def test_the_lock_of_a_job_whose_worker_was_killed_expires_by_its_ttl(
-    config: kiq.Config, start_worker: StartWorker
+    config: kiq.Config, start_worker_process: StartWorker
 ) -> None:
     r = config.redis
     r.set(HOLD, 1)
-    worker = start_worker(*WORKER, env=ENV)
+    worker = start_worker_process(*WORKER, env=ENV)
     identity_of(r, worker)  # up before the push: the lock's 2 s start at the push, and a start can take longer
     jid = Held.perform_async()  # unique_for: 2 s
     wait_until(lambda: r.lrange(RUNS, 0, -1) == [jid], message="the job to start")

@@ -13,7 +13,7 @@ from tests.outage_support import AofRedis
 
 from .test_adversarial_outage import config, run_through_outage, server
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.soak]  # make soak; with a 3 s outage: test_adversarial_outage.py
 __all__ = ["config", "server"]  # the fixtures
 
 

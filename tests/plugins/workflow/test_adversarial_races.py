@@ -50,7 +50,7 @@ def runs_of(r: redis.Redis, job: str, wf: workflow.Workflow, step: str) -> int:
 
 @pytest.mark.parametrize("step", [Step, AsyncStep], ids=["sync", "async"])
 def test_a_worker_killed_between_a_steps_end_and_its_successors_push_pushes_it_once_after_recovery(
-    config: kiq.Config, start_worker: StartWorker, step: type[kiq.Job]
+    config: kiq.Config, start_worker_process: StartWorker, step: type[kiq.Job]
 ) -> None:
     r = config.redis
     flow_chain = chain(step.s(1), step.s(), step.s()).perform_async()
@@ -59,13 +59,13 @@ def test_a_worker_killed_between_a_steps_end_and_its_successors_push_pushes_it_o
     targets = [(flow_chain, "0", "1"), (flow_chord, "0.1", "1")]
     r.sadd(KILL_AFTER, *(f"{wf.id}:{member}" for wf, member, _ in targets))
     for wf, member, successor in targets:
-        victim = start_worker(*ARGS, "-c", "2", env={**RELIABLE_ENV, "WF_ADV_KILL_AFTER": "1"})
+        victim = start_worker_process(*ARGS, "-c", "2", env={**RELIABLE_ENV, "WF_ADV_KILL_AFTER": "1"})
         wait_until(lambda victim=victim: victim.proc.poll() is not None, 60, message="the worker to kill itself")
         assert r.sismember(ENDED, f"{wf.id}:{member}")
         # killed after perform returned, before the step script ran: nothing recorded, no successor pushed
         found = workflow.status(wf.id)
         assert found is not None and (found.step(member).state, found.step(successor).state) == ("enqueued", "waiting")
-    start_worker(*ARGS, "-c", "2", env=RELIABLE_ENV)  # recovers the dead workers' working lists
+    start_worker_process(*ARGS, "-c", "2", env=RELIABLE_ENV)  # recovers the dead workers' working lists
     wait_until(finished([flow_chain, flow_chord]), 60, interval=0.2, message="both workflows to finish")
     name = step.kiq_name
     assert flow_chain.result() == 1 and flow_chord.result() == [10, 20]

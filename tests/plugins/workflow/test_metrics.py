@@ -8,8 +8,6 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-import pytest
-
 import kiq
 from kiq.api.fleet import FleetGauges
 from kiq.plugins import workflow
@@ -18,7 +16,6 @@ from tests.jobs.workflow import Add, Boom, Collect, Const, Mul
 from tests.plugins.metrics.support import free_port, get, scrape, value
 from tests.support import FAST, WorkerProcess, wait_until
 
-pytestmark = pytest.mark.slow
 STATE_KEY = "kiq:wf:{}:state"  # step id -> the state the step program recorded (plugins/workflow/keys.py)
 
 

@@ -52,14 +52,14 @@ def finished(ids: list[str]) -> Callable[[], bool]:
 
 
 def test_200_chords_and_200_chains_under_12_sigkills_push_each_step_once(
-    config: kiq.Config, start_worker: StartWorker
+    config: kiq.Config, start_worker_process: StartWorker
 ) -> None:
     r = config.redis
     chords = [
         chord(group(Const.s(n * 100 + m, ms=40) for m in range(10)), Collect.s()).perform_async() for n in range(200)
     ]
     chains = [chain_of(n).perform_async() for n in range(200)]
-    workers = [start_worker(*RELIABLE_ARGS, env=RELIABLE_ENV) for _ in range(3)]
+    workers = [start_worker_process(*RELIABLE_ARGS, env=RELIABLE_ENV) for _ in range(3)]
     chaos = random.Random()
     unrun_at_kills = []
     for _ in range(12):
@@ -67,7 +67,7 @@ def test_200_chords_and_200_chains_under_12_sigkills_push_each_step_once(
         time.sleep(0.6)  # pacing the chaos, not timing anything asserted
         unrun_at_kills.append(STEPS - r.hlen(RUNS))
         workers.pop(chaos.randrange(2)).kill()  # SIGKILL, one of the two oldest: they have steps in flight
-        workers.append(start_worker(*RELIABLE_ARGS, env=RELIABLE_ENV))
+        workers.append(start_worker_process(*RELIABLE_ARGS, env=RELIABLE_ENV))
     assert all(unrun > 0 for unrun in unrun_at_kills), unrun_at_kills  # every kill came mid-run
     wait_until(finished([wf.id for wf in chords + chains]), 120, interval=0.3, message="every workflow to finish")
 
