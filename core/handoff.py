@@ -51,7 +51,7 @@ class BatchFetch:
       keep bookkeeping of its own unlocked; it talks to Redis on ``connection``. What it raises reaches the leader's
       processor (an outage) and, as a copy, the threads that waited on it.
     - ``next_job()``: call it from ``retrieve_work`` and wrap what it returns in the fetcher's unit of work
-      (``kiq.ext.UnitOfWork``); None after ``block_seconds`` without a job, or once closed.
+      (``kiq.ext.UnitOfWork``); None after ``block_seconds`` without a job, or once closed with none ready.
     - ``bulk_requeue(units)``: implement it (the ``kiq.ext.Fetcher`` seam); ``heartbeat()`` and ``quiet()`` are no-ops
       here, to override when the fetcher keeps something alive or holds something back.
     - ``close(timeout)``: stops the hand-off (waiting threads get None), waits up to ``timeout`` for a fetch under
@@ -90,7 +90,7 @@ class BatchFetch:
 
     def next_job(self) -> Fetched | None:
         """The next job for the calling processor thread: a ready one, or one it fetches (``pop``) as the leader
-        or is handed while it sleeps; None after ``block_seconds`` without one, or once closed."""
+        or is handed while it sleeps; None after ``block_seconds`` without one, or once closed with none ready."""
         deadline = time.monotonic() + self.block_seconds
         box: SimpleQueue[Any] | None = getattr(self._local, "box", None)
         if box is None:
