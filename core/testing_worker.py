@@ -17,6 +17,7 @@ middleware added there applies. The jobs must be registered in this process (imp
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import logging
@@ -136,6 +137,10 @@ class Worker:
         # the Launcher froze what was loaded (gc.freeze: for a worker process's lifetime); a test process goes on,
         # and what its tests leave behind must stay collectable
         gc.unfreeze()
+        # the worker's own config: its connections end with it (a test process starts hundreds of workers, and a
+        # worker process forked from it must not inherit thousands of open sockets)
+        with contextlib.suppress(Exception):
+            self.config.redis.close()
         _release_logs(self._handler)
 
     def signal(self, name: str) -> None:

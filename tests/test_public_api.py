@@ -129,7 +129,7 @@ API = [
     "runtime_so_far",
 ]
 
-TESTING = ["Fake", "Inline", "disable", "fake", "inline", "jobs", "mode"]
+TESTING = ["Fake", "Inline", "Worker", "disable", "fake", "inline", "jobs", "mode"]
 
 SURFACES = [(kiq, KIQ), (kiq.ext, EXT), (kiq.api, API), (kiq.testing, TESTING)]
 IDS = [module.__name__ for module, _ in SURFACES]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
-import select
+import selectors
 import signal
 from typing import Any
 
@@ -24,6 +24,10 @@ class SignalPipe:
         self.read_fd, self.write_fd = os.pipe()
         for fd in (self.read_fd, self.write_fd):
             os.set_blocking(fd, False)
+        # a selector, not select.select: in a process with more than 1,024 descriptors open (an application that
+        # embeds the worker, a process forked from one) the pipe's numbers are past what select() takes
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self.read_fd, selectors.EVENT_READ)
         self._previous: dict[int, Any] = {}
         self._previous_wakeup = -1
 
@@ -39,8 +43,7 @@ class SignalPipe:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
         signal.set_wakeup_fd(self._previous_wakeup)
-        os.close(self.read_fd)
-        os.close(self.write_fd)
+        self._close()
 
     def send(self, name: str) -> None:
         """Deliver a signal by name (from another thread), as if the process had received it."""
@@ -55,7 +58,7 @@ class SignalPipe:
 
     def wait(self, timeout: float | None = None) -> list[str]:
         """Block until signals arrive (at most ``timeout`` s); their names in order."""
-        select.select([self.read_fd], [], [], timeout)
+        self._selector.select(timeout)
         try:
             data = os.read(self.read_fd, 64)
         except BlockingIOError:
@@ -67,6 +70,10 @@ class SignalPipe:
         signal.set_wakeup_fd(-1)
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
+        self._close()
+
+    def _close(self) -> None:
+        self._selector.close()
         os.close(self.read_fd)
         os.close(self.write_fd)
 
