@@ -23,7 +23,7 @@ from redis.retry import Retry
 
 import kiq
 import kiq.ext
-from kiq.redis import EmbeddedRedis
+from kiq.embedded import EmbeddedRedis
 
 from .cluster_support import CLUSTER_TARGETS, ClusterPool, ClusterTarget, server_binary
 from .support import (
