@@ -214,7 +214,7 @@ class WorkerProcess:
     ) -> None:
         # by default forked, but a swarm: children forked from a copy of the test process would carry its memory
         # (max_memory_mb, RSS) and have that copy as their parent
-        fork = fork if fork is not None else not is_swarm(args)
+        fork = fork if fork is not None else not is_swarm(args, env or {})
         count_start("fork" if fork else "exec")
         self.log_path = log_path
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in wait()/kill()
@@ -276,8 +276,11 @@ class WorkerProcess:
         self.kill()
 
 
-def is_swarm(args: Sequence[str]) -> bool:
-    """Whether ``kiq worker ARGS`` runs a swarm (``-p N`` for N other than 1)."""
+def is_swarm(args: Sequence[str], env: dict[str, str]) -> bool:
+    """Whether ``kiq worker ARGS`` with ``env`` runs a swarm: ``-p N`` for N other than 1, or a memory limit (a
+    parent replaces a child over it: kiq.cli.worker), even with ``-p 1``."""
+    if "KIQ_MAX_MEMORY_MB" in env:
+        return True
     return any(flag in ("-p", "--processes") and value != "1" for flag, value in itertools.pairwise(args))
 
 
