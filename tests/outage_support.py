@@ -11,6 +11,7 @@ from pathlib import Path
 
 import redis
 
+import kiq
 from tests.sentinel_support import free_port
 from tests.support import redis_server_binary, wait_until
 
@@ -81,3 +82,19 @@ def aof_redis(directory: Path) -> Iterator[AofRedis]:
         yield server
     finally:
         server.kill()
+
+
+@contextmanager
+def config_at_maxmemory(directory: Path) -> Iterator[tuple[kiq.Config, redis.Redis]]:
+    """A config on a redis-server of its own that refuses every write needing memory, and an admin client of that
+    server (``admin.config_set("maxmemory", 0)`` lets writes in again)."""
+    with aof_redis(directory) as server:
+        config = kiq.Config(redis_url=server.url)
+        admin = redis.Redis(port=server.port, decode_responses=True)
+        admin.config_set("maxmemory-policy", "noeviction")
+        admin.config_set("maxmemory", 1)
+        try:
+            yield config, admin
+        finally:
+            admin.close()
+            config.redis.close()

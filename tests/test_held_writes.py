@@ -14,7 +14,7 @@ import kiq
 import kiq.ext
 from kiq.failures import TRANSIENT
 from kiq.server.outcomes import OutcomeKeeper, RedisOutage
-from tests.outage_support import aof_redis
+from tests.outage_support import config_at_maxmemory
 
 JOB = {"class": "Report", "jid": "0123456789abcdef01234567", "args": [1]}
 
@@ -22,16 +22,8 @@ JOB = {"class": "Report", "jid": "0123456789abcdef01234567", "args": [1]}
 @pytest.fixture
 def full(tmp_path: Path) -> Iterator[tuple[kiq.Config, redis.Redis]]:
     """A config on a redis-server of its own that refuses every write needing memory."""
-    with aof_redis(tmp_path / "redis") as server:
-        config = kiq.Config(redis_url=server.url)
-        admin = redis.Redis(port=server.port, decode_responses=True)
-        admin.config_set("maxmemory-policy", "noeviction")
-        admin.config_set("maxmemory", 1)
-        try:
-            yield config, admin
-        finally:
-            admin.close()
-            config.redis.close()
+    with config_at_maxmemory(tmp_path / "redis") as full:
+        yield full
 
 
 def write_refused(config: kiq.Config) -> BaseException:

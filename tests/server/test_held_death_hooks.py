@@ -15,7 +15,7 @@ import redis
 import kiq
 from kiq.server import dead
 from kiq.server.outcomes import OutcomeKeeper, RedisOutage
-from tests.outage_support import aof_redis
+from tests.outage_support import config_at_maxmemory
 
 JOB = {"class": "Audited", "jid": "0123456789abcdef01234567", "args": [1]}
 
@@ -46,16 +46,8 @@ class Notes:
 @pytest.fixture
 def full(tmp_path: Path) -> Iterator[tuple[kiq.Config, redis.Redis]]:
     """A config on a redis-server of its own that refuses every write needing memory."""
-    with aof_redis(tmp_path / "redis") as server:
-        config = kiq.Config(redis_url=server.url)
-        admin = redis.Redis(port=server.port, decode_responses=True)
-        admin.config_set("maxmemory-policy", "noeviction")
-        admin.config_set("maxmemory", 1)
-        try:
-            yield config, admin
-        finally:
-            admin.close()
-            config.redis.close()
+    with config_at_maxmemory(tmp_path / "redis") as full:
+        yield full
 
 
 def test_a_refused_death_hook_is_held_and_called_again_alone_once_redis_takes_writes(
