@@ -11,9 +11,13 @@ from typing import Any
 
 import pytest
 import redis
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import kiq
-from kiq.api import Workers
+import kiq.plugins.otel as otel
+from kiq.api import Queue, Workers, shown_job
 from kiq.plugins.tracking import Tracker
 from tests.jobs.encryption import RECEIVED, ChargeCard, Enroll
 from tests.tracking_support import work_off
@@ -98,3 +102,38 @@ def test_a_running_jobs_arguments_show_as_encrypted(encrypting: kiq.Config, r: r
     r.hset("host:1:0123456789ab:work", "tid", json.dumps({"queue": "default", "payload": payload, "run_at": 1}))
     (work,) = Workers(encrypting)
     assert work.args == [7, "[encrypted]"] and work.arguments_line == '[7, "[encrypted]"]'
+
+
+def test_opentelemetry_spans_hold_neither_the_value_nor_its_sealed_form(encrypting: kiq.Config) -> None:
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    otel.instrument(encrypting, tracer_provider=provider)
+    ChargeCard.perform_async(7, CARD)
+    encrypting.encryption_keys = {"2": base64.b64encode(os.urandom(32)).decode()}  # version 1 is unknown now
+    ChargeCard.perform_async(8, CARD)
+    assert work_off(encrypting) == 2  # one ran; one failed into the retry set before the other layers ran
+    provider.shutdown()
+    recorded = [(span.name, dict(span.attributes or {}), [dict(e.attributes or {}) for e in span.events])
+                for span in spans.get_finished_spans()]  # fmt: skip
+    assert sorted(name for name, _, _ in recorded) == ["process default", "send default", "send default"]
+    assert CARD not in str(recorded) and "kiq-enc" not in str(recorded)
+
+
+def test_a_redaction_that_raises_is_reported_and_the_others_still_hide(encrypting: kiq.Config) -> None:
+    errors: list[str] = []
+
+    class Broken:
+        @kiq.hookimpl
+        def kiq_redact_job(self, job: dict[str, Any]) -> None:
+            raise RuntimeError("this redaction is broken")
+
+        @kiq.hookimpl
+        def kiq_error(self, exc: BaseException) -> None:
+            errors.append(str(exc))
+
+    encrypting.add_plugin(Broken())
+    ChargeCard.perform_async(7, CARD)
+    (record,) = Queue("default", encrypting)
+    assert record.display_args == [7, "[encrypted]"] and errors == ["this redaction is broken"]
+    assert shown_job({"args": [1]}, kiq.Config()) == {"args": [1]}  # no plugin redacts: the payload itself
