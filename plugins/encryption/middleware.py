@@ -37,14 +37,16 @@ def key_ring(config: kiq.Config, job_name: object) -> KeyRing:
 
 class EncryptionClientMiddleware(kiq.ClientMiddleware):
     def call(self, job_class: type[kiq.Job] | str, job: dict[str, Any], queue: str, redis: redis.Redis) -> kiq.Wrapper:
-        if job.get("encrypt") is not None:
+        option = job.get("encrypt")
+        if option is not None and option is not False:
             seal_job(job, key_ring(self.config, job["class"]), job_class)
         yield
 
 
 class DecryptionServerMiddleware(kiq.ServerMiddleware):
     def call(self, job_instance: kiq.Job, job: dict[str, Any], queue: str) -> kiq.Wrapper:
-        if job.get("encrypt") is None:
+        option = job.get("encrypt")
+        if option is None or option is False:
             yield
             return
         opened = open_job(job, key_ring(self.config, job.get("class")))

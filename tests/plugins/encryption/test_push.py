@@ -69,6 +69,8 @@ def test_a_push_without_keys_is_refused_saying_which_setting_to_set(config: kiq.
     assert r.dbsize() == 0
     with pytest.raises(kiq.ConfigError, match="the encryption plugin needs its keys: set KIQ_ENCRYPTION_KEYS"):
         config.plugins.hook.kiq_check(config=config)
+    ChargeCard.set(encrypt=False).perform_async(7, "not secret")  # nothing to encrypt: no key needed
+    assert r.llen("queue:default") == 1
 
 
 def test_a_deep_value_is_refused_or_sealed_but_never_pushed_in_clear(encrypting: kiq.Config, r: redis.Redis) -> None:
