@@ -67,7 +67,10 @@ def test_the_package_ships_its_type_marker_and_entry_points() -> None:
     }
     # a setting that loads its plugin when given: metrics_port alone serves /metrics
     settings = {ep.name: ep.value for ep in entry_points.select(group="kiq.settings")}
-    assert settings == {"metrics_port": "kiq.plugins.metrics:MetricsPlugin"}
+    assert settings == {
+        "metrics_port": "kiq.plugins.metrics:MetricsPlugin",
+        "encryption_keys": "kiq.plugins.encryption:EncryptionPlugin",  # keys given: every push encrypts
+    }
     assert (package / "contrib" / "web" / "static" / "kiq.js").exists()  # the dashboard's assets ship
     assert (package / "contrib" / "web" / "static" / "kiq.css").exists()
 

@@ -8,9 +8,9 @@
         kiq_options = {"encrypt": ["ssn"]}         # keyword arguments by name
         def perform(self, user_id, *, ssn): ...
 
-Enable it with ``plugins = ["encryption"]`` and the ``encryption_keys`` setting (``KIQ_ENCRYPTION_KEYS``: a JSON
-object of key version to the base64 of 32 random bytes; the highest version encrypts, every one decrypts) in every
-process that pushes or runs such jobs. Redis, the retry and dead sets, the dashboard, the CLI, ``kiq.api`` and the
+Give the ``encryption_keys`` setting (``KIQ_ENCRYPTION_KEYS``: a JSON object of key version to the base64 of 32
+random bytes; the highest version encrypts, every one decrypts), which loads the plugin, to every process that
+pushes or runs such jobs; ``plugins = ["encryption"]`` without keys where only the dashboard and the CLI run. Redis, the retry and dead sets, the dashboard, the CLI, ``kiq.api`` and the
 logs hold the sealed value or ``[encrypted]``, never the value. See docs/plugins/encryption.md.
 """
 
