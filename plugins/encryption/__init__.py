@@ -10,8 +10,9 @@
 
 Give the ``encryption_keys`` setting (``KIQ_ENCRYPTION_KEYS``: a JSON object of key version to the base64 of 32
 random bytes; the highest version encrypts, every one decrypts), which loads the plugin, to every process that
-pushes or runs such jobs; ``plugins = ["encryption"]`` without keys where only the dashboard and the CLI run. Redis, the retry and dead sets, the dashboard, the CLI, ``kiq.api`` and the
-logs hold the sealed value or ``[encrypted]``, never the value. See docs/plugins/encryption.md.
+pushes or runs such jobs; ``plugins = ["encryption"]`` without keys where only the dashboard and the CLI run.
+Redis, the retry and dead sets, the dashboard, the CLI, ``kiq.api`` and the logs hold the sealed value or
+``[encrypted]``, never the value. See docs/plugins/encryption.md.
 """
 
 from __future__ import annotations
