@@ -16,8 +16,10 @@ apart from what their users call. Both lists are pinned by tests/test_public_api
 - Redis failures: ``TRANSIENT`` (the errors of a Redis that will take the write later) and its categories
   ``UNREACHABLE``, ``REFUSED``, ``MOVED`` (kiq.failures); ``hold_write`` (hold a plugin's write for a job until
   Redis takes it); ``Backoff`` (the pauses of a retry loop);
-- payloads: ``dumps``/``loads`` (Sidekiq's JSON), ``parse_payload``, ``new_jid``, ``new_public_id``, ``wire_time``/
-  ``epoch_seconds`` (times in the ``sidekiq_wire`` form and back), ``error_class`` (an error's Sidekiq name);
+- payloads: ``dumps``/``loads`` (Sidekiq's JSON), ``parse_payload``, ``check_job`` (the push's check that every value
+  is native JSON, for a client middleware that hides values from the check after it: encryption), ``new_jid``,
+  ``new_public_id``, ``wire_time``/``epoch_seconds`` (times in the ``sidekiq_wire`` form and back), ``error_class``
+  (an error's Sidekiq name);
 - the job running in this thread: ``hold_acknowledgement``, ``report_failure``.
 """
 
@@ -29,7 +31,7 @@ from .handoff import BatchFetch, Fetched
 from .held_writes import hold_write
 from .hookspecs import AttemptOutcome, JobObserver, hookimpl, hookspec
 from .keys import Keyspace, keyspace
-from .payload import dumps, epoch_seconds, loads, new_jid, new_public_id, parse_payload, wire_time
+from .payload import check_job, dumps, epoch_seconds, loads, new_jid, new_public_id, parse_payload, wire_time
 from .pipeline import run_pipeline
 from .readings import Reading
 from .scripts import ENQUEUE_LUA, LuaScript, enqueue_keys, lua_script
@@ -55,6 +57,7 @@ __all__ = [
     "Reading",
     "Setting",
     "UnitOfWork",
+    "check_job",
     "dumps",
     "enqueue_keys",
     "epoch_seconds",

@@ -77,6 +77,7 @@ EXT = [
     "Reading",
     "Setting",
     "UnitOfWork",
+    "check_job",
     "dumps",
     "enqueue_keys",
     "epoch_seconds",
@@ -127,6 +128,7 @@ API = [
     "display_arguments",
     "iteration_states",
     "runtime_so_far",
+    "shown_job",
 ]
 
 TESTING = ["Fake", "Inline", "Worker", "disable", "fake", "inline", "jobs", "mode"]
