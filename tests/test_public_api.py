@@ -75,6 +75,7 @@ EXT = [
     "LuaScript",
     "QueueOrder",
     "Reading",
+    "ResultTypeError",
     "Setting",
     "UnitOfWork",
     "dumps",
@@ -94,6 +95,8 @@ EXT = [
     "pop_script",
     "popped_jobs",
     "report_failure",
+    "result_form",
+    "result_value",
     "run_pipeline",
     "wire_time",
 ]

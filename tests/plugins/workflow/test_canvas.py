@@ -13,7 +13,7 @@ import kiq.ext
 import kiq.testing
 from kiq.plugins import workflow
 from kiq.plugins.workflow import chain, chord, group
-from tests.jobs.workflow import Add, Collect, Const, Mul, Total
+from tests.jobs.workflow import Add, Collect, Const, Mul, Subtotal, Taxed, Total
 from tests.tracking_support import work_off
 
 from .conftest import drain
@@ -31,6 +31,13 @@ def test_a_chain_passes_each_result_as_the_first_argument(config: kiq.Config) ->
         ("1", "succeeded", 30, ["0"]),
         ("2", "succeeded", 35, ["1"]),
     ]
+
+
+def test_a_typed_result_passes_to_the_next_step_as_its_type(config: kiq.Config) -> None:
+    wf = (Subtotal.s(1230) | Taxed.s("1.5")).perform_async()  # -> Decimal | Taxed(amount: Decimal, rate)
+    assert drain(config) == 2
+    assert workflow.status(wf.id).step("0").result == "12.3"  # stored in its JSON form
+    assert wf.result() == "18.45"  # Taxed asserted it got a Decimal, and returned one
 
 
 def test_a_chord_gets_the_members_results_in_order(config: kiq.Config) -> None:
