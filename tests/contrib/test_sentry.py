@@ -19,7 +19,8 @@ sentry_sdk = pytest.importorskip("sentry_sdk")
 
 import kiq  # noqa: E402
 from kiq.contrib.sentry import KiqIntegration, SentryPlugin  # noqa: E402
-from tests.jobs.sentry import Charge, Receipt  # noqa: E402
+from tests.jobs.sentry import Charge, Receipt, async_charge  # noqa: E402
+from tests.support import run_on_event_loop  # noqa: E402
 from tests.tracking_support import retry_now, work_off  # noqa: E402
 
 
@@ -133,6 +134,17 @@ def test_only_the_death_is_reported_when_asked(config: kiq.Config, endpoint: Any
     (event,) = sentry.of("event")
     assert event["tags"]["kiq.jid"] == jid and event["tags"]["kiq.class"] == "SentryCharge"
     assert event["tags"]["kiq.retry_count"] == "1"  # its second failure, recorded as it died
+    assert event["contexts"]["trace"]["trace_id"] == pushing.trace_id
+
+
+def test_an_async_jobs_failure_is_one_event_in_the_pushing_trace(config: kiq.Config, endpoint: Any) -> None:
+    sentry = start(config, endpoint)
+    with sentry_sdk.start_transaction(name="POST /checkout") as pushing:
+        jid = async_charge.perform_async(5)
+    (unit,) = run_on_event_loop(config, [config.redis.rpop("queue:billing")])
+    assert unit.acked == 1
+    (event,) = sentry.of("event")
+    assert event["tags"]["kiq.jid"] == jid and event["tags"]["kiq.class"] == "SentryAsyncCharge"
     assert event["contexts"]["trace"]["trace_id"] == pushing.trace_id
 
 

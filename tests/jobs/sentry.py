@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import kiq
 
 
@@ -21,3 +23,9 @@ class Receipt(kiq.Job):
 
     def perform(self, order: int) -> int:
         return order
+
+
+@kiq.job(name="SentryAsyncCharge", queue="billing", retry=0)
+async def async_charge(order: int) -> None:
+    await asyncio.sleep(0.01)
+    raise RuntimeError(f"async card declined for order {order}")
