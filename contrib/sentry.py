@@ -55,7 +55,7 @@ def _register(config: kiq.Config) -> None:
     config.add_plugin(SentryPlugin)
 
 
-def active() -> KiqIntegration | None:
+def _active() -> KiqIntegration | None:
     """The integration of the SDK's client, while one is initialised with a DSN (and not closed); else None."""
     client = sentry_sdk.get_client()
     if not client.is_active() or client.transport is None:
@@ -63,7 +63,7 @@ def active() -> KiqIntegration | None:
     return client.get_integration(KiqIntegration)
 
 
-def tags_of(job: dict[str, Any], queue: str) -> dict[str, str]:
+def _tags_of(job: dict[str, Any], queue: str) -> dict[str, str]:
     return {
         "kiq.class": str(job.get("class")),
         "kiq.queue": queue,
@@ -72,9 +72,9 @@ def tags_of(job: dict[str, Any], queue: str) -> dict[str, str]:
     }
 
 
-def describe(scope: sentry_sdk.Scope, job: dict[str, Any], queue: str) -> None:
+def _describe(scope: sentry_sdk.Scope, job: dict[str, Any], queue: str) -> None:
     """Put ``job`` on ``scope``: its tags and context, its arguments in ``extra`` (scrubbed by the SDK's rules)."""
-    for key, value in tags_of(job, queue).items():
+    for key, value in _tags_of(job, queue).items():
         scope.set_tag(key, value)
     scope.set_context(
         "kiq",
@@ -90,7 +90,7 @@ def describe(scope: sentry_sdk.Scope, job: dict[str, Any], queue: str) -> None:
     scope.set_transaction_name(str(job.get("class")), source=TransactionSource.TASK)
 
 
-def capture(exc: BaseException, handled: bool) -> None:
+def _capture(exc: BaseException, handled: bool) -> None:
     """``exc`` as an event of the current scope, marked as kiq's."""
     event, hint = event_from_exception(
         exc, client_options=sentry_sdk.get_client().options, mechanism={"type": "kiq", "handled": handled}
@@ -98,7 +98,7 @@ def capture(exc: BaseException, handled: bool) -> None:
     sentry_sdk.capture_event(event, hint=hint)
 
 
-def trace_headers(job: dict[str, Any]) -> dict[str, str]:
+def _trace_headers(job: dict[str, Any]) -> dict[str, str]:
     headers = job.get(HEADERS)
     if not isinstance(headers, dict):  # absent, or another producer wrote something else
         return {}
@@ -110,7 +110,7 @@ class SentryClientMiddleware(kiq.ClientMiddleware):
     leaves a breadcrumb for the push."""
 
     def call(self, job_class: type[kiq.Job] | str, job: dict[str, Any], queue: str, redis: redis.Redis) -> kiq.Wrapper:
-        integration = active()
+        integration = _active()
         if integration is None:
             yield
             return
@@ -131,14 +131,14 @@ class SentryServerMiddleware(kiq.ServerMiddleware):
     (a ``queue.process`` transaction), a breadcrumb; captures the attempt's error unless only deaths are reported."""
 
     def call(self, job_instance: kiq.Job, job: dict[str, Any], queue: str) -> kiq.Wrapper:
-        integration = active()
+        integration = _active()
         if integration is None:
             yield
             return
         with sentry_sdk.isolation_scope() as scope:
             scope.clear_breadcrumbs()  # the thread's earlier jobs are not this one's story
-            describe(scope, job, queue)
-            headers = trace_headers(job) if integration.propagate_traces else {}
+            _describe(scope, job, queue)
+            headers = _trace_headers(job) if integration.propagate_traces else {}
             transaction = sentry_sdk.continue_trace(
                 headers, op="queue.process", name=str(job.get("class")), source=TransactionSource.TASK,
                 origin="auto.queue.kiq",
@@ -153,7 +153,7 @@ class SentryServerMiddleware(kiq.ServerMiddleware):
                 except Exception as exc:
                     transaction.set_status("internal_error")
                     if not integration.report_only_dead_jobs:
-                        capture(exc, handled=False)
+                        _capture(exc, handled=False)
                     raise
                 transaction.set_status("ok")
 
@@ -172,15 +172,15 @@ class SentryPlugin:
     @kiq.hookimpl
     def kiq_death(self, job: dict[str, Any], exc: BaseException | None, config: kiq.Config) -> None:
         """With ``report_only_dead_jobs``: the job's last error, in the trace it was pushed in."""
-        integration = active()
+        integration = _active()
         if integration is None or not integration.report_only_dead_jobs:
             return
         with sentry_sdk.isolation_scope() as scope:
             queue = str(job.get("queue"))
-            describe(scope, job, queue)
+            _describe(scope, job, queue)
             if integration.propagate_traces:
-                sentry_sdk.continue_trace(trace_headers(job))
+                sentry_sdk.continue_trace(_trace_headers(job))
             if exc is not None:
-                capture(exc, handled=False)
+                _capture(exc, handled=False)
             else:  # killed without an exception of this process (e.g. a poison pill that kept killing workers)
                 sentry_sdk.capture_message(f"{job.get('class')} {job.get('jid')} died: {job.get('error_message')}")
