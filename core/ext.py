@@ -20,6 +20,8 @@ apart from what their users call. Both lists are pinned by tests/test_public_api
   is native JSON, for a client middleware that hides values from the check after it: encryption), ``new_jid``,
   ``new_public_id``, ``wire_time``/``epoch_seconds`` (times in the ``sidekiq_wire`` form and back), ``error_class``
   (an error's Sidekiq name);
+- results: ``result_form``/``result_value`` (a job's return value to its JSON form by its return annotation, and
+  back), ``ResultTypeError``;
 - the job running in this thread: ``hold_acknowledgement``, ``report_failure``.
 """
 
@@ -34,6 +36,7 @@ from .keys import Keyspace, keyspace
 from .payload import check_job, dumps, epoch_seconds, loads, new_jid, new_public_id, parse_payload, wire_time
 from .pipeline import run_pipeline
 from .readings import Reading
+from .returns import ResultTypeError, result_form, result_value
 from .scripts import ENQUEUE_LUA, LuaScript, enqueue_keys, lua_script
 from .server.acknowledgement import hold_acknowledgement, report_failure
 from .settings import Setting
@@ -55,6 +58,7 @@ __all__ = [
     "LuaScript",
     "QueueOrder",
     "Reading",
+    "ResultTypeError",
     "Setting",
     "UnitOfWork",
     "check_job",
@@ -75,6 +79,8 @@ __all__ = [
     "pop_script",
     "popped_jobs",
     "report_failure",
+    "result_form",
+    "result_value",
     "run_pipeline",
     "wire_time",
 ]

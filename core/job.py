@@ -22,6 +22,7 @@ from .job_registry import registry, wire_name
 from .job_setter import AsyncJobSetter, Call, JobSetter
 from .payload import DEFAULT_OPTIONS
 from .plan import JobPlan, plan_of, set_plan
+from .returns import result_type_for
 from .signature import Signature
 
 P = ParamSpec("P")
@@ -97,6 +98,7 @@ class Job:
             declared_options={**base.declared_options, **own_options},
             arity=None if perform is None else arity_of(perform[0], method=perform[1]),
             arguments=None if perform is None else plan_for(perform[0], perform[1], cls.kiq_name),
+            result=None if perform is None else result_type_for(perform[0], cls.kiq_name),
             is_async=is_async,
             interruptible=base.interruptible,
             around_iteration=base.around_iteration,

@@ -75,6 +75,7 @@ EXT = [
     "LuaScript",
     "QueueOrder",
     "Reading",
+    "ResultTypeError",
     "Setting",
     "UnitOfWork",
     "check_job",
@@ -95,6 +96,8 @@ EXT = [
     "pop_script",
     "popped_jobs",
     "report_failure",
+    "result_form",
+    "result_value",
     "run_pipeline",
     "wire_time",
 ]

@@ -3,9 +3,10 @@ step of a workflow that failed (or a step run again after it succeeded) is not r
 
 What other producers or Redis can do to a step is handled here too: a payload whose workflow fields are unusable
 (wrong types, a step the workflow does not have) goes to the dead set with the reason, unrun; a result that is not
-strict JSON kills the step (running it again would return the same), which fails its workflow; and an outcome Redis
-refuses (an outage, maxmemory) is held by the worker (``kiq.ext.hold_write``) with the job unacknowledged, and written
-once Redis takes it, so the successor is pushed then, once."""
+strict JSON (after its return annotation's conversion, kiq.ext.result_form) kills the step (running it again would
+return the same), which fails its workflow; and an outcome Redis refuses (an outage, maxmemory) is held by the
+worker (``kiq.ext.hold_write``) with the job unacknowledged, and written once Redis takes it, so the successor is
+pushed then, once."""
 
 from __future__ import annotations
 
@@ -55,8 +56,14 @@ def error_text(exc: BaseException | None, job: dict[str, Any]) -> str:
     return f"{kiq.ext.error_class(exc)}: {exc}"
 
 
-def result_text(value: Any, job: dict[str, Any]) -> str:
-    """The step's value as the JSON text its successors get; a value that is not strict JSON fails the step."""
+def result_text(value: Any, job: dict[str, Any], job_class: type) -> str:
+    """The step's value as the JSON text its successors get: its JSON form by its return annotation (a successor's
+    annotated parameter reads it back as that type); a value that is not strict JSON (or not the annotated type)
+    fails the step."""
+    try:
+        value = kiq.ext.result_form(job_class, value)
+    except kiq.ext.ResultTypeError as error:
+        raise WorkflowError(f"workflow step {job.get('wf_step')}: {error}") from None
     try:
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         text.encode()  # a lone surrogate has no UTF-8 form: neither Redis nor Ruby could take it
@@ -65,7 +72,8 @@ def result_text(value: Any, job: dict[str, Any]) -> str:
         raise WorkflowError(
             f"workflow step {job.get('wf_step')} ({job.get('class')}) returned {value!r:.80}, which is not strict "
             f"JSON ({error}); a step's result goes to the steps after it: return str, int, float, bool, None, "
-            "list or dict"
+            "list or dict, or annotate perform's return type (e.g. -> Decimal) to pass a Decimal, datetime, UUID, "
+            "dataclass..."
         ) from None
 
 
@@ -119,7 +127,7 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
                 log.warning("workflow %s step %s: could not record the failure", workflow_id, step, exc_info=True)
             raise
         try:
-            text = result_text(value, job)
+            text = result_text(value, job, type(job_instance))
         except WorkflowError as error:  # the same value every run: the step dies now, failing its workflow
             log.error("%s", error)
             kiq.ext.report_failure(f"WorkflowError: {error}")
