@@ -262,7 +262,9 @@ CORE_SETTINGS = [
     ),
     Setting.integer("dead_max_jobs", 10_000, 0, "the dead set keeps at most this many jobs"),
     Setting.number("dead_timeout", 180.0 * DAY, 0, "seconds a job stays in the dead set"),
-    Setting.number("poll_interval", 5.0, 0.1, "average seconds between scheduled/retry polls"),
+    Setting.number(
+        "poll_interval", 5.0, 0.1, "average seconds between regular scheduled/retry polls (due jobs wake the poller)"
+    ),
     Setting.number("heartbeat_interval", 10.0, 0.1, "seconds between heartbeats"),
     Setting.boolean(
         "metrics", True, "per-job-class execution metrics in Sidekiq's format, written each heartbeat (sidekiq_wire)"

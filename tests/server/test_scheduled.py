@@ -262,3 +262,10 @@ def test_a_due_job_for_a_queue_the_layout_cannot_have_goes_to_dead_once(
     else:
         assert [kiq.ext.loads(job)["jid"] for job in r.lrange(keys.queue("}x"), 0, -1)] == ["bad"]
     assert [kiq.ext.loads(job)["jid"] for job in r.lrange(keys.queue("default"), 0, -1)] == ["fine"]
+
+
+@pytest.mark.parametrize("slots", [None, "one", "queue"])
+def test_the_wake_channel_is_the_schedule_key_with_its_name_changed(slots: kiq.keys.Slots | None) -> None:
+    """kiq.ext.ENQUEUE_LUA builds the channel from the schedule key it is given (a script names no literal key)."""
+    keys = kiq.keys.Keyspace(slots)
+    assert keys.key(kiq.keys.POLLER_WAKE) == keys.key(kiq.keys.SCHEDULE)[: -len("schedule")] + "kiq:poller-wake"
