@@ -112,6 +112,14 @@ def test_a_bad_url_scheme_names_every_accepted_one() -> None:
     assert all(scheme in result.stderr for scheme in ("redis://", "rediss://", "unix://", "redis+sentinel://"))
 
 
+def test_celerys_comma_list_of_queues_is_refused_at_once_naming_the_fix() -> None:
+    """Celery's ``-Q default,mail`` habit: the comma stays Sidekiq's ``name,weight``; the error says to repeat -q."""
+    result = run_cli("worker", "--redis-url", "redis://127.0.0.1:1", "-r", "tests.jobs.basic", "-q", "default,mail")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "the part after the comma is a weight" in result.stderr and "-q default -q mail" in result.stderr
+    assert kiq.settings.as_queues(["default,2", "mail"]) == [("default", 2), ("mail", 0)]  # weights still work
+
+
 def test_no_registered_jobs_is_a_clear_error() -> None:
     result = run_cli("worker", "--redis-url", "redis://127.0.0.1:1", "-r", "tests.jobs")
     assert result.returncode == 2 and "no jobs are registered after importing tests.jobs" in result.stderr
