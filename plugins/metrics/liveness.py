@@ -17,6 +17,20 @@ from __future__ import annotations
 import math
 import time
 
+import kiq
+
+# A worker whose heartbeat is this many intervals late is taken for dead by the fleet: reliable fetch recovers its
+# jobs for others to run (kiq.plugins.reliable_fetch's liveness TTL is three heartbeats). /livez fails at the same
+# moment by default, so a hung worker is restarted as its jobs are taken over, not half a minute later.
+HEARTBEATS = 3
+
+
+def liveness_timeout(config: kiq.Config) -> float:
+    """The ``liveness_timeout`` setting; 0 (the default): ``HEARTBEATS`` × ``heartbeat_interval`` (30 s), at least
+    1 s."""
+    configured = float(config.get("liveness_timeout"))
+    return configured if configured > 0 else max(HEARTBEATS * config.heartbeat_interval, 1.0)
+
 
 class Liveness:
     """When each loop is due to tick next (monotonic seconds); a loop not yet seen is not late."""
