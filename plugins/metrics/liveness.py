@@ -26,7 +26,7 @@ HEARTBEATS = 3
 
 
 def liveness_timeout(config: kiq.Config) -> float:
-    """The ``liveness_timeout`` setting; 0 (the default): ``HEARTBEATS`` × ``heartbeat_interval`` (30 s), at least
+    """The ``liveness_timeout`` setting; 0 (the default): ``HEARTBEATS`` times ``heartbeat_interval`` (30 s), at least
     1 s."""
     configured = float(config.get("liveness_timeout"))
     return configured if configured > 0 else max(HEARTBEATS * config.heartbeat_interval, 1.0)
