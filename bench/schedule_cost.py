@@ -1,6 +1,7 @@
 """What the pollers' wake-up costs a scheduled push, in µs: the ``PUBLISH kiq:poller-wake`` that every push of a
 scheduled job (``perform_in``/``perform_at``) and every recorded retry sends in its round trip
-(core/server/scheduled.py), with three pollers subscribed (processes of their own), against the same round trip without it.
+(core/server/scheduled.py), with three pollers subscribed (processes of their own), against the same round trip
+without it.
 
     .venv/bin/python -m bench.schedule_cost REDIS_URL [--count 20000]
 
