@@ -17,7 +17,7 @@ from kiq.middleware import ClientMiddleware, Wrapper
 from kiq.payload import dumps
 from kiq.server.scheduled import Poller
 from tests.jobs.api import RUNS_KEY, RecordRun
-from tests.support import WorkerProcess, raw_redis, wait_until
+from tests.support import WorkerProcess, raw_redis, run_async, wait_until
 
 
 def job_json(jid: str, queue: str = "default", **extra: Any) -> str:
@@ -269,3 +269,27 @@ def test_the_wake_channel_is_the_schedule_key_with_its_name_changed(slots: kiq.k
     """kiq.ext.ENQUEUE_LUA builds the channel from the schedule key it is given (a script names no literal key)."""
     keys = kiq.keys.Keyspace(slots)
     assert keys.key(kiq.keys.POLLER_WAKE) == keys.key(kiq.keys.SCHEDULE)[: -len("schedule")] + "kiq:poller-wake"
+
+
+@pytest.mark.cluster
+def test_every_scheduled_push_publishes_its_due_time(config: kiq.Config) -> None:
+    """What wakes the pollers: ``"<set> <score>"`` on the wake channel from a sync push, an asyncio push and a bulk
+    push (its earliest job), on every key layout (a cluster pipeline carries the PUBLISH too)."""
+
+    class Later(kiq.Job):
+        def perform(self) -> None: ...
+
+    pubsub = config.redis.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+    pubsub.subscribe(kiq.ext.keyspace(config.redis).key(kiq.keys.POLLER_WAKE))
+    try:
+        pubsub.get_message(timeout=2)  # the subscription's confirmation
+        at = time.time() + 60
+        Later.set(config=config).perform_at(at)
+        run_async(config, lambda: Later.set(config=config).aio.perform_at(at + 1))
+        kiq.Client(config).push_bulk({"class": Later, "args": [[], []], "at": [at + 3, at + 2]})
+        messages = []
+        while len(messages) < 3 and (message := pubsub.get_message(timeout=5)) is not None:
+            messages.append(message["data"])
+        assert messages == [f"schedule {at!r}", f"schedule {at + 1!r}", f"schedule {at + 2!r}"]
+    finally:
+        pubsub.close()
