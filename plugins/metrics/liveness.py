@@ -23,13 +23,16 @@ import kiq
 # jobs for others to run (kiq.plugins.reliable_fetch's liveness TTL is three heartbeats). /livez fails at the same
 # moment by default, so a hung worker is restarted as its jobs are taken over, not half a minute later.
 HEARTBEATS = 3
+# ...but never sooner than this: a swarm child writes its snapshot every second (swarm.py), and a loop of a busy
+# process may come round a little late; only a heartbeat_interval under 5/3 s makes the floor count
+LIVENESS_FLOOR = 5.0
 
 
 def liveness_timeout(config: kiq.Config) -> float:
-    """The ``liveness_timeout`` setting; 0 (the default): ``HEARTBEATS`` times ``heartbeat_interval`` (30 s), at least
-    1 s."""
+    """The ``liveness_timeout`` setting; 0 (the default): ``HEARTBEATS`` times ``heartbeat_interval`` (30 s), at
+    least ``LIVENESS_FLOOR``."""
     configured = float(config.get("liveness_timeout"))
-    return configured if configured > 0 else max(HEARTBEATS * config.heartbeat_interval, 1.0)
+    return configured if configured > 0 else max(HEARTBEATS * config.heartbeat_interval, LIVENESS_FLOOR)
 
 
 class Liveness:
