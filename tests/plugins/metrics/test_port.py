@@ -4,6 +4,7 @@ or quiet worker and of a Redis that went away, and ``kiq health``."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -17,7 +18,7 @@ import pytest
 
 import kiq
 import kiq.ext
-from tests.jobs.operations import FREEZE_FILE, Broken, Fine, ShortWalk
+from tests.jobs.operations import FREEZE_FILE, STARTS, Broken, Fine, Recorded, ShortWalk
 from tests.plugins.metrics.support import NO_ANSWER, free_port, get, scrape, value
 from tests.support import FAST, ROOT, OwnRedis, WorkerProcess, child_env, redis_server_binary, wait_until
 
@@ -126,6 +127,40 @@ def test_a_swarm_serves_one_port_summed_over_its_children_and_across_a_kill_9(
     assert get(port, "/readyz") == (200, "ok\n") and get(port, "/livez")[0] == 200
     worker.signal(signal.SIGTSTP)  # the parent passes it on: every child quiet, so the swarm is not ready
     assert wait_until(lambda: (a := get(port, "/readyz")) and a[0] == 503 and a, 10)[1] == "quiet\n"
+    assert worker.stop() == 0
+
+
+def test_a_hung_swarm_child_fails_livez_about_when_a_sibling_takes_over_its_job(
+    start_worker_process: StartWorker, e2e_config: kiq.Config
+) -> None:
+    """A child stopped by SIGSTOP: reliable fetch takes it for dead after three heartbeats and a sibling runs its
+    job again; /livez, which failed only at 60 s, now fails about then too (liveness_timeout's default). Heartbeats
+    every 2 s here: both come 4 to 7 s after the stop."""
+    r = e2e_config.redis
+    env = {"KIQ_HEARTBEAT_INTERVAL": "2", "KIQ_RELIABLE_RECOVERY_INTERVAL": "1"}
+    worker, port = started(start_worker_process, "-p", "2", "--fetch", "reliable", "-t", "1", env=env)
+    wait_until(lambda: value(scrape(port), "kiq_processes") == 2, 30, message="2 children in the port's scrape")
+    Recorded.perform_async(60)
+    first = wait_until(lambda: r.lrange(STARTS, 0, -1), 30, message=f"the job to start\n{worker.output()}")
+    hung = json.loads(first[0])["pid"]
+    os.kill(hung, signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    seen: dict[str, float] = {}  # when each was first seen, watched side by side
+
+    def both() -> bool:
+        if "rerun" not in seen and r.llen(STARTS) == 2:
+            seen["rerun"] = time.monotonic() - stopped_at
+        if "livez" not in seen and get(port, "/livez", timeout=0.5)[0] == 503:
+            seen["livez"] = time.monotonic() - stopped_at
+        return len(seen) == 2
+
+    try:
+        wait_until(both, 25, interval=0.1, message=f"/livez to fail and the job to run again: {seen}")
+        assert json.loads(r.lindex(STARTS, 1))["pid"] != hung
+    finally:
+        os.kill(hung, signal.SIGKILL)  # the parent replaces it
+    print(f"\nseconds after the SIGSTOP: {seen}")
+    assert seen["livez"] <= 3 * 2 + 2 and abs(seen["livez"] - seen["rerun"]) <= 3, seen
     assert worker.stop() == 0
 
 
