@@ -273,8 +273,8 @@ def test_the_wake_channel_is_the_schedule_key_with_its_name_changed(slots: kiq.k
 
 @pytest.mark.cluster
 def test_every_scheduled_push_publishes_its_due_time(config: kiq.Config) -> None:
-    """What wakes the pollers: ``"<set> <score>"`` on the wake channel from a sync push, an asyncio push and a bulk
-    push (its earliest job), on every key layout (a cluster pipeline carries the PUBLISH too)."""
+    """What wakes the pollers: ``"<set> <score>"`` on the wake channel from a sync push, an asyncio push, a bulk
+    push (its earliest job) and kiq.api's sets, on every key layout (a cluster pipeline carries the PUBLISH too)."""
 
     class Later(kiq.Job):
         def perform(self) -> None: ...
@@ -287,9 +287,12 @@ def test_every_scheduled_push_publishes_its_due_time(config: kiq.Config) -> None
         Later.set(config=config).perform_at(at)
         run_async(config, lambda: Later.set(config=config).aio.perform_at(at + 1))
         kiq.Client(config).push_bulk({"class": Later, "args": [[], []], "at": [at + 3, at + 2]})
+        kiq.api.RetrySet(config).schedule(at + 4, {"class": "Later", "args": [], "jid": "r" * 24})  # the API's
+        kiq.api.DeadSet(config).schedule(at + 5, {"class": "Later", "args": [], "jid": "d" * 24})  # no poller's
         messages = []
-        while len(messages) < 3 and (message := pubsub.get_message(timeout=5)) is not None:
+        while len(messages) < 5 and (message := pubsub.get_message(timeout=2)) is not None:
             messages.append(message["data"])
-        assert messages == [f"schedule {at!r}", f"schedule {at + 1!r}", f"schedule {at + 2!r}"]
+        expected = [f"schedule {at!r}", f"schedule {at + 1!r}", f"schedule {at + 2!r}", f"retry {at + 4!r}"]
+        assert messages == expected
     finally:
         pubsub.close()
