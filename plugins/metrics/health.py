@@ -10,7 +10,7 @@ from typing import Any
 
 import kiq
 
-TIMEOUT = 2.5  # seconds kiq health waits for /livez by default (a SIGSTOPped worker accepts but never answers)
+TIMEOUT = 2.0  # seconds kiq health waits for /livez by default (a SIGSTOPped worker accepts but never answers)
 
 
 def add_health_command(commands: argparse._SubParsersAction[Any]) -> None:
