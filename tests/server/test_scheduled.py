@@ -296,3 +296,25 @@ def test_every_scheduled_push_publishes_its_due_time(config: kiq.Config) -> None
         assert messages == expected
     finally:
         pubsub.close()
+
+
+def test_a_lost_subscription_is_made_again_and_what_was_missed_meanwhile_is_enqueued(
+    config: kiq.Config, r: redis.Redis
+) -> None:
+    """The wake-up subscription dropped (a failover, a proxy): the poller subscribes again and then looks at both
+    sets at once, for jobs whose message it missed, not at its next regular poll (30 s here)."""
+    config.poll_interval = 30
+    poller = Poller(config)
+    poller.start()
+    try:
+        wait_until(lambda: poller._listener.subscribed.is_set(), 10, message="the wake-up subscription")
+        time.sleep(0.2)  # the first pass is over
+        r.client_kill_filter(_type="pubsub")
+        r.zadd("schedule", {job_json("missed"): time.time()})  # as a push whose message nobody heard
+        wait_until(lambda: len(queued(r)) == 1, 5, message="the missed job enqueued after the re-subscription")
+        due = time.time() + 0.5
+        r.zadd("schedule", {job_json("later"): due})
+        r.publish("kiq:poller-wake", f"schedule {due!r}")  # heard again
+        wait_until(lambda: len(queued(r)) == 2, 3, message="the job announced after the re-subscription")
+    finally:
+        poller.terminate()
