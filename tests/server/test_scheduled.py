@@ -318,3 +318,22 @@ def test_a_lost_subscription_is_made_again_and_what_was_missed_meanwhile_is_enqu
         wait_until(lambda: len(queued(r)) == 2, 3, message="the job announced after the re-subscription")
     finally:
         poller.terminate()
+
+
+def test_messages_that_do_not_parse_are_ignored_and_the_wake_up_goes_on(config: kiq.Config, r: redis.Redis) -> None:
+    """Anyone may publish on the channel: bytes that are not UTF-8, NaN, a set that is not one of kiq's, a huge
+    text are ignored; the next good message still wakes the poller."""
+    config.poll_interval = 30
+    poller = Poller(config)
+    poller.start()
+    try:
+        wait_until(lambda: poller._listener.subscribed.is_set(), 10, message="the wake-up subscription")
+        raw = raw_redis(config)
+        for junk in (b"\xff\xfe\x00", b"schedule nan", b"schedule -inf x", b"dead 1", b"schedule", b"x" * 1_000_000):
+            raw.publish("kiq:poller-wake", junk)
+        due = time.time() + 0.3
+        r.zadd("schedule", {job_json("good"): due})
+        r.publish("kiq:poller-wake", f"schedule {due!r}")
+        wait_until(lambda: len(queued(r)) == 1, 3, message="the job announced after the junk")
+    finally:
+        poller.terminate()
