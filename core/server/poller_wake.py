@@ -25,7 +25,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kiq")
 
-LISTEN_BLOCK = 1.0  # seconds one read of the subscription blocks: how long stop() may take
+# seconds one read of the subscription blocks: how long stop() (a worker's quiet) may take; a read that times out
+# waits on the socket only, it sends Redis nothing
+LISTEN_BLOCK = 0.2
+SUBSCRIBE_WAIT = 1.0  # seconds the poller waits for the first subscription before its first pass
 RESUBSCRIBE_BACKOFF = (0.5, 10.0)  # pauses between attempts to subscribe again after a failure
 
 Wake = Callable[[str, float], None]  # (set name, due score): a job in that set is due then
@@ -59,7 +62,7 @@ class WakeListener:
             pubsub = self.config.redis.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
             try:
                 pubsub.subscribe(self._channel)
-                pubsub.get_message(timeout=LISTEN_BLOCK)  # the subscription's confirmation: it is in place
+                pubsub.get_message(timeout=SUBSCRIBE_WAIT)  # the subscription's confirmation: it is in place
                 if self.subscribed.is_set():  # a re-subscription: what was published meanwhile is unknown
                     for name in (RETRY, SCHEDULE):
                         self._wake(name, 0.0)

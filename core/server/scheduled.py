@@ -36,7 +36,7 @@ from ..keys import PROCESS_CLEANUP, PROCESSES, RETRY, SCHEDULE, keyspace
 from ..payload import parse_payload
 from ..scripts import lua_script
 from . import dead
-from .poller_wake import LISTEN_BLOCK, WakeListener
+from .poller_wake import SUBSCRIBE_WAIT, WakeListener
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -197,7 +197,7 @@ class Poller:
         )  # for liveness probes: when this loop comes round again
         # the first pass once subscribed, so no push between the two goes unheard (bounded: a Redis that refuses
         # pub/sub leaves the regular polls)
-        self._listener.subscribed.wait(LISTEN_BLOCK)
+        self._listener.subscribed.wait(SUBSCRIBE_WAIT)
         regular_at = time.time()  # the first pass: learn each set's head
         last_pass = -math.inf
         while not self._done.is_set():
