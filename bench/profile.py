@@ -103,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             "iteration": cost_rows(
                 "bench.iteration_cost", ["--redis-url", server.url, "--items", str(args.pushes * 10)], push_cpus
             ),
+            "schedule": cost_rows("bench.schedule_cost", [server.url, "--count", str(args.pushes)], push_cpus),
             "drain": {fetch: drain(server.url, fetch, args.jobs) for fetch in ("basic", "reliable")},
             "metrics_port": metrics_cost.measure(server.url, args.jobs, args.metrics_pairs),
         }
