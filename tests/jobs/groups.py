@@ -5,12 +5,13 @@ Each run writes when it started and ended to Redis, where the test reads it back
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import kiq
 
 STARTS = "groups-test:starts"  # LIST of JSON [group or null, label, start time]
-SPANS = "groups-test:spans"  # LIST of JSON [group or null, start, end]
+SPANS = "groups-test:spans"  # LIST of JSON [group or null, start, end, label]
 
 
 def _redis():  # type: ignore[no-untyped-def]
@@ -27,7 +28,7 @@ class Sleeps(kiq.Job):
         started = time.time()
         _redis().rpush(STARTS, json.dumps([group, label, started]))
         time.sleep(ms / 1000)
-        _redis().rpush(SPANS, json.dumps([group, started, time.time()]))
+        _redis().rpush(SPANS, json.dumps([group, started, time.time(), label]))
 
 
 class PerAccount(kiq.Job):
@@ -38,3 +39,15 @@ class PerAccount(kiq.Job):
 
     def perform(self, account: object, note: str = "") -> None:
         _redis().rpush(STARTS, json.dumps([self.job.get("group"), note, time.time()]))
+
+
+class Quiet(kiq.Job):
+    """Sleeps ``ms`` milliseconds, then appends its label to the file ``GROUPS_TEST_FILE`` names (no Redis: it runs
+    the same while Redis is away)."""
+
+    kiq_name = "GroupsQuiet"
+
+    def perform(self, ms: int, label: str) -> None:
+        time.sleep(ms / 1000)
+        with open(os.environ["GROUPS_TEST_FILE"], "a") as done:
+            done.write(f"{label}\n")

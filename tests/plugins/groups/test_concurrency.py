@@ -31,7 +31,7 @@ def most_at_once(spans: list[tuple[float, float]]) -> int:
 
 def spans_of(r: object) -> dict[str | None, list[tuple[float, float]]]:
     spans: dict[str | None, list[tuple[float, float]]] = {}
-    for group, start, end in map(json.loads, r.lrange(SPANS, 0, -1)):  # type: ignore[attr-defined]
+    for group, start, end, _ in map(json.loads, r.lrange(SPANS, 0, -1)):  # type: ignore[attr-defined]
         spans.setdefault(group, []).append((start, end))
     return spans
 
