@@ -3,16 +3,21 @@ release (a job observer), renewal (the heartbeat) and return at shutdown, and ``
 
 from __future__ import annotations
 
+import argparse
 import threading
 from typing import Any
 
 import kiq
 import kiq.ext
+from kiq.tabs import Tab
 
+from . import cli
 from .group import Group
 from .leases import Leases
+from .metrics import fleet_readings
 from .push import GroupClientMiddleware, GroupWriter
 from .source import GroupSource
+from .web import groups_tab
 
 SETTINGS = [
     kiq.ext.Setting.integer(
@@ -91,3 +96,16 @@ class GroupsPlugin:
     @kiq.hookimpl
     def kiq_queue_group(self, queue: str, name: str, config: kiq.Config) -> Group:
         return Group(queue, name, config)
+
+    @kiq.hookimpl
+    def kiq_cli(self, commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+        cli.add_commands(commands)
+
+    @kiq.hookimpl
+    def kiq_web_tabs(self, config: kiq.Config) -> list[Tab]:
+        return [groups_tab(config)]
+
+    @kiq.hookimpl
+    def kiq_metrics(self, config: kiq.Config, scope: str) -> list[kiq.ext.Reading] | None:
+        """Groups active, jobs waiting and slots in use, per queue (metrics.py)."""
+        return fleet_readings(config) if scope == "fleet" else None
