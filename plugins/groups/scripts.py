@@ -70,7 +70,11 @@ POP_SOURCE = (
     + COMMON
     + r"""
 local wanted, default, ttl, stride = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local now = now_ms()
+local now = nil  -- Redis's clock, read once a slot is leased or expired ones may be freed (not for ungrouped jobs)
+local function clock()
+  if not now then now = now_ms() end
+  return now
+end
 local fetched, leased = {}, {}
 local function drop(g)
   redis.call('LPOP', base .. 'r')
@@ -97,7 +101,7 @@ local function grouped(g)
   local jid = redis.call('RPOP', base .. 'i:' .. g) or ''
   if not job then drop(g) return nil end
   local member = g .. '\0' .. jid
-  if redis.call('ZADD', base .. 'l', now + ttl, member) == 1 then running = redis.call('HINCRBY', base .. 'c', g, 1) end
+  if redis.call('ZADD', base .. 'l', clock() + ttl, member) == 1 then running = redis.call('HINCRBY', base .. 'c', g, 1) end
   local left = redis.call('LLEN', base .. 'j:' .. g)
   if limit > 0 and running >= limit then
     drop(g)
@@ -113,8 +117,10 @@ for i = 1, #KEYS, stride do
   if wanted <= 0 then break end
   queue, base = KEYS[i], KEYS[i + 1]
   if stride == 3 then into = KEYS[i + 2] end
-  for _, member in ipairs(redis.call('ZRANGEBYSCORE', base .. 'l', '-inf', now, 'LIMIT', 0, 100)) do
-    release(member)
+  if redis.call('EXISTS', base .. 'l') == 1 then
+    for _, member in ipairs(redis.call('ZRANGEBYSCORE', base .. 'l', '-inf', clock(), 'LIMIT', 0, 100)) do
+      release(member)
+    end
   end
   local jobs = {}
   if redis.call('EXISTS', base .. 'r') == 0 then
@@ -154,12 +160,19 @@ for i = 1, #KEYS, stride do
     wanted = wanted - #jobs
   end
 end
-return {fetched, leased}
+if #leased > 0 then
+  fetched[#fetched + 1] = ''
+  fetched[#fetched + 1] = #leased
+  for _, item in ipairs(leased) do fetched[#fetched + 1] = item end
+end
+return fetched
 """
 )
 
 # KEYS: (queue, its base) per queue of one slot, in fetch order. ARGV: most jobs, the default concurrency, the
-# slot lease in ms, 2. Returns kiq.ext.pop_script's reply and the slots leased, (queue key, slot) pairs.
+# slot lease in ms, 2. Returns kiq.ext.pop_script's reply (per queue: its key, how many, its jobs), then, if slots
+# were leased, "", twice their count and (queue key, slot) pairs: one flat list (a fetcher's connection checks a
+# flat reply for large values).
 POP = kiq.ext.lua_script(
     "groups.pop",
     POP_SOURCE,

@@ -32,12 +32,21 @@ class GroupSource:
         else:  # the fetcher's lists, each after its queue and base
             pairs = scripts.POP.keys(self.keys, queues)
             keys = [key for at, queue in enumerate(into) for key in (pairs[2 * at], pairs[2 * at + 1], queue)]
-        fetched, leased = connection.script(
+        reply: list[Any] = connection.script(
             scripts.POP.source, keys, [wanted, self.default, self.leases.lease_ms, 2 if into is None else 3]
         )
-        for at in range(0, len(leased), 2):
-            self.leases.hold(self.keys.queue_name(leased[at]), leased[at + 1])
-        return kiq.ext.popped_jobs(fetched, self.keys)
+        jobs: list[kiq.ext.Fetched] = []
+        at = 0
+        while at < len(reply):
+            key, count = reply[at], reply[at + 1]
+            if key == "":  # the slots leased, (queue key, slot) pairs
+                for pair in range(at + 2, at + 2 + count, 2):
+                    self.leases.hold(self.keys.queue_name(reply[pair]), reply[pair + 1])
+                break
+            name = self.keys.queue_name(key)
+            jobs += [(name, job) for job in reply[at + 2 : at + 2 + count]]
+            at += 2 + count
+        return jobs
 
     def block(
         self, connection: Any, queues: list[str], timeout: float, into: list[str] | None = None
