@@ -101,7 +101,9 @@ local function grouped(g)
   local jid = redis.call('RPOP', base .. 'i:' .. g) or ''
   if not job then drop(g) return nil end
   local member = g .. '\0' .. jid
-  if redis.call('ZADD', base .. 'l', clock() + ttl, member) == 1 then running = redis.call('HINCRBY', base .. 'c', g, 1) end
+  if redis.call('ZADD', base .. 'l', clock() + ttl, member) == 1 then
+    running = redis.call('HINCRBY', base .. 'c', g, 1)
+  end
   local left = redis.call('LLEN', base .. 'j:' .. g)
   if limit > 0 and running >= limit then
     drop(g)

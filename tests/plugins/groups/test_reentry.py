@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 
 import kiq
-from tests.jobs.groups import SPANS, Sleeps
+from tests.jobs.groups import SPANS
 from tests.support import InProcessWorker, wait_until
 
 
