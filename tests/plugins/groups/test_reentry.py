@@ -3,6 +3,7 @@ the plugin pushed it) goes back into its group, under its limit; a payload that 
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 
@@ -34,6 +35,6 @@ def test_jobs_back_in_the_queues_list_return_to_their_groups(
     spans = [json.loads(raw) for raw in r.lrange(SPANS, 0, -1)]
     solo = sorted((start, end) for group, start, end, _ in spans if group == "solo")
     assert len(solo) == 6
-    assert all(later[0] >= earlier[1] for earlier, later in zip(solo, solo[1:], strict=False))  # one at a time
+    assert all(later[0] >= earlier[1] for earlier, later in itertools.pairwise(solo))  # one at a time
     assert {label for *_, label in spans} >= {"group-5", 'text "group": "x"'}
     assert kiq.Queue("default").group("solo").running == 0
