@@ -53,10 +53,11 @@ class Leases:
         member = slot(group, jid)
         with self._lock:
             held = self._held.get(queue)
-            if held is not None and held[member] > 0:
-                held[member] -= 1
-                if not held[member]:
-                    del held[member]
+            if held is None or held[member] <= 0:
+                return  # no slot of this process's (a group without a limit takes none)
+            held[member] -= 1
+            if not held[member]:
+                del held[member]
             self._pending.setdefault(queue, []).append(member)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._send_loop, name="kiq-groups-release", daemon=True)

@@ -18,7 +18,7 @@ from .keys import base
 
 # Lua shared by the scripts. ``base`` is the queue's base key (KEYS); a group enters the rotation when it has ready
 # work and is neither paused nor full, and a wake token tells a blocked fetcher.
-COMMON = r"""
+ENSURE = r"""
 local function ensure(g)
   if redis.call('SISMEMBER', base .. 'p', g) == 1 or redis.call('SISMEMBER', base .. 'f', g) == 1 then return end
   if redis.call('SADD', base .. 'm', g) == 1 then
@@ -27,16 +27,22 @@ local function ensure(g)
     if redis.call('LLEN', base .. 'w') == 0 then redis.call('LPUSH', base .. 'w', '1') end
   end
 end
+"""
+RELEASE_LUA = r"""
 local function release(member)
   if redis.call('ZREM', base .. 'l', member) == 0 then return end
   local g = string.sub(member, 1, (string.find(member, '\0', 1, true) or (#member + 1)) - 1)
   if redis.call('HINCRBY', base .. 'c', g, -1) <= 0 then redis.call('HDEL', base .. 'c', g) end
   if redis.call('SREM', base .. 'f', g) == 1 and redis.call('LLEN', base .. 'j:' .. g) > 0 then ensure(g) end
 end
+"""
+CLOCK = r"""
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
+"""
+REROUTE_LUA = r"""
 local function reroute(job)
   if not string.find(job, '"group":', 1, true) then return false end
   local ok, decoded = pcall(cjson.decode, job)
@@ -49,12 +55,13 @@ local function reroute(job)
   return true
 end
 """
+COMMON = ENSURE + RELEASE_LUA + CLOCK + REROUTE_LUA
 
 # KEYS: the queue's base. ARGV: group, jid, job. A push: the job at the back of its group.
 PUSH = kiq.ext.lua_script(
     "groups.push",
     "local base = KEYS[1]\n"
-    + COMMON
+    + ENSURE
     + """
 redis.call('LPUSH', base .. 'j:' .. ARGV[1], ARGV[3])
 redis.call('LPUSH', base .. 'i:' .. ARGV[1], ARGV[2])
@@ -100,11 +107,15 @@ local function grouped(g)
   local job = redis.call('RPOP', base .. 'j:' .. g)
   local jid = redis.call('RPOP', base .. 'i:' .. g) or ''
   if not job then drop(g) return nil end
+  local left = redis.call('LLEN', base .. 'j:' .. g)
+  if limit == 0 then  -- no limit, no slot to keep
+    if left == 0 then drop(g) end
+    return job
+  end
   local member = g .. '\0' .. jid
   if redis.call('ZADD', base .. 'l', clock() + ttl, member) == 1 then
     running = redis.call('HINCRBY', base .. 'c', g, 1)
   end
-  local left = redis.call('LLEN', base .. 'j:' .. g)
   if limit > 0 and running >= limit then
     drop(g)
     if left > 0 then redis.call('SADD', base .. 'f', g) end
@@ -193,7 +204,7 @@ POP_INTO = kiq.ext.lua_script(
 # KEYS: the queue's base. ARGV: slots (``<group>\0<jid>``). Frees them (a group left out at its limit comes back).
 RELEASE = kiq.ext.lua_script(
     "groups.release",
-    "local base = KEYS[1]\n" + COMMON + "for i = 1, #ARGV do release(ARGV[i]) end\nreturn #ARGV\n",
+    "local base = KEYS[1]\n" + ENSURE + RELEASE_LUA + "for i = 1, #ARGV do release(ARGV[i]) end\nreturn #ARGV\n",
     lambda keys, queue: [base(keys, queue)],
 )
 
@@ -201,7 +212,7 @@ RELEASE = kiq.ext.lua_script(
 RENEW = kiq.ext.lua_script(
     "groups.renew",
     "if redis.replicate_commands then redis.replicate_commands() end\nlocal base = KEYS[1]\n"
-    + COMMON
+    + CLOCK
     + """
 local expires = now_ms() + tonumber(ARGV[1])
 local renewed = 0
@@ -217,7 +228,7 @@ return renewed
 CONTROL = kiq.ext.lua_script(
     "groups.control",
     "local base = KEYS[1]\n"
-    + COMMON
+    + ENSURE
     + """
 local g, what = ARGV[1], ARGV[2]
 if what == 'pause' then
@@ -238,6 +249,6 @@ return changed
 # went back to the front of it (the fetcher then pops again), else 0 (an ungrouped job: the fetcher runs it).
 REROUTE = kiq.ext.lua_script(
     "groups.reroute",
-    "local base = KEYS[1]\n" + COMMON + "return reroute(ARGV[1]) and 1 or 0\n",
+    "local base = KEYS[1]\n" + ENSURE + REROUTE_LUA + "return reroute(ARGV[1]) and 1 or 0\n",
     lambda keys, queue: [base(keys, queue)],
 )
