@@ -1,8 +1,9 @@
 """What job groups cost (issue 44), on a private redis-server, from a real worker process (``-c 10``, basic fetch):
 
 1. per job: a drain of ``--jobs`` no-op jobs ungrouped without the plugin (the baseline), ungrouped with it (every
-   fetch then runs the groups' script), and grouped into 1, 100 and 10,000 groups (no limit): Redis CPU (its main
-   thread) and worker CPU (the process's threads) per job over the drain, and jobs/s;
+   fetch then runs the groups' script), grouped into 1, 100 and 10,000 groups without a limit, and into 100 groups
+   of limit 5 (a slot leased and released per job): Redis CPU (its main thread) and worker CPU (the process's
+   threads) per job over the drain, and jobs/s;
 2. a fetch that must not grow with idle or full groups: one group of ``--jobs`` jobs drained while 10,000 other
    groups hold jobs but are paused (left out of the rotation, as a group at its limit is).
 
@@ -31,13 +32,15 @@ from bench.cost import redis_cpu, tree_cpu
 from bench.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
+# case -> (groups, or None without the plugin; paused groups beside them; group_concurrency)
 CASES = {
-    "ungrouped, no plugin": (None, 0),
-    "ungrouped, plugin on": (0, 0),
-    "grouped, 1 group": (1, 0),
-    "grouped, 100 groups": (100, 0),
-    "grouped, 10,000 groups": (10_000, 0),
-    "1 group, 10,000 paused groups": (1, 10_000),
+    "ungrouped, no plugin": (None, 0, 0),
+    "ungrouped, plugin on": (0, 0, 0),
+    "grouped, 1 group": (1, 0, 0),
+    "grouped, 100 groups": (100, 0, 0),
+    "grouped, 10,000 groups": (10_000, 0, 0),
+    "1 group, 10,000 paused groups": (1, 10_000, 0),
+    "grouped, 100 groups of limit 5": (100, 0, 5),
 }
 
 
@@ -70,7 +73,7 @@ def pause_groups(url: str, idle: int) -> None:
         config.redis.close()
 
 
-def drain(server: RedisServer, jobs: int, groups: int | None, idle: int) -> dict[str, float]:
+def drain(server: RedisServer, jobs: int, groups: int | None, idle: int, limit: int = 0) -> dict[str, float]:
     """The jobs pushed while the queue is paused (Redis CPU per job of the push), the worker started and idle, the
     queue unpaused; the clock runs from the first job fetched to the last, the CPU counters from the unpause to
     the end of the last job."""
@@ -84,6 +87,7 @@ def drain(server: RedisServer, jobs: int, groups: int | None, idle: int) -> dict
     env = {**os.environ, "KIQ_REDIS_URL": server.url, "KIQ_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT)}
     if groups is not None:
         env["KIQ_PLUGINS"] = "groups"
+        env["KIQ_GROUP_CONCURRENCY"] = str(limit)
     worker = subprocess.Popen(
         [sys.executable, "-m", "kiq.cli", "worker", "-r", "bench.systems.kiq_jobs", "-c", "10"], env=env, cwd=ROOT
     )
@@ -154,13 +158,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--port", type=int, default=6391)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--cases", type=lambda text: text.split(";"), help="only these cases, separated by ';'")
     args = parser.parse_args(argv)
     server = RedisServer(args.port)
     server.start()
     rows: list[dict[str, Any]] = []
     try:
-        for name, (groups, idle) in CASES.items():
-            runs = [drain(server, args.jobs, groups, idle) for _ in range(args.runs)]
+        for name, (groups, idle, limit) in CASES.items():
+            if args.cases and name not in args.cases:
+                continue
+            runs = [drain(server, args.jobs, groups, idle, limit) for _ in range(args.runs)]
             row = {"case": name, **{key: statistics.median(run[key] for run in runs) for key in runs[0]}}
             rows.append(row)
             print(f"{name:32} {row['jobs_per_s']:9,.0f} jobs/s  push: Redis {row['push_redis_us']:6.2f} µs/job  "
