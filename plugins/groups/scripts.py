@@ -83,6 +83,7 @@ local function clock()
   return now
 end
 local fetched, leased = {}, {}
+local seen = false  -- a queue of this call has groups (a rotation or slots): the fetcher must keep asking here
 local function drop(g)
   redis.call('LPOP', base .. 'r')
   redis.call('SREM', base .. 'm', g)
@@ -131,6 +132,7 @@ for i = 1, #KEYS, stride do
   queue, base = KEYS[i], KEYS[i + 1]
   if stride == 3 then into = KEYS[i + 2] end
   if redis.call('EXISTS', base .. 'l') == 1 then
+    seen = true
     for _, member in ipairs(redis.call('ZRANGEBYSCORE', base .. 'l', '-inf', clock(), 'LIMIT', 0, 100)) do
       release(member)
     end
@@ -141,6 +143,7 @@ for i = 1, #KEYS, stride do
       if not reroute(job) then jobs[#jobs + 1] = job end
     end
   else
+    seen = true
     local idle, turns = 0, 0
     while #jobs < wanted and turns < 1000 do
       local size = redis.call('LLEN', base .. 'r')
@@ -178,14 +181,15 @@ if #leased > 0 then
   fetched[#fetched + 1] = #leased
   for _, item in ipairs(leased) do fetched[#fetched + 1] = item end
 end
+if seen then fetched[#fetched + 1] = '!' end
 return fetched
 """
 )
 
 # KEYS: (queue, its base) per queue of one slot, in fetch order. ARGV: most jobs, the default concurrency, the
 # slot lease in ms, 2. Returns kiq.ext.pop_script's reply (per queue: its key, how many, its jobs), then, if slots
-# were leased, "", twice their count and (queue key, slot) pairs: one flat list (a fetcher's connection checks a
-# flat reply for large values).
+# were leased, "", twice their count and (queue key, slot) pairs, then "!" if a queue had groups (a rotation or
+# slots): one flat list (a fetcher's connection checks a flat reply for large values).
 POP = kiq.ext.lua_script(
     "groups.pop",
     POP_SOURCE,
@@ -252,3 +256,7 @@ REROUTE = kiq.ext.lua_script(
     "local base = KEYS[1]\n" + ENSURE + REROUTE_LUA + "return reroute(ARGV[1]) and 1 or 0\n",
     lambda keys, queue: [base(keys, queue)],
 )
+
+# KEYS: queues of one slot without groups, in fetch order. ARGV: most jobs. The plain pop (kiq.ext.pop_script) of a
+# fetcher whose queues had no groups at its last look.
+PLAIN = kiq.ext.lua_script("groups.plain", kiq.ext.pop_script(), lambda keys, queues: [keys.queue(q) for q in queues])
