@@ -26,8 +26,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import kiq
-import kiq.ext
 from bench.cost import redis_cpu, tree_cpu
 from bench.redis_server import RedisServer
 
@@ -45,6 +43,8 @@ CASES = {
 
 
 def push(url: str, jobs: int, groups: int | None) -> None:
+    import kiq  # the kiq venv's (this module runs there); bench.all, in the bench venv, imports it for its tables
+
     config = kiq.Config(redis_url=url, plugins=[] if groups is None else ["groups"])
     client = kiq.Client(config)
     try:
@@ -64,6 +64,8 @@ def push(url: str, jobs: int, groups: int | None) -> None:
 
 def pause_groups(url: str, idle: int) -> None:
     """``idle`` groups holding a job each, paused: out of the rotation, as a group at its limit is."""
+    import kiq
+
     config = kiq.Config(redis_url=url, plugins=["groups"])
     try:
         for g in range(idle):
@@ -77,6 +79,8 @@ def drain(server: RedisServer, jobs: int, groups: int | None, idle: int, limit: 
     """The jobs pushed while the queue is paused (Redis CPU per job of the push), the worker started and idle, the
     queue unpaused; the clock runs from the first job fetched to the last, the CPU counters from the unpause to
     the end of the last job."""
+    import kiq.ext
+
     r = server.client()
     r.flushall()
     pause_groups(server.url, idle)
