@@ -1,0 +1,147 @@
+"""The profiling plugin's middleware: the client checks a ``profile`` token at the push; the worker runs a job that
+has one under pyinstrument and stores the profile, whether the job returned or raised.
+
+A job without a token costs one dictionary look-up in the worker (``job.get("profile")``) on top of being a layer
+of the chain. A job run inside an event loop (``async def perform``) is profiled in its own task
+(pyinstrument's ``async_mode="enabled"``: time the job spends awaiting shows as ``[await]`` under the awaiting
+call, not as other tasks' work); a sync job in its own thread. Storing the profile is not the job's outcome: a
+Redis that refuses it, or a profile that cannot be made, is logged and the job's result stands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+import threading
+import time
+from collections.abc import Generator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pyinstrument import Profiler
+from pyinstrument.frame_info import frame_info_get_identifier
+from pyinstrument.session import Session
+
+import kiq
+import kiq.ext
+
+from .encode import fitted
+from .firefox import Record, firefox_profile
+from .store import save
+
+if TYPE_CHECKING:
+    import redis
+
+log = logging.getLogger("kiq.profiling")
+
+TOKEN_MAX = 100  # characters of a profile token: it names a Redis key and shows in listings
+INTERVAL = 0.001  # seconds between samples, pyinstrument's default
+
+
+def token_problem(token: object) -> str | None:
+    """Why ``token`` cannot name a profile, or None when it can."""
+    if not isinstance(token, str) or isinstance(token, bool):
+        return f"must be a string naming who asked for the profile (e.g. your name), got {token!r:.80}"
+    if not token or len(token) > TOKEN_MAX or not token.isprintable():
+        return f"must be 1 to {TOKEN_MAX} printable characters, got {token!r:.120}"
+    return None
+
+
+class ProfilingClientMiddleware(kiq.ClientMiddleware):
+    def call(self, job_class: type[kiq.Job] | str, job: dict[str, Any], queue: str, redis: redis.Redis) -> kiq.Wrapper:
+        token = job.get("profile")
+        if token is not None and (problem := token_problem(token)) is not None:
+            raise kiq.InvalidJobError(f"{job.get('class')}: option 'profile' {problem}")
+        yield
+
+
+class ProfilingServerMiddleware(kiq.ServerMiddleware):
+    def call(self, job_instance: kiq.Job, job: dict[str, Any], queue: str) -> kiq.Wrapper:
+        token = job.get("profile")
+        if token is None:  # the only cost of a job nobody profiles
+            yield
+            return
+        yield from self.profiled(job, token)
+
+    def profiled(self, job: dict[str, Any], token: object) -> Generator[None, Any, None]:
+        problem = token_problem(token)
+        profiler = None if problem else _started(inspect.currentframe())
+        if profiler is None:
+            log.warning("%s %s: not profiled: option 'profile' %s", job.get("class"), job.get("jid"),
+                        problem or "is set, but a profiler already runs in this thread or task")  # fmt: skip
+            yield
+            return
+        started_at, began = time.time(), time.perf_counter()
+        error: BaseException | None = None
+        try:
+            yield
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            elapsed = time.perf_counter() - began
+            session = profiler.stop()
+            self.keep(job, str(token), session, started_at, elapsed, error)
+
+    def keep(
+        self, job: dict[str, Any], token: str, session: Session, started_at: float, elapsed: float,
+        error: BaseException | None,
+    ) -> None:  # fmt: skip
+        """Store the profile of one run; a failure is logged (the job's own outcome stands)."""
+        jid = str(job.get("jid"))
+        job_type = str(job.get("wrapped") or job.get("class"))
+        try:
+            session.frame_records = trimmed(session)
+            meta = {"class": job_type, "jid": jid, "token": token}
+            thread = threading.current_thread()
+
+            def firefox(records: Sequence[Record]) -> dict[str, object]:
+                return firefox_profile(records, started_at, os.getpid(), thread.native_id or 0, thread.name, meta)
+
+            encoded = fitted(session, firefox, int(self.config.get("profile_max_bytes")))
+            fields: dict[str, str | int | float | bytes] = {
+                "started_at": int(started_at), "token": token, "type": job_type, "jid": jid,
+                "elapsed": round(elapsed, 6), "data": encoded.data, "size": len(encoded.data),
+                "pyinstrument": encoded.session,
+            }  # fmt: skip
+            if error is not None:
+                fields["error"] = kiq.ext.error_class(error)
+            if encoded.cut is not None:
+                fields["cut"] = encoded.cut
+                log.warning("%s %s: profile cut: %s", job_type, jid, encoded.cut)
+            key = save(self.config.redis, fields)
+            log.info("%s %s: profile %s stored (%d bytes, %.3f s)", job_type, jid, key, encoded.size, elapsed)
+        except Exception:
+            log.exception("%s %s: the profile could not be stored; the job's outcome stands", job_type, jid)
+
+
+def _started(frame: Any) -> Profiler | None:
+    """A pyinstrument profiler started for the job about to run here (its stacks trimmed to below ``frame``'s
+    caller, the chain's), or None when one already runs in this thread or task (pyinstrument allows one)."""
+    try:
+        asyncio.get_running_loop()
+        in_loop = True
+    except RuntimeError:
+        in_loop = False
+    profiler = Profiler(interval=INTERVAL, async_mode="enabled" if in_loop else "disabled")
+    try:
+        profiler.start(caller_frame=frame.f_back if frame is not None else None, target_description="kiq job")
+    except (RuntimeError, ValueError):
+        return None
+    return profiler
+
+
+def trimmed(session: Session) -> list[Record]:
+    """The session's stacks without the frames of the worker around the job (those it shares with where the
+    profiler started): a stack then starts at the chain's call of ``perform``."""
+    start = [frame_info_get_identifier(frame) for frame in session.start_call_stack]
+    out: list[Record] = []
+    for stack, seconds in session.frame_records:
+        shared = 0
+        for frame, outer in zip(stack, start, strict=False):
+            if frame_info_get_identifier(frame) != outer:
+                break
+            shared += 1
+        out.append((stack[shared:] or stack[-1:], seconds))
+    return out
