@@ -40,7 +40,7 @@ PAGE_POLICY = (
 # a plugin's Document served as HTML (kiq.tabs): its inline scripts run sandboxed in an opaque origin (no cookie, no
 # access to the dashboard), and nothing may load from the network: what a self-contained viewer needs, no more
 DOCUMENT_POLICY = (
-    "sandbox allow-scripts allow-popups; default-src 'none'; script-src 'unsafe-inline'; "
+    "sandbox allow-scripts; default-src 'none'; script-src 'unsafe-inline'; "
     "style-src 'unsafe-inline' data:; img-src data:; font-src data:; frame-ancestors 'none'; base-uri 'none'"
 )
 STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}

@@ -66,7 +66,8 @@ class ProfilingServerMiddleware(kiq.ServerMiddleware):
 
     def profiled(self, job: dict[str, Any], token: object) -> Generator[None, Any, None]:
         problem = token_problem(token)
-        profiler = None if problem else _started(inspect.currentframe())
+        title = f"{job.get('wrapped') or job.get('class')} {job.get('jid')}, profile token {token!r:.120}"
+        profiler = None if problem else _started(inspect.currentframe(), title)
         if profiler is None:
             log.warning("%s %s: not profiled: option 'profile' %s", job.get("class"), job.get("jid"),
                         problem or "is set, but a profiler already runs in this thread or task")  # fmt: skip
@@ -116,7 +117,7 @@ class ProfilingServerMiddleware(kiq.ServerMiddleware):
             log.exception("%s %s: the profile could not be stored; the job's outcome stands", job_type, jid)
 
 
-def _started(frame: Any) -> Profiler | None:
+def _started(frame: Any, title: str) -> Profiler | None:
     """A pyinstrument profiler started for the job about to run here (its stacks trimmed to below ``frame``'s
     caller, the chain's), or None when one already runs in this thread or task (pyinstrument allows one)."""
     try:
@@ -126,7 +127,7 @@ def _started(frame: Any) -> Profiler | None:
         in_loop = False
     profiler = Profiler(interval=INTERVAL, async_mode="enabled" if in_loop else "disabled")
     try:
-        profiler.start(caller_frame=frame.f_back if frame is not None else None, target_description="kiq job")
+        profiler.start(caller_frame=frame.f_back if frame is not None else None, target_description=title)
     except (RuntimeError, ValueError):
         return None
     return profiler

@@ -54,7 +54,7 @@ def profile_page(config: kiq.Config, key: str) -> TabView:
     if profile.cut:
         facts.append(("Cut", profile.cut))
     if stored is not None:
-        facts.append(("Flame graph", Link("pyinstrument's interactive view", f"{key}/html")))
+        facts.append(("Interactive view", Link("pyinstrument's call tree and timeline", f"{key}/html")))
     facts.append(("Firefox Profiler JSON", Link("download", f"{key}/data")))
     if stored is None:  # a profile Sidekiq (Vernier) wrote: only its Firefox Profiler JSON
         return TabView(f"Profile {key}", [Facts(facts), Text("No call tree: Sidekiq wrote this profile.")])
