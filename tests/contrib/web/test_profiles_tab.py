@@ -24,9 +24,10 @@ from .conftest import console_errors
 SHOTS = os.environ.get("KIQ_WEB_SCREENSHOTS")
 
 
-def save(browser: Any, tmp_path: Path, name: str) -> None:
+def save(browser: Any, tmp_path: Path, name: str, docs: bool = True) -> None:
+    """A screenshot in ``tmp_path``, and in ``KIQ_WEB_SCREENSHOTS`` for the ones the docs show."""
     browser.save_screenshot(str(tmp_path / name))
-    if SHOTS:
+    if SHOTS and docs:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
         browser.save_screenshot(str(Path(SHOTS) / name))
 
@@ -65,7 +66,7 @@ def test_the_profiles_tab_lists_a_profile_and_renders_it(
     loaded = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
     assert [name for name in loaded if not name.startswith("data:")] == []  # nothing from the network
     assert f"ProfilingCrunchReport {jid}, profile token 'ana'" in browser.find_element(By.ID, "app").text
-    save(browser, tmp_path, "profile-interactive.png")
+    save(browser, tmp_path, "profile-interactive.png", docs=False)
     browser.find_element(By.XPATH, "//label[contains(., 'Timeline')]").click()  # the flame chart, over time
     wait_until(lambda: browser.find_elements(By.CSS_SELECTOR, "#app canvas"), 15, message="the timeline to draw")
     save(browser, tmp_path, "profile-timeline.png")
