@@ -1,11 +1,12 @@
 """The profiling plugin's middleware: the client checks a ``profile`` token at the push; the worker runs a job that
 has one under pyinstrument and stores the profile, whether the job returned or raised.
 
-A job without a token costs one dictionary look-up in the worker (``job.get("profile")``) on top of being a layer
-of the chain. A job run inside an event loop (``async def perform``) is profiled in its own task
-(pyinstrument's ``async_mode="enabled"``: time the job spends awaiting shows as ``[await]`` under the awaiting
-call, not as other tasks' work); a sync job in its own thread. Storing the profile is not the job's outcome: a
-Redis that refuses it, or a profile that cannot be made, is logged and the job's result stands.
+A job without a token costs one dictionary look-up in the worker: the layers declare ``only_with = "profile"``, so
+the chain skips them for a payload without the option (``kiq.ServerMiddleware.only_with``). A job run inside an
+event loop (``async def perform``) is profiled in its own task (pyinstrument's ``async_mode="enabled"``: time the
+job spends awaiting shows as ``[await]`` under the awaiting call, not as other tasks' work); a sync job in its own
+thread. Storing the profile is not the job's outcome: a Redis that refuses it, or a profile that cannot be made, is
+logged and the job's result stands.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ def token_problem(token: object) -> str | None:
 
 
 class ProfilingClientMiddleware(kiq.ClientMiddleware):
+    only_with = "profile"  # a push without the option skips this layer: one look-up
+
     def call(self, job_class: type[kiq.Job] | str, job: dict[str, Any], queue: str, redis: redis.Redis) -> kiq.Wrapper:
         token = job.get("profile")
         if token is not None and (problem := token_problem(token)) is not None:
@@ -57,9 +60,11 @@ class ProfilingClientMiddleware(kiq.ClientMiddleware):
 
 
 class ProfilingServerMiddleware(kiq.ServerMiddleware):
+    only_with = "profile"  # the only cost of a job nobody profiles: the chain's one look-up, no call
+
     def call(self, job_instance: kiq.Job, job: dict[str, Any], queue: str) -> kiq.Wrapper:
         token = job.get("profile")
-        if token is None:  # the only cost of a job nobody profiles
+        if token is None:  # pushed with profile=None
             yield
             return
         yield from self.profiled(job, token)
