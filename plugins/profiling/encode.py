@@ -50,16 +50,23 @@ def merged(records: Sequence[Record]) -> list[Record]:
 def folded(records: Sequence[Record], share: float) -> list[Record]:
     """Each stack cut at its first frame whose calls took less than ``share`` of the whole time (a frame is named
     by the path to it), so that small calls count in their caller; merged again."""
-    spent: dict[tuple[str, ...], float] = {}
+    paths: dict[tuple[int, str], int] = {}  # (the path to the caller, a frame) -> the path to that frame
+    spent: list[float] = []  # by path
+    walked: list[list[int]] = []  # each record's paths, root first: linear in the stacks' depth, deep ones too
     for stack, seconds in records:
-        for depth in range(1, len(stack) + 1):
-            path = tuple(stack[:depth])
-            spent[path] = spent.get(path, 0.0) + seconds
+        path, chain = -1, []
+        for frame in stack:
+            path = paths.setdefault((path, frame), len(paths))
+            if path == len(spent):
+                spent.append(0.0)
+            spent[path] += seconds
+            chain.append(path)
+        walked.append(chain)
     least = share * sum(seconds for _, seconds in records)
     cut: list[Record] = []
-    for stack, seconds in records:
+    for (stack, seconds), chain in zip(records, walked, strict=True):
         depth = 1
-        while depth < len(stack) and spent[tuple(stack[: depth + 1])] >= least:
+        while depth < len(stack) and spent[chain[depth]] >= least:
             depth += 1
         cut.append((stack[:depth], seconds))
     return merged(cut)

@@ -11,7 +11,6 @@ logged and the job's result stands.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 import os
@@ -20,8 +19,6 @@ import time
 from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pyinstrument import Profiler
-from pyinstrument.frame_info import frame_info_get_identifier
 from pyinstrument.session import Session
 
 import kiq
@@ -29,6 +26,7 @@ import kiq.ext
 
 from .encode import fitted
 from .firefox import Record, firefox_profile
+from .recorder import OVER_LIMIT_NOTE, started, trimmed
 from .store import save
 
 if TYPE_CHECKING:
@@ -37,7 +35,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("kiq.profiling")
 
 TOKEN_MAX = 100  # characters of a profile token: it names a Redis key and shows in listings
-INTERVAL = 0.001  # seconds between samples, pyinstrument's default
 
 
 def token_problem(token: object) -> str | None:
@@ -72,7 +69,7 @@ class ProfilingServerMiddleware(kiq.ServerMiddleware):
     def profiled(self, job: dict[str, Any], token: object) -> Generator[None, Any, None]:
         problem = token_problem(token)
         title = f"{job.get('wrapped') or job.get('class')} {job.get('jid')}, profile token {token!r:.120}"
-        profiler = None if problem else _started(inspect.currentframe(), title)
+        profiler = None if problem else started(inspect.currentframe(), title)
         if profiler is None:
             log.warning("%s %s: not profiled: option 'profile' %s", job.get("class"), job.get("jid"),
                         problem or "is set, but a profiler already runs in this thread or task")  # fmt: skip
@@ -88,11 +85,11 @@ class ProfilingServerMiddleware(kiq.ServerMiddleware):
         finally:
             elapsed = time.perf_counter() - began
             session = profiler.stop()
-            self.keep(job, str(token), session, started_at, elapsed, error)
+            self.keep(job, str(token), session, started_at, elapsed, error, profiler.over_limit)
 
     def keep(
         self, job: dict[str, Any], token: str, session: Session, started_at: float, elapsed: float,
-        error: BaseException | None,
+        error: BaseException | None, over_limit: bool = False,
     ) -> None:  # fmt: skip
         """Store the profile of one run; a failure is logged (the job's own outcome stands)."""
         jid = str(job.get("jid"))
@@ -113,41 +110,12 @@ class ProfilingServerMiddleware(kiq.ServerMiddleware):
             }  # fmt: skip
             if error is not None:
                 fields["error"] = kiq.ext.error_class(error)
-            if encoded.cut is not None:
-                fields["cut"] = encoded.cut
-                log.warning("%s %s: profile cut: %s", job_type, jid, encoded.cut)
+            cuts = [OVER_LIMIT_NOTE] if over_limit else []
+            cuts += [encoded.cut] if encoded.cut is not None else []
+            if cuts:
+                fields["cut"] = "; ".join(cuts)
+                log.warning("%s %s: profile cut: %s", job_type, jid, fields["cut"])
             key = save(self.config.redis, fields)
             log.info("%s %s: profile %s stored (%d bytes, %.3f s)", job_type, jid, key, encoded.size, elapsed)
         except Exception:
             log.exception("%s %s: the profile could not be stored; the job's outcome stands", job_type, jid)
-
-
-def _started(frame: Any, title: str) -> Profiler | None:
-    """A pyinstrument profiler started for the job about to run here (its stacks trimmed to below ``frame``'s
-    caller, the chain's), or None when one already runs in this thread or task (pyinstrument allows one)."""
-    try:
-        asyncio.get_running_loop()
-        in_loop = True
-    except RuntimeError:
-        in_loop = False
-    profiler = Profiler(interval=INTERVAL, async_mode="enabled" if in_loop else "disabled")
-    try:
-        profiler.start(caller_frame=frame.f_back if frame is not None else None, target_description=title)
-    except (RuntimeError, ValueError):
-        return None
-    return profiler
-
-
-def trimmed(session: Session) -> list[Record]:
-    """The session's stacks without the frames of the worker around the job (those it shares with where the
-    profiler started): a stack then starts at the chain's call of ``perform``."""
-    start = [frame_info_get_identifier(frame) for frame in session.start_call_stack]
-    out: list[Record] = []
-    for stack, seconds in session.frame_records:
-        shared = 0
-        for frame, outer in zip(stack, start, strict=False):
-            if frame_info_get_identifier(frame) != outer:
-                break
-            shared += 1
-        out.append((stack[shared:] or stack[-1:], seconds))
-    return out
