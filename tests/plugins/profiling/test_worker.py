@@ -13,6 +13,7 @@ import pytest
 import redis
 
 import kiq
+import kiq.ext
 from kiq.plugins.profiling import EXPIRY, profiles
 from kiq.plugins.profiling.views import call_tree, session_of
 from tests.jobs.profiling import AsyncCrunch, CrunchReport, FailingCrunch
@@ -93,6 +94,21 @@ def test_a_failed_job_keeps_its_profile(config: kiq.Config, start_worker: StartW
     wait_until(lambda: r.get("stat:failed") == "1", 30, message="the failure to be counted")
     (listed,) = profiles(config)
     assert listed.error == "ValueError"
+
+
+def test_a_wrong_token_from_another_producer_runs_the_job_unprofiled(
+    config: kiq.Config, start_worker: StartWorker
+) -> None:
+    """A payload pushed without the plugin's check (another app, Ruby): a token kiq cannot use is logged and the job
+    runs, unprofiled."""
+    r = config.redis
+    for token in (True, "nul\x00byte", "\udcff"):  # a bool, a NUL, a byte that is not UTF-8
+        job = {"class": "ProfilingCrunchReport", "args": [50], "jid": kiq.ext.new_jid(), "profile": token}
+        r.lpush("queue:default", kiq.ext.dumps({**job, "queue": "default"}))
+    worker = start_worker(*WORKER, env=ENV)
+    wait_until(lambda: r.get("stat:processed") == "3", 30, message="the three jobs to run")
+    assert r.exists("profiles") == 0
+    assert worker.output().count("not profiled: option 'profile' must be") == 3
 
 
 @pytest.mark.parametrize("token", ["", True, 7, "a" * 101, "new\nline"])
