@@ -439,6 +439,11 @@ def costs(parts: dict[str, Any]) -> list[list[str]]:
             row["what"], f"{row['added_us']:+.1f} µs/job",
             f"bench/encryption_cost.py: {row['us']:.1f} vs {row['plain_us']:.1f} CPU µs the job without the plugin",
         ])  # fmt: skip
+    for row in parts.get("profile", {}).get("profiling", []):
+        rows.append([
+            row["what"], f"{row['added_us']:+.2f} µs/job",
+            f"bench/profiling_cost.py: {row['us']:.2f} vs {row['plain_us']:.2f} µs the same server chain without it",
+        ])  # fmt: skip
     for row in parts.get("profile", {}).get("iteration", []):
         rows.append([
             row["what"], f"{row['added_us']:+.2f} µs/item",

@@ -63,6 +63,7 @@ def test_the_package_ships_its_type_marker_and_entry_points() -> None:
         "metrics",
         "encryption",
         "groups",
+        "profiling",
         "web",  # only for its command, `kiq web`
         "django",  # only for kiq_settings_source: settings.KIQ when DJANGO_SETTINGS_MODULE is set
     }
