@@ -71,7 +71,7 @@ def test_a_job_without_a_token_leaves_nothing(config: kiq.Config, start_worker: 
     start_worker(*WORKER, env=ENV)
     wait_until(lambda: r.get("stat:processed") == "1", 30, message="the job to run")
     assert r.exists("profiles") == 0
-    assert [key for key in r.scan_iter() if not key.startswith(("stat:", "queues", "processes"))
+    assert [key for key in r.scan_iter() if not key.startswith(("stat:", "queues", "processes", "process_cleanup"))
             and ":" not in key] == []  # fmt: skip
 
 
