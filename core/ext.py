@@ -17,12 +17,13 @@ apart from what their users call. Both lists are pinned by tests/test_public_api
   ``UNREACHABLE``, ``REFUSED``, ``MOVED`` (kiq.failures); ``hold_write`` (hold a plugin's write for a job until
   Redis takes it); ``Backoff`` (the pauses of a retry loop);
 - payloads: ``dumps``/``loads`` (Sidekiq's JSON), ``parse_payload``, ``new_jid``, ``new_public_id``, ``wire_time``/
-  ``epoch_seconds`` (times in the ``sidekiq_wire`` form and back), ``error_class`` (an error's Sidekiq name);
+  ``epoch_seconds`` (times in the ``sidekiq_wire`` form and back), ``error_class`` (an error's Sidekiq name),
+  ``error_message``/``describe`` (an error's message and a value's repr, bounded, never raising);
 - the job running in this thread: ``hold_acknowledgement``, ``report_failure``.
 """
 
 from .backoff import Backoff
-from .errors import error_class
+from .errors import describe, error_class, error_message
 from .failures import MOVED, REFUSED, TRANSIENT, UNREACHABLE
 from .fetcher import Capsule, Fetcher, QueueOrder, UnitOfWork, pop_script, popped_jobs
 from .handoff import BatchFetch, Fetched
@@ -55,10 +56,12 @@ __all__ = [
     "Reading",
     "Setting",
     "UnitOfWork",
+    "describe",
     "dumps",
     "enqueue_keys",
     "epoch_seconds",
     "error_class",
+    "error_message",
     "hold_acknowledgement",
     "hold_write",
     "hookimpl",

@@ -279,6 +279,12 @@ CORE_SETTINGS = [
     Setting.choice("log_level", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"), "log level of the worker"),
     Setting.choice("log_format", "plain", ("plain", "json"), "log line format of the worker"),
     Setting.names("web_allowed_hosts", [], "Host names kiq web answers besides loopback and its bound address"),
+    Setting.names(
+        "trusted_proxies",
+        [],
+        "addresses or networks of the reverse proxies whose X-Forwarded-* headers the dashboard believes (none by "
+        "default)",
+    ),
 ]
 
 

@@ -28,15 +28,15 @@ def value_record(job: dict[str, Any], value: Any) -> tuple[str, str | None]:
     try:
         text = kiq.ext.dumps({"value": value})
         same = kiq.ext.loads(text)["value"] == value
-    except (TypeError, ValueError, RecursionError) as exc:
-        problem = f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # a 5,000-deep value too (RecursionError): named, never the job's error
+        problem = f"{type(exc).__name__}: {kiq.ext.error_message(exc, 200)}"
     else:
         if same:
             return text, None
         problem = "it would not come back equal from JSON (a tuple, a non-string key, NaN or infinity?)"
     message = (
-        f"{job.get('class')} {job.get('jid')} returned {type(value).__name__} {value!r:.100}, which is not strict JSON "
-        f"({problem}); no result was stored"
+        f"{job.get('class')} {job.get('jid')} returned {type(value).__name__} {kiq.ext.describe(value)}, which is "
+        f"not strict JSON ({problem}); no result was stored"
     )
     return error_record(message), message
 

@@ -50,22 +50,24 @@ def unusable(job: dict[str, Any]) -> str | None:
 
 
 def error_text(exc: BaseException | None, job: dict[str, Any]) -> str:
+    """A step's error as its status and on_error handler get it: bounded (10,000 characters), never raising."""
     if exc is None:
-        return str(job.get("error_message") or "killed")
-    return f"{kiq.ext.error_class(exc)}: {exc}"
+        return kiq.ext.error_message(Exception(job.get("error_message") or "killed"))
+    return f"{kiq.ext.error_class(exc)}: {kiq.ext.error_message(exc)}"
 
 
 def result_text(value: Any, job: dict[str, Any]) -> str:
-    """The step's value as the JSON text its successors get; a value that is not strict JSON fails the step."""
+    """The step's value as the JSON text its successors get; a value that is not strict JSON fails the step. Only
+    ``WorkflowError`` leaves it: a 5,000-deep list (``RecursionError``) is named in a few characters, not retried."""
     try:
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         text.encode()  # a lone surrogate has no UTF-8 form: neither Redis nor Ruby could take it
         return text
-    except (TypeError, ValueError, RecursionError) as error:
+    except Exception as error:
         raise WorkflowError(
-            f"workflow step {job.get('wf_step')} ({job.get('class')}) returned {value!r:.80}, which is not strict "
-            f"JSON ({error}); a step's result goes to the steps after it: return str, int, float, bool, None, "
-            "list or dict"
+            f"workflow step {job.get('wf_step')} ({job.get('class')}) returned {kiq.ext.describe(value, 80)}, which "
+            f"is not strict JSON ({type(error).__name__}: {kiq.ext.error_message(error, 200)}); a step's result goes "
+            "to the steps after it: return str, int, float, bool, None, list or dict"
         ) from None
 
 
