@@ -273,7 +273,12 @@ class Config:
             threads = self.concurrency + sum(concurrency for _, concurrency in self.capsules.values())
             # every processor may hold a connection (BRPOP); plus heartbeat, poller and pushes from jobs
             redis = connect(
-                self.redis_url, self.embedded_dir, pool_size=threads + 5, embedded=self.embedded, slots=self.slots
+                self.redis_url,
+                self.embedded_dir,
+                pool_size=threads + 5,
+                embedded=self.embedded,
+                slots=self.slots,
+                timeout=self.redis_timeout,
             )
             if self.push_replicas and is_cluster(redis):
                 raise ConfigError(

@@ -223,3 +223,48 @@ def test_threads_pushing_across_an_outage_lose_nothing_and_keep_each_ones_order(
     keys = first_seen(queued_in_order(watch))
     for thread in range(threads):
         assert [key for key in keys if key.startswith(f"{thread}-")] == [f"{thread}-{n}" for n in range(each)]
+
+
+def out_of_order(keys: list[str], threads: int) -> list[str]:
+    """Every job that landed after a later push of its own thread (``keys``: as queued, oldest first, repeats kept)."""
+    late: list[str] = []
+    for thread in range(threads):
+        highest = -1
+        for key in keys:
+            owner, _, number = key.partition("-")
+            if owner == str(thread):
+                if int(number) < highest:
+                    late.append(f"{key} after {thread}-{highest}")
+                highest = max(highest, int(number))
+    return late
+
+
+@pytest.mark.parametrize("how", ["term", "kill"])
+def test_eight_threads_pushing_across_a_4_s_stop_keep_each_ones_order(server: AofRedis, how: str) -> None:
+    """Each thread's jobs land in the order it pushed them, repeats included: a job sent again after its reply was
+    lost must not land after a later push of its thread (it did: a thread's job 0 after its job 124)."""
+    config = kiq.Config(redis_url=server.url, reliable_push=True)
+    client = kiq.Client(config)
+    threads, each, counts = 8, 400, [0] * 8
+
+    def push(thread: int) -> None:
+        for number in range(each):
+            assert client.push({"class": Record, "args": [f"{thread}-{number}"]})
+            counts[thread] += 1
+            time.sleep(0.001)
+
+    pushers = [threading.Thread(target=push, args=(thread,)) for thread in range(threads)]
+    for pusher in pushers:
+        pusher.start()
+    wait_until(lambda: min(counts) >= 20, 30, message="pushes before the outage")
+    server.stop(how)
+    time.sleep(4)  # the outage's length, not a wait for a condition
+    server.start()
+    for pusher in pushers:
+        pusher.join(60)
+    assert counts == [each] * threads
+    watch = server.client()
+    wait_until(lambda: watch.llen("queue:default") >= threads * each, 30, message="every held job sent")
+    keys = queued_in_order(watch)
+    assert set(keys) == {f"{thread}-{n}" for thread in range(threads) for n in range(each)}
+    assert out_of_order(keys, threads) == []
