@@ -135,6 +135,10 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
             succeed()
         except kiq.ext.TRANSIENT as refusal:
             self.hold(succeed, job, refusal)
+        except Exception as bug:  # the step program's own error (e.g. a graph another hand corrupted), not the job's:
+            # its retries would meet it again, so the step ends now, in the dead set with the reason
+            problem = f"recording its result failed: {kiq.ext.error_class(bug)}: {kiq.ext.error_message(bug, 500)}"
+            self.bury(job, problem)
 
     def hold(self, write: Callable[[], None], job: dict[str, Any], refusal: BaseException) -> None:
         """Redis refused the step's outcome: the worker writes it once Redis takes it (``kiq.ext.hold_write``), and only

@@ -110,6 +110,21 @@ def test_workflow_fields_of_the_wrong_type_send_the_job_to_dead_and_the_worker_r
     assert not [key for key in r.scan_iter("kiq:wf:*") if r.ttl(key) == -1]  # no key left without its expiry
 
 
+def test_a_step_whose_outcome_the_step_program_cannot_record_goes_to_dead_at_once_not_into_retries(
+    config: kiq.Config,
+) -> None:
+    """kiq's own code failing on a step's outcome (here the step program, on a successor's graph entry another
+    hand overwrote) is not the job's error: the step is not retried 25 times; it goes to the dead set saying why."""
+    r = config.redis
+    wf = (Value.s(1) | Value.s()).perform_async()
+    r.hset(workflow_key(kiq.ext.keyspace(r), wf.id, "steps"), "1", "not json")
+    drain(config)
+    assert r.zcard("retry") == 0
+    (dead,) = [job for job in dead_jobs(r) if job.get("wf_step") == "0"]
+    assert "recording its result failed" in str(dead["error_message"]), dead["error_message"]
+    assert len(str(dead["error_message"])) < 2_000
+
+
 def test_a_step_whose_workflow_expired_while_it_was_queued_ends_without_resurrecting_it(config: kiq.Config) -> None:
     r = config.redis
     wf = (Value.s(1) | Value.s() | Value.s()).perform_async()
