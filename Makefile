@@ -29,8 +29,10 @@ $(MODULES): $(STAMP) FORCE
 
 FORCE:
 
+# the dashboard's port: `make demo PORT=9000` (or PORT in the environment; 0: any free port)
+PORT ?= 8077
 demo: $(MODULES)
-	$(PY) examples/demo.py
+	$(PY) examples/demo.py --port $(PORT)
 
 # The suite runs in TEST_PROCESSES processes (pytest-xdist): each has its own embedded Redis, its own databases on
 # KIQ_TEST_REDIS_URL's server and its own PostgreSQL schema (tests/support.py, tests/conftest.py). worksteal: a

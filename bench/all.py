@@ -409,10 +409,21 @@ def costs(parts: dict[str, Any]) -> list[list[str]]:
             row["what"], f"{row['added_us']:+.1f} µs",
             f"bench/arguments_cost.py: {row['us']:.1f} vs {row['plain_us']:.1f} µs positional and unannotated",
         ])  # fmt: skip
+    for row in parts.get("profile", {}).get("schedule", []):
+        rows.append([
+            row["what"], f"{row['added_us']:+.1f} µs/job",
+            f"bench/schedule_cost.py: {row['us']:.1f} vs {row['plain_us']:.1f} µs without it"
+            + (f"; Redis CPU {row['redis_us']} µs per PUBLISH" if row.get("redis_us") is not None else ""),
+        ])  # fmt: skip
     for row in parts.get("profile", {}).get("activejob", []):
         rows.append([
             row["what"], f"{row['added_us']:+.1f} µs/job",
             f"bench/activejob_cost.py: {row['us']:.1f} vs {row['plain_us']:.1f} µs a plain job (parse and look up)",
+        ])  # fmt: skip
+    for row in parts.get("profile", {}).get("encryption", []):
+        rows.append([
+            row["what"], f"{row['added_us']:+.1f} µs/job",
+            f"bench/encryption_cost.py: {row['us']:.1f} vs {row['plain_us']:.1f} CPU µs the job without the plugin",
         ])  # fmt: skip
     for row in parts.get("profile", {}).get("iteration", []):
         rows.append([

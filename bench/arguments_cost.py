@@ -1,6 +1,7 @@
 """What keyword arguments and typed arguments (kiq.arguments) cost, in µs: per push (the job normalized, checked and
 converted, and encoded: ``Client.encode``), per job (``perform`` called with the payload's arguments converted back:
-``kiq.arguments.call_perform``), and the whole single push (``perform_async``, its Redis round trip included).
+``kiq.arguments.call_perform``), and the whole single push (``perform_async``, its Redis round trip included); and
+what a return annotation costs a result (``kiq.ext.result_form`` at the end of a run, ``result_value`` at a read).
 
     .venv/bin/python -m bench.arguments_cost REDIS_URL [--count 20000]
 
@@ -64,6 +65,24 @@ class BenchDataclass(kiq.Job):
         pass
 
 
+class BenchResultPlain(kiq.Job):
+    """Returns a value as it is (no return annotation): the baseline of a typed result."""
+
+    kiq_name = "BenchResultPlain"
+
+    def perform(self) -> Any:
+        return "12.50"
+
+
+class BenchResultTyped(kiq.Job):
+    """Returns a Decimal, kept in its JSON form and read back as one (kiq.returns)."""
+
+    kiq_name = "BenchResultTyped"
+
+    def perform(self) -> Decimal:
+        return Decimal("12.50")
+
+
 PLAIN = [str(ID), "12.50", WHEN.isoformat()]  # the JSON forms, passed by hand: what a job without annotations gets
 CASES: dict[str, tuple[type[kiq.Job], list[Any], dict[str, Any]]] = {
     "keyword arguments (3, JSON values)": (BenchPlain, [], dict(zip(("id", "amount", "when"), PLAIN, strict=True))),
@@ -108,6 +127,14 @@ def measure(count: int) -> list[dict[str, Any]]:
             plain = timed(make(BenchPlain, PLAIN, {}))  # again beside each case: the machine's pace drifts
             us = timed(make(job, args, kwargs))
             rows.append({"what": f"{what}: {kind}", "plain_us": plain, "us": us, "added_us": us - plain})
+    for kind, plain_step, step in (
+        ("its JSON form (per job)", lambda: kiq.ext.result_form(BenchResultPlain, "12.50"),
+         lambda: kiq.ext.result_form(BenchResultTyped, Decimal("12.50"))),
+        ("read back (per result read)", lambda: kiq.ext.result_value(BenchResultPlain, "12.50"),
+         lambda: kiq.ext.result_value(BenchResultTyped, "12.50")),
+    ):  # fmt: skip
+        plain, us = _us(plain_step, count), _us(step, count)
+        rows.append({"what": f"a typed result (Decimal): {kind}", "plain_us": plain, "us": us, "added_us": us - plain})
     return rows
 
 

@@ -99,9 +99,11 @@ def main(argv: list[str] | None = None) -> int:
             "push": push,
             "arguments": cost_rows("bench.arguments_cost", [server.url, "--count", str(args.pushes)], push_cpus),
             "activejob": cost_rows("bench.activejob_cost", ["--count", str(args.pushes)], push_cpus),
+            "encryption": cost_rows("bench.encryption_cost", ["--count", str(args.pushes)], push_cpus),
             "iteration": cost_rows(
                 "bench.iteration_cost", ["--redis-url", server.url, "--items", str(args.pushes * 10)], push_cpus
             ),
+            "schedule": cost_rows("bench.schedule_cost", [server.url, "--count", str(args.pushes)], push_cpus),
             "drain": {fetch: drain(server.url, fetch, args.jobs) for fetch in ("basic", "reliable")},
             "metrics_port": metrics_cost.measure(server.url, args.jobs, args.metrics_pairs),
         }
@@ -169,8 +171,8 @@ print(json.dumps(out))
 
 def cost_rows(module: str, args: list[str], cpus: frozenset[int] | None = None) -> list[dict[str, Any]]:
     """The rows a cost script prints (bench/arguments_cost.py: keyword and typed arguments per push, per job and in
-    a single push; bench/activejob_cost.py: an ActiveJob envelope per job; bench/iteration_cost.py: an iterable
-    job per item), run in a child process."""
+    a single push; bench/activejob_cost.py: an ActiveJob envelope per job; bench/encryption_cost.py: the encryption
+    plugin per push and per job; bench/iteration_cost.py: an iterable job per item), run in a child process."""
     done = subprocess.run(
         [PYTHON, "-m", module, *args],
         env={**os.environ, "KIQ_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT)},

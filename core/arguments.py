@@ -28,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-from .errors import ArgumentError, JobArgumentError
+from .errors import ArgumentError, JobArgumentError, KiqError
 from .plan import plan_of
 
 # the types whose instances a value is checked to be exactly, then written without a validating round trip
@@ -79,15 +79,15 @@ class Converter:
                 raise self._unreadable(owner, where, wire, f"{_NAIVE} (at {naive or 'the value'})")
         return value
 
-    def _refused(self, owner: str, where: str, value: Any, why: str) -> JobArgumentError:
+    def _refused(self, owner: str, where: str, value: Any, why: str) -> KiqError:
         return JobArgumentError(
-            f"{owner}: argument {self.name!r} ({where}) is annotated {self.shown}, but {_shown(value)} cannot be "
+            f"{owner}: argument {self.name!r} ({where}) is annotated {self.shown}, but {shown(value)} cannot be "
             f"one: {why}; nothing was pushed"
         )
 
-    def _unreadable(self, owner: str, where: str, wire: Any, why: str) -> ArgumentError:
+    def _unreadable(self, owner: str, where: str, wire: Any, why: str) -> KiqError:
         return ArgumentError(
-            f"{owner}: argument {self.name!r} ({where} of the payload) = {_shown(wire)} cannot be read as "
+            f"{owner}: argument {self.name!r} ({where} of the payload) = {shown(wire)} cannot be read as "
             f"{self.shown}: {why}"
         )
 
@@ -130,7 +130,7 @@ class ArgumentPlan:
         rest = keywords = None
         index = 0
         for parameter in self._parameters:
-            converter = _converter(parameter.name, hints.get(parameter.name))
+            converter = converter_for(parameter.name, hints.get(parameter.name))
             if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
                 if converter is not None:
                     positional.append((index, converter))
@@ -232,7 +232,7 @@ def call_perform(instance: Any, args: list[Any]) -> Any:
     if kwargs is not None and (type(kwargs) is not dict or not all(type(key) is str for key in kwargs)):
         raise ArgumentError(
             f"{type(instance).__qualname__}: the payload's 'kwargs' must be a JSON object of keyword arguments by "
-            f"name, got {_shown(kwargs)}"
+            f"name, got {shown(kwargs)}"
         )
     if plan is not None:
         args, kwargs = plan.decode(args, kwargs)
@@ -259,14 +259,14 @@ def _hints(function: Callable[..., Any], parameters: list[inspect.Parameter], st
     return hints
 
 
-def _converter(name: str, annotation: Any) -> Converter | None:
-    """A converter for a parameter whose annotation holds a type JSON lacks, else None."""
+def converter_for(name: str, annotation: Any, kind: type[Converter] = Converter) -> Converter | None:
+    """A converter (of ``kind``) for a value whose annotation holds a type JSON lacks, else None."""
     if annotation is None:
         return None
     found = _inspect(annotation, set())
     if found is None or not found[0]:
         return None
-    return Converter(name, annotation, with_datetime=found[1])
+    return kind(name, annotation, with_datetime=found[1])
 
 
 def _inspect(annotation: Any, seen: set[int]) -> tuple[bool, bool] | None:
@@ -338,6 +338,6 @@ def _type_name(annotation: Any) -> str:
     return repr(annotation).replace("typing.", "").replace("datetime.", "").replace("uuid.", "").replace("decimal.", "")
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
     shown = repr(value)
     return shown if len(shown) <= 80 else shown[:77] + "..."

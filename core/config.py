@@ -271,11 +271,12 @@ class Config:
             from .redis import connect, is_cluster
 
             threads = self.concurrency + sum(concurrency for _, concurrency in self.capsules.values())
-            # every processor may hold a connection (BRPOP); plus heartbeat, poller and pushes from jobs
+            # every processor may hold a connection (BRPOP); plus heartbeat, poller, the poller's wake-up subscription
+            # (held for good) and pushes from jobs
             redis = connect(
                 self.redis_url,
                 self.embedded_dir,
-                pool_size=threads + 5,
+                pool_size=threads + 6,
                 embedded=self.embedded,
                 slots=self.slots,
                 timeout=self.redis_timeout,

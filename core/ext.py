@@ -16,9 +16,13 @@ apart from what their users call. Both lists are pinned by tests/test_public_api
 - Redis failures: ``TRANSIENT`` (the errors of a Redis that will take the write later) and its categories
   ``UNREACHABLE``, ``REFUSED``, ``MOVED`` (kiq.failures); ``hold_write`` (hold a plugin's write for a job until
   Redis takes it); ``Backoff`` (the pauses of a retry loop);
-- payloads: ``dumps``/``loads`` (Sidekiq's JSON), ``parse_payload``, ``new_jid``, ``new_public_id``, ``wire_time``/
-  ``epoch_seconds`` (times in the ``sidekiq_wire`` form and back), ``error_class`` (an error's Sidekiq name),
-  ``error_message``/``describe`` (an error's message and a value's repr, bounded, never raising);
+- payloads: ``dumps``/``loads`` (Sidekiq's JSON), ``parse_payload``, ``check_job`` (the push's check that every value
+  is native JSON, for a client middleware that hides values from the check after it: encryption), ``new_jid``,
+  ``new_public_id``, ``wire_time``/``epoch_seconds`` (times in the ``sidekiq_wire`` form and back), ``error_class``
+  (an error's Sidekiq name), ``error_message``/``describe`` (an error's message and a value's repr, bounded,
+  never raising);
+- results: ``result_form``/``result_value`` (a job's return value to its JSON form by its return annotation, and
+  back), ``ResultTypeError``;
 - the job running in this thread: ``hold_acknowledgement``, ``report_failure``.
 """
 
@@ -30,9 +34,10 @@ from .handoff import BatchFetch, Fetched
 from .held_writes import hold_write
 from .hookspecs import AttemptOutcome, JobObserver, hookimpl, hookspec
 from .keys import Keyspace, keyspace
-from .payload import dumps, epoch_seconds, loads, new_jid, new_public_id, parse_payload, wire_time
+from .payload import check_job, dumps, epoch_seconds, loads, new_jid, new_public_id, parse_payload, wire_time
 from .pipeline import run_pipeline
 from .readings import Reading
+from .returns import ResultTypeError, result_form, result_value
 from .scripts import ENQUEUE_LUA, LuaScript, enqueue_keys, lua_script
 from .server.acknowledgement import hold_acknowledgement, report_failure
 from .settings import Setting
@@ -54,8 +59,10 @@ __all__ = [
     "LuaScript",
     "QueueOrder",
     "Reading",
+    "ResultTypeError",
     "Setting",
     "UnitOfWork",
+    "check_job",
     "describe",
     "dumps",
     "enqueue_keys",
@@ -75,6 +82,8 @@ __all__ = [
     "pop_script",
     "popped_jobs",
     "report_failure",
+    "result_form",
+    "result_value",
     "run_pipeline",
     "wire_time",
 ]

@@ -59,7 +59,7 @@ NOTIFICATIONS: Mapping[str, FailureRule] = {
     "kiq_shutdown": "report", "kiq_heartbeat": "report", "kiq_operation": "report", "kiq_push_bulk": "report",
     "kiq_job_dropped": "hold", "kiq_web_tabs": "report", "kiq_job_progress": "report", "kiq_metrics": "report",
     "kiq_job_observer": "report", "kiq_loop_tick": "report", "kiq_swarm_stopping": "report",
-    "kiq_swarm_child_exited": "report", "kiq_swarm_shutdown": "report",
+    "kiq_swarm_child_exited": "report", "kiq_swarm_shutdown": "report", "kiq_redact_job": "report",
 }  # fmt: skip
 
 # how a job attempt ended, for a JobObserver: it returned, it raised (or a plugin reported its failure with
@@ -289,3 +289,13 @@ def kiq_job_progress(job: dict[str, Any], done: float, total: float | None, conf
     ``each_iteration``): ``done`` units of ``total`` (None: not known), both numbers >= 0 as the job gave them
     (``done`` may pass an estimated ``total``). Called on the job's thread for every report: keep it cheap (e.g.
     keep the latest value and write it in the background, as the tracking plugin does)."""
+
+
+@hookspec
+def kiq_redact_job(job: dict[str, Any], config: Config) -> None:
+    """Hide what must not be shown of a payload: ``job`` is a copy made to show a stored payload (the dashboard,
+    the CLI, ``kiq.api``'s ``display_args`` and ``as_dict``, a plugin's records such as tracking's params; all ask
+    ``kiq.api.shown_job``). Assign new values to its fields (e.g. ``job["args"] = [*job["args"][:-1], "[hidden]"]``),
+    never change the nested ones: they are the payload's own. Asked for every payload shown (a listing asks it once
+    per row): keep it cheap, and never decrypt or look up anything. Isolated like a notification: one that raises is
+    reported and the others still redact."""

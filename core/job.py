@@ -22,6 +22,7 @@ from .job_registry import registry, wire_name
 from .job_setter import AsyncJobSetter, Call, JobSetter
 from .payload import DEFAULT_OPTIONS
 from .plan import JobPlan, plan_of, set_plan
+from .returns import result_type_for
 from .signature import Signature
 
 P = ParamSpec("P")
@@ -97,6 +98,7 @@ class Job:
             declared_options={**base.declared_options, **own_options},
             arity=None if perform is None else arity_of(perform[0], method=perform[1]),
             arguments=None if perform is None else plan_for(perform[0], perform[1], cls.kiq_name),
+            result=None if perform is None else result_type_for(perform[0], cls.kiq_name),
             is_async=is_async,
             interruptible=base.interruptible,
             around_iteration=base.around_iteration,
@@ -250,12 +252,28 @@ class JobFunction(Generic[P, R]):
         return self.job_class.set().aio
 
 
-def job(function: Callable[P, R] | None = None, /, *, name: str | None = None, **options: Any) -> Any:
-    """Turn a function into a job: ``@kiq.job`` or ``@kiq.job(queue="mail", retry=3, name="Mailer")``."""
+def job(
+    function: Callable[P, R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    retry_in: Callable[[int, BaseException, dict[str, Any]], Any] | None = None,
+    retries_exhausted: Callable[[dict[str, Any], BaseException], Any] | None = None,
+    **options: Any,
+) -> Any:
+    """Turn a function into a job: ``@kiq.job`` or ``@kiq.job(queue="mail", retry=3, name="Mailer")``.
+
+    ``retry_in(count, exc, job)`` and ``retries_exhausted(job, exc)`` are a class job's per-job retry hooks, given
+    as functions (docs/guide/retries.md); they stay in the worker, never in the payload."""
+    hooks = {"retry_in": retry_in, "retries_exhausted": retries_exhausted}
+    for hook, given in hooks.items():
+        if given is not None and not callable(given):
+            raise TypeError(f"@kiq.job({hook}=...) takes a function, got {given!r}")
 
     def wrap(fn: Callable[P, R]) -> JobFunction[P, R]:
         _is_async(fn, f"@kiq.job {fn.__qualname__}")  # refuses a generator function where it is decorated
         attrs: dict[str, Any] = {
+            **{hook: staticmethod(given) for hook, given in hooks.items() if given is not None},
             "kiq_options": options,
             "function": staticmethod(fn),
             "__module__": fn.__module__,

@@ -1,6 +1,6 @@
 """The write of encoded jobs to Redis, Sidekiq 7's keys: ``SADD queues <q>`` + ``LPUSH queue:<q> <json>`` for
-immediate jobs, ``ZADD schedule <at> <json>`` for scheduled ones, in one pipelined round trip (kiq.Client and
-kiq.AsyncClient send the same commands)."""
+immediate jobs, ``ZADD schedule <at> <json>`` (and ``PUBLISH kiq:poller-wake``) for scheduled ones, in one
+pipelined round trip (kiq.Client and kiq.AsyncClient send the same commands)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import redis as redis_py
 
 from .errors import NotReplicated, PayloadTooLarge
-from .keys import QUEUES, SCHEDULE, Keyspace, keyspace
+from .keys import QUEUES, SCHEDULE, Keyspace, keyspace, poller_wake
 from .pipeline import PerPool, run_pipeline
 from .redis import ENCODING_ERRORS, is_cluster, pool_of
 from .settings import MIN_MAX_PAYLOAD_BYTES
@@ -40,11 +40,12 @@ def write_jobs(connection: redis.Redis, jobs: list[EncodedJob], config: Config) 
 def write_commands(
     jobs: list[EncodedJob], config: Config, listed: dict[str, float], keys: Keyspace
 ) -> list[tuple[Any, ...]]:
-    """The commands that write ``jobs``, for one pipelined round trip: ``ZADD schedule`` for the scheduled ones,
-    one ``LPUSH`` per queue for the others, with ``SADD queues`` unless ``listed`` (``listed_queues``) says this
-    process added the queue within ``QUEUE_LISTED_FOR``; then, with ``push_replicas``, a ``WAIT`` for that many
-    replicas (asynchronous replication loses what a failover finds unreplicated). ``note_listed`` after the write.
-    ``keys``: the keyspace of the Redis written to."""
+    """The commands that write ``jobs``, for one pipelined round trip: ``ZADD schedule`` for the scheduled ones
+    (and the ``PUBLISH`` that wakes the pollers at the earliest one's due time), one ``LPUSH`` per queue for the
+    others, with ``SADD queues`` unless ``listed`` (``listed_queues``) says this process added the queue within
+    ``QUEUE_LISTED_FOR``; then, with ``push_replicas``, a ``WAIT`` for that many replicas (asynchronous replication
+    loses what a failover finds unreplicated). ``note_listed`` after the write. ``keys``: the keyspace of the Redis
+    written to."""
     now = time.monotonic()
     replicas = config.get("push_replicas")  # not config.push_replicas: a setting read as an attribute costs 0.4 µs
     if len(jobs) == 1 and jobs[0][2] is None and not replicas:  # a single push, the common case
@@ -64,6 +65,7 @@ def write_commands(
     commands: list[tuple[Any, ...]] = []
     if scheduled:
         commands.append(("ZADD", keys.key(SCHEDULE), *(item for data, at in scheduled.items() for item in (at, data))))
+        commands.append(poller_wake(keys, SCHEDULE, min(scheduled.values())))
     for queue, payloads in queued.items():
         if _unlisted(listed, queue, now):
             commands.append(("SADD", keys.key(QUEUES), queue))

@@ -28,6 +28,9 @@ RETRY = "retry"  # ZSET, score = when the failed job runs again
 DEAD = "dead"  # ZSET, score = when the job died
 PROCESSES = "processes"  # SET of live worker identities (host:pid:hex)
 PROCESS_CLEANUP = "process_cleanup"  # NX lock: one process prunes dead identities per minute
+# pub/sub channel (kiq's own: Sidekiq has none): "<set> <score>" when a job goes into schedule or retry, so every
+# worker's poller wakes at the new job's due time instead of at its next poll (core/server/scheduled.py)
+POLLER_WAKE = "kiq:poller-wake"
 # SET of paused queue names (kiq's own key: Sidekiq Pro's pause is not documented, so no format is shared with it)
 PAUSED = "kiq:paused"
 
@@ -122,6 +125,11 @@ def keyspace(redis: Any) -> Keyspace:
     server's (Sidekiq's names)."""
     found: Keyspace = getattr(redis, "kiq_keyspace", STANDALONE)
     return found
+
+
+def poller_wake(keys: Keyspace, set_name: str, at: float) -> tuple[str, str, str]:
+    """The ``PUBLISH`` that tells the pollers a job in ``set_name`` (``schedule`` or ``retry``) is due at ``at``."""
+    return ("PUBLISH", keys.key(POLLER_WAKE), f"{set_name} {at!r}")
 
 
 def work_key(identity: str) -> str:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .arguments import ArgumentPlan
     from .arity import Arity
+    from .returns import ResultType
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +28,7 @@ class JobPlan:
     declared_options: dict[str, Any] = field(default_factory=dict)  # the class's and its bases' kiq_options alone
     arity: Arity | None = None  # what a push must give perform (kiq.arity); None: not checked
     arguments: ArgumentPlan | None = None  # how its typed parameters convert (kiq.arguments); None: none do
+    result: ResultType | None = None  # how its return value converts (kiq.returns); None: no return annotation
     is_async: bool = False  # perform is an async def: the worker awaits it on its event loop
     # stops itself between items when the worker stops or its time limit passes (kiq.server.interruption)
     interruptible: bool = False

@@ -199,7 +199,15 @@ def resolve(name: str) -> object:
     """
     installed = installed_plugins()
     if name in installed:
-        return installed[name].load()
+        entry_point = installed[name]
+        try:
+            return entry_point.load()
+        except Exception as exc:  # most likely an optional dependency is missing: say so in one line
+            extra = f" (pip install 'kiq[{name}]')" if entry_point.value.startswith("kiq.") else ""
+            raise ConfigError(
+                f"plugin {name!r} is installed but cannot be loaded: {type(exc).__name__}: {exc}. Install what it "
+                f"needs{extra} or take it out of the plugins setting"
+            ) from exc
     module_name, _, attr = name.partition(":")
     try:
         module = importlib.import_module(module_name)

@@ -58,7 +58,8 @@ def registered_scripts() -> list[LuaScript]:
 # without its closing brace; ``now`` the time in epoch seconds, ``enqueued_at`` its wire form (``kiq.ext.wire_time``).
 # Pushed as the client pushes (SADD queues, LPUSH queue:<name>, with ``enqueued_at``); but in the ``queue`` layout a
 # queue's list is in a slot of its own, out of the script's reach: the job goes into the schedule set, due ``now``,
-# and a worker's poller pushes it within a poll interval (atomic: at least once).
+# and a worker's poller pushes it at once (atomic: at least once), woken by the PUBLISH on ``kiq:poller-wake``
+# (kiq.keys.POLLER_WAKE, in the schedule key's tag: ``{kiq}schedule`` -> ``{kiq}kiq:poller-wake``).
 ENQUEUE_LUA = """
 local function enqueue(k, queue, job, now, enqueued_at)
   if KEYS[k + 1] then
@@ -66,6 +67,7 @@ local function enqueue(k, queue, job, now, enqueued_at)
     redis.call('LPUSH', KEYS[k + 1] .. queue, job .. ',"enqueued_at":' .. enqueued_at .. '}')
   else
     redis.call('ZADD', KEYS[k], now, job .. '}')
+    redis.call('PUBLISH', string.sub(KEYS[k], 1, -9) .. 'kiq:poller-wake', 'schedule ' .. now)
   end
 end
 """

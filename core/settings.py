@@ -123,9 +123,24 @@ def as_queues(raw: Any) -> Queues:
         name = parts[0].strip() if isinstance(parts[0], str) else ""
         if not name:
             raise ValueError(f"a queue needs a name, got {item!r}")
-        weight = as_int(0)(str(parts[1]).strip()) if len(parts) == 2 else 0
+        weight = _weight(item, name, parts[1]) if len(parts) == 2 else 0
         queues.append((name, weight))
     return queues
+
+
+def _weight(item: Any, name: str, raw: Any) -> int:
+    """The weight of ``"name,weight"``; a name there (Celery's ``-Q default,mail``) is refused naming the fix."""
+    text = str(raw).strip()
+    try:
+        return as_int(0)(text)
+    except ValueError:
+        if text.lstrip("-").isdigit():
+            raise
+    raise ValueError(
+        f"queue {item!r}: the part after the comma is a weight (Sidekiq's 'name,weight'), and {text!r} is not a "
+        f"whole number. For several queues give each its own: -q {name} -q {text} "
+        f'(KIQ_QUEUES="{name} {text}"; queues = [...] in kiq.toml)'
+    ) from None
 
 
 @dataclass(frozen=True)
@@ -269,7 +284,9 @@ CORE_SETTINGS = [
     ),
     Setting.integer("dead_max_jobs", 10_000, 0, "the dead set keeps at most this many jobs"),
     Setting.number("dead_timeout", 180.0 * DAY, 0, "seconds a job stays in the dead set"),
-    Setting.number("poll_interval", 5.0, 0.1, "average seconds between scheduled/retry polls"),
+    Setting.number(
+        "poll_interval", 5.0, 0.1, "average seconds between regular scheduled/retry polls (due jobs wake the poller)"
+    ),
     Setting.number("heartbeat_interval", 10.0, 0.1, "seconds between heartbeats"),
     Setting.boolean(
         "metrics", True, "per-job-class execution metrics in Sidekiq's format, written each heartbeat (sidekiq_wire)"

@@ -133,7 +133,8 @@ class Inline:
             job = parse_payload(data)
             instance = registry.get(job["class"])()
             instance.jid, instance.job = job["jid"], job
-            config.server_middleware.invoke((instance, job, queue), functools.partial(_perform, instance, job["args"]))
+            # the arguments read when the job runs: a server middleware may have given it others (kiq.server.runner)
+            config.server_middleware.invoke((instance, job, queue), functools.partial(_perform_job, instance, job))
 
     def retry(self, jobstr: str, at: float) -> None:
         raise AssertionError("inline mode runs no retry layer")  # pragma: no cover - unreachable by design
@@ -211,6 +212,10 @@ def _run(runner: JobRunner, unit: _Unit) -> None:
         resume(steps, error=exc)
     else:
         resume(steps, result)
+
+
+def _perform_job(instance: Any, job: dict[str, Any]) -> Any:
+    return _perform(instance, job["args"])
 
 
 def _perform(instance: Any, args: list[Any]) -> Any:

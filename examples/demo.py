@@ -7,6 +7,7 @@ live status page while it runs, and prints the final counts per status. Exits 0 
 complete; with ``--serve`` the dashboard stays up until Ctrl-C.
 
     .venv/bin/python examples/demo.py [--jobs 300] [--job-seconds 0.03] [--serve] [--port 8077]
+    make demo PORT=9000                                  # the same, the dashboard on port 9000
 
 The worker imports this file (``-r examples/demo.py``) for the job class, so the demo itself runs only
 under ``__main__``.
@@ -159,7 +160,12 @@ def main(argv: list[str] | None = None) -> int:
         set_default_config(config)
         tracker = tracker_for(config)
         tracker.store.init_schema()
-        server = serve(tracker, args.port)
+        try:
+            server = serve(tracker, args.port)
+        except OSError as exc:  # the port is taken (another demo, a dashboard): say how to choose one
+            print(f"the dashboard cannot listen on port {args.port} ({exc.strerror}): choose another, "
+                  "make demo PORT=9000 (0: any free port)", file=sys.stderr)  # fmt: skip
+            return 2
         products = [[product, kind_of(product)] for product in range(args.jobs)]
         task_id = tracker.create_task(DemoEnroll, products, name=f"enroll {args.jobs} products")
         root = f"http://127.0.0.1:{server.server_port}"

@@ -1,6 +1,6 @@
 """A FastAPI app that pushes kiq jobs from async endpoints, and lets a frontend poll a task of many jobs.
 
-    pip install 'kiq[tracking]' fastapi uvicorn
+    pip install '.[tracking]' fastapi uvicorn   # from the repository's root
     uvicorn examples.fastapi_app:app                                           # the web app
     kiq worker -r examples.fastapi_app --plugins tracking -q feeds -q imports  # a worker for its jobs' queues
 

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from kiq.cli import build_parser
+from kiq.ext import Keyspace
 from kiq.keys import QUEUE_PREFIX
 from kiq.plugins.metrics.plugin import SETTINGS as METRICS_SETTINGS
 from kiq.server.launcher import EXIT_GRACE, WORKER_SIGNALS
@@ -93,7 +94,7 @@ def worker_container(deployment: dict[str, Any]) -> dict[str, Any]:
 
 def test_every_manifest_parses_as_kubernetes_objects() -> None:
     paths = sorted(DEPLOY.rglob("*.yaml"))
-    assert len(paths) == 3
+    assert len(paths) == 4
     for path in paths:
         for document in documents(path):
             assert {"apiVersion", "kind", "metadata"} <= set(document), path
@@ -189,6 +190,34 @@ def test_the_image_runs_kiq_worker_as_a_non_root_user_with_kiq_health_as_its_hea
     assert exposed == env["KIQ_METRICS_PORT"]
 
 
+def test_the_image_is_built_from_this_repository_with_the_metrics_extra() -> None:
+    """kiq is on no package index: the image copies what its wheel is built of from the build context (a clone)
+    and installs that, and the build sends Docker nothing else."""
+    instructions = dockerfile()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    wheel_sources = {"pyproject.toml", project["project"]["readme"], *project["project"]["license-files"],
+                     *project["tool"]["setuptools"]["package-dir"].values()}  # fmt: skip
+    copies = [rest.split() for name, rest in instructions if name == "COPY"]
+    copied = {source for *sources, _ in copies for source in sources}
+    assert copied == wheel_sources and all((ROOT / source).exists() for source in copied)
+    [install] = [rest for name, rest in instructions if name == "RUN" and "pip install" in rest]
+    workdirs = [rest for name, rest in instructions[: instructions.index(("RUN", install))] if name == "WORKDIR"]
+    assert shlex.split(install)[:3] == ["pip", "install", ".[metrics]"] and workdirs[-1] == "/src/kiq"
+    assert "metrics" in project["project"]["optional-dependencies"]
+    ignored = (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
+    assert ignored[1] == "*" and {line[1:] for line in ignored if line.startswith("!")} == wheel_sources
+
+
+def test_every_page_gives_the_same_stop_timing() -> None:
+    """The stop's bound is ``timeout`` + 2 s (kiq.server.launcher); every page says so, and none asks for more."""
+    pages = [ROOT / "docs" / "guide" / "production.md", ROOT / "docs" / "guide" / "operations.md",
+             ROOT / "docs" / "guide" / "worker.md", DEPLOY / "README.md", DEPLOY / "Dockerfile"]  # fmt: skip
+    for page in pages:
+        text = page.read_text()
+        assert "+ 2 s" in text, page
+        assert not re.search(r"\+ [3-9] s|-t 3[1-9]|stop_grace_period: 3[1-9]|stop-timeout 3[1-9]", text), page
+
+
 # -- KEDA --------------------------------------------------------------------------------------------------------
 def test_keda_scales_the_deployment_on_the_queue_lists_it_serves(deployment: dict[str, Any]) -> None:
     path = DEPLOY / "keda" / "scaledobject-queue-length.yaml"
@@ -206,6 +235,23 @@ def test_keda_scales_the_deployment_on_the_queue_lists_it_serves(deployment: dic
         assert int(trigger["metadata"]["listLength"]) > 0
     for ref in auth["spec"]["secretTargetRef"]:
         assert ref["name"] == secret["metadata"]["name"] and ref["key"] in secret["stringData"]
+
+
+def test_keda_scales_a_cluster_on_the_hash_tagged_queue_lists(deployment: dict[str, Any]) -> None:
+    path = DEPLOY / "keda" / "scaledobject-queue-length-cluster.yaml"
+    [scaled] = of_kind("ScaledObject", path)
+    [auth] = of_kind("TriggerAuthentication", path)
+    assert scaled["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
+    served = {entry.split(",")[0] for entry in option(worker_container(deployment)["args"], "-q")}
+    triggers = scaled["spec"]["triggers"]
+    assert {trigger["type"] for trigger in triggers} == {"redis-cluster"}  # KEDA's scaler that follows the slots
+    lists = {trigger["metadata"]["listName"] for trigger in triggers}
+    assert lists == {Keyspace("one").queue(name) for name in served}  # the keys a cluster's workers fetch from
+    for trigger in triggers:
+        assert trigger["authenticationRef"]["name"] == auth["metadata"]["name"]
+        assert all(":" in address for address in trigger["metadata"]["addresses"].split(","))
+    text = path.read_text()
+    assert all(Keyspace(slots).queue("<name>") in text for slots in ("one", "queue"))  # both layouts named
 
 
 def test_keda_scales_on_the_queue_latency_gauge(deployment: dict[str, Any]) -> None:

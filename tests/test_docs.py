@@ -52,6 +52,7 @@ def test_every_installed_plugin_and_the_integrations_have_a_reference_page() -> 
         "kiq.contrib.fastapi.mount_tracking",
         "kiq.contrib.fastapi.mount_web",
         "kiq.contrib.flask.mount_web",
+        "kiq.contrib.sentry.KiqIntegration",
         "kiq.contrib.web.asgi_app",
         "kiq.tabs.Tab",
     ]

@@ -275,3 +275,38 @@ def test_the_chains_are_typed_so_mypy_catches_the_wrong_middleware_or_arguments(
     out, _, status = mypy_api.run(["--strict", "--cache-dir", str(tmp_path / "cache"), str(snippet)])
     lines = sorted({int(line.split(":")[1]) for line in out.splitlines() if ": error:" in line})
     assert status == 1 and lines == [13, 14, 15], out
+
+
+class Takes(kiq.Job):
+    kiq_name = "MiddlewareTakes"
+
+    def perform(self, *args: Any, **kwargs: Any) -> None:
+        TAKEN.append([list(args), kwargs])
+
+
+TAKEN: list[list[Any]] = []
+
+
+def test_a_server_middleware_may_give_the_job_other_arguments_before_its_yield(config: kiq.Config) -> None:
+    """What perform gets is read when it is called (an encrypted argument, opened by a layer, is the use): in a
+    worker's steps (a fake's drain runs them) and inline; the payload as stored is unchanged."""
+
+    class Replace(kiq.ServerMiddleware):
+        def call(self, job_instance: Any, job: dict[str, Any], queue: str) -> Generator[None, Any, None]:
+            stored = job["args"], job.get("kwargs")
+            job["args"], job["kwargs"] = ["clear"], {"key": "clear"}
+            try:
+                yield
+            finally:
+                job["args"], job["kwargs"] = stored
+
+    config.server_middleware.add(Replace)
+    TAKEN.clear()
+    with kiq.testing.fake(config) as captured:
+        Takes.perform_async("sealed", key="sealed")
+        stored = list(captured.queues["default"])
+        captured.drain()
+    with kiq.testing.inline(config):
+        Takes.perform_async("sealed")
+    assert TAKEN == [[["clear"], {"key": "clear"}]] * 2
+    assert '"args":["sealed"]' in stored[0] and '"kwargs":{"key":"sealed"}' in stored[0]

@@ -61,12 +61,16 @@ def test_the_package_ships_its_type_marker_and_entry_points() -> None:
         "activejob",
         "workflow",
         "metrics",
+        "encryption",
         "web",  # only for its command, `kiq web`
         "django",  # only for kiq_settings_source: settings.KIQ when DJANGO_SETTINGS_MODULE is set
     }
     # a setting that loads its plugin when given: metrics_port alone serves /metrics
     settings = {ep.name: ep.value for ep in entry_points.select(group="kiq.settings")}
-    assert settings == {"metrics_port": "kiq.plugins.metrics:MetricsPlugin"}
+    assert settings == {
+        "metrics_port": "kiq.plugins.metrics:MetricsPlugin",
+        "encryption_keys": "kiq.plugins.encryption:EncryptionPlugin",  # keys given: every push encrypts
+    }
     assert (package / "contrib" / "web" / "static" / "kiq.js").exists()  # the dashboard's assets ship
     assert (package / "contrib" / "web" / "static" / "kiq.css").exists()
 

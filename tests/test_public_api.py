@@ -75,8 +75,10 @@ EXT = [
     "LuaScript",
     "QueueOrder",
     "Reading",
+    "ResultTypeError",
     "Setting",
     "UnitOfWork",
+    "check_job",
     "describe",
     "dumps",
     "enqueue_keys",
@@ -96,6 +98,8 @@ EXT = [
     "pop_script",
     "popped_jobs",
     "report_failure",
+    "result_form",
+    "result_value",
     "run_pipeline",
     "wire_time",
 ]
@@ -129,6 +133,7 @@ API = [
     "display_arguments",
     "iteration_states",
     "runtime_so_far",
+    "shown_job",
 ]
 
 TESTING = ["Fake", "Inline", "Worker", "disable", "fake", "inline", "jobs", "mode"]

@@ -20,7 +20,7 @@ import kiq.plugins
 from kiq.scripts import LuaScript, registered_scripts
 
 ROOT = Path(__file__).resolve().parents[1]
-KEYLESS = {"TIME", "PING", "ECHO", "INFO"}  # commands whose first argument is not a key
+KEYLESS = {"TIME", "PING", "ECHO", "INFO", "PUBLISH"}  # commands whose first argument is not a key (a channel)
 
 
 def _import_everything() -> list[LuaScript]:

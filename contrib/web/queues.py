@@ -52,7 +52,8 @@ def queue_page(view: View, name: str) -> Page:
     for offset, record in enumerate(queue.page(start, PAGE_SIZE)):
         rows.append([
             record.display_class,
-            arguments(record.display_args, record.kwargs) if record.parsed else el("code", truncated(record.value)),
+            arguments(record.display_args, record.display_kwargs)
+            if record.parsed else el("code", truncated(record.value)),
             record.jid,
             payload_time(record, "enqueued_at", record.enqueued_at),
             view.action(f"queues/{name}", "Delete",

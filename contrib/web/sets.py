@@ -157,7 +157,7 @@ def _row(view: View, kind: SetPage, entry: SortedEntry, form_id: str) -> list[Ma
     )  # fmt: skip
     page_link = link(entry.display_class, view.url(f"{kind.path}/{key}"))
     shown_arguments = (
-        arguments(entry.display_args, entry.kwargs) if entry.parsed else el("code", truncated(entry.value))
+        arguments(entry.display_args, entry.display_kwargs) if entry.parsed else el("code", truncated(entry.value))
     )
     cells: list[Markup | str | None] = [box, when(entry.score), entry.queue, page_link, shown_arguments]
     if kind.path != "scheduled":
@@ -172,7 +172,7 @@ def job_page(view: View, kind: SetPage, key: str) -> Page:
         ("Queue", entry.queue),
         ("Job", entry.display_class),
         ("Arguments", el("code", shown(entry.display_args))),
-        *([("Keyword arguments", el("code", shown(entry.kwargs)))] if entry.kwargs else []),
+        *([("Keyword arguments", el("code", shown(entry.display_kwargs)))] if entry.kwargs else []),
         ("JID", entry.jid),
         (kind.when_label, when(entry.score)),
         ("Created", payload_time(entry, "created_at", entry.created_at)),
@@ -197,7 +197,7 @@ def job_page(view: View, kind: SetPage, key: str) -> Page:
         _failure(kind, entry),
         el("dl", [[el("dt", k), el("dd", v)] for k, v in items], class_="facts"),
     ]
-    payload = pretty(entry.item) if entry.parsed else entry.value
+    payload = pretty(entry.shown) if entry.parsed else entry.value
     sections += [el("h2", "Payload"), el("pre", payload, id="payload")]
     return Page(kind.job_title, Markup("".join(sections)), section=kind.path)
 

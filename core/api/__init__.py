@@ -32,7 +32,7 @@ from .metrics_report import (
 )
 from .process_set import Process, ProcessSet, Work, Workers
 from .queue import Queue
-from .records import JobRecord, display_arguments
+from .records import JobRecord, display_arguments, shown_job
 from .stats import Stats
 
 __all__ = [
@@ -60,4 +60,5 @@ __all__ = [
     "display_arguments",
     "iteration_states",
     "runtime_so_far",
+    "shown_job",
 ]

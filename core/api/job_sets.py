@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..client import Client
 from ..config import config_or_default
 from ..errors import KiqError
-from ..keys import DEAD, RETRY, SCHEDULE, keyspace
+from ..keys import DEAD, RETRY, SCHEDULE, keyspace, poller_wake
 from ..payload import dumps
 from ..scripts import lua_script
 from ..server import dead
@@ -119,6 +119,7 @@ class SortedEntry(JobRecord):
         if not self.parent.delete_by_value(self.value):
             return False
         self.config.redis.zadd(self.parent.key, {self.value: float(at)})
+        self.parent.wake_pollers(float(at))
         self.score = float(at)
         return True
 
@@ -251,6 +252,13 @@ class JobSet:
     def schedule(self, at: float, job: dict[str, Any]) -> None:
         """Add a job payload to this set with score ``at`` (epoch seconds)."""
         self.config.redis.zadd(self.key, {dumps(job): float(at)})
+        self.wake_pollers(float(at))
+
+    def wake_pollers(self, at: float) -> None:
+        """Tell the workers' pollers that a job of this set (``schedule`` or ``retry``) is due at ``at``."""
+        if self.name in (SCHEDULE, RETRY):
+            _, channel, message = poller_wake(keyspace(self.config.redis), self.name, at)
+            self.config.redis.publish(channel, message)
 
     def delete_by_value(self, value: str) -> bool:
         """Remove the entry with this exact JSON; False when it was not there."""

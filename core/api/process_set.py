@@ -19,7 +19,7 @@ from ..errors import KiqError
 from ..keys import PROCESSES, SIGNALS_TTL, keyspace, signals_key, work_key
 from ..payload import epoch_seconds, parse_job
 from ..server.scheduled import cleanup_processes
-from .records import display_arguments, payload_args, payload_kwargs
+from .records import display_arguments, payload_args, payload_kwargs, shown_job
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -227,7 +227,8 @@ class ProcessSet:
 
 
 class Work(NamedTuple):
-    """One job running on one thread of one process; ``work`` is the registry entry with ``payload`` parsed."""
+    """One job running on one thread of one process; ``work`` is the registry entry with ``payload`` parsed, as shown
+    (``kiq.api.shown_job``: what a plugin hides, such as an encrypted argument, is hidden)."""
 
     process_id: str
     thread_id: str
@@ -286,7 +287,9 @@ class Workers:
                 payload = work.get("payload")
                 # Sidekiq ≥ 6 stores the payload as a JSON string; older versions stored an object
                 if isinstance(payload, str):
-                    work["payload"] = parse_job(payload) or {}
+                    payload = parse_job(payload) or {}
+                if isinstance(payload, dict):  # as shown: what a plugin hides (kiq_redact_job) is hidden
+                    work["payload"] = shown_job(payload, self.config)
                 works.append(Work(identity, thread_id, work))
         works.sort(key=lambda work: work.run_at or 0.0)
         return iter(works)

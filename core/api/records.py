@@ -7,6 +7,7 @@ seconds (Sidekiq 6.x/7.x, kiq), an integer milliseconds (8.x); a value that is n
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import time
 import zlib
@@ -63,26 +64,38 @@ class JobRecord:
         that is not an object: that one is left in ``item``, as written)."""
         return payload_kwargs(self.item)
 
+    @functools.cached_property
+    def shown(self) -> dict[str, Any]:
+        """The payload as kiq shows it: ``item`` with what plugins hide hidden (``shown_job``)."""
+        return shown_job(self.item, self.config)
+
     @property
     def display_args(self) -> list[Any]:
         """The arguments to show: a wrapper's (e.g. an ActiveJob envelope's) as the plugin that unwraps it decodes
-        them (``kiq_unwrap_job``, keyword arguments as a trailing dict, Ruby's way), else ``args``."""
+        them (``kiq_unwrap_job``, keyword arguments as a trailing dict, Ruby's way), else ``args``; what a plugin
+        hides (``kiq_redact_job``: an encrypted argument) is hidden."""
+        shown = self.shown
         if self.klass in registry:  # a job of this process: no wrapper
-            return self.args
-        job = dict(self.item)
+            return payload_args(shown)
+        job = dict(shown)
         try:
             if self.config.plugins.hook.kiq_unwrap_job(job=job, config=self.config) is None:
-                return self.args
+                return payload_args(shown)
         except Exception:  # undecodable: shown as stored (a worker fails it with the error)
-            return self.args
+            return payload_args(shown)
         kwargs = job.get("kwargs")
         return [*job["args"], kwargs] if kwargs else list(job["args"])
 
     @property
+    def display_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments to show: ``kwargs`` with what plugins hide hidden."""
+        return payload_kwargs(self.shown)
+
+    @property
     def arguments_line(self) -> str:
-        """The arguments as the listings show them: ``display_args`` as JSON, then ``kwargs`` as JSON when there
-        are some (``[7] {"amount": 5}``)."""
-        return display_arguments(self.display_args, self.kwargs)
+        """The arguments as the listings show them: ``display_args`` as JSON, then ``display_kwargs`` as JSON when
+        there are some (``[7] {"amount": 5}``)."""
+        return display_arguments(self.display_args, self.display_kwargs)
 
     @property
     def jid(self) -> str | None:
@@ -166,10 +179,21 @@ class JobRecord:
         return self.value.encode("utf-8", "surrogateescape")
 
     def as_dict(self) -> dict[str, Any]:
-        """The summary the CLI prints with ``--json``: the payload plus the queue it sits in."""
+        """The summary the CLI prints with ``--json``: the payload (as shown: ``shown``) plus the queue it sits in."""
         if self.parsed:
-            return {"queue": self.queue, **self.item}
+            return {"queue": self.queue, **self.shown}
         return {"queue": self.queue, "raw": printable(self.value)}
+
+
+def shown_job(job: dict[str, Any], config: Config) -> dict[str, Any]:
+    """A payload as kiq shows it (the dashboard, the CLI, ``display_args``, a plugin's records): a copy in which every
+    ``kiq_redact_job`` implementation hid what must not be shown (e.g. an encrypted argument as ``"[encrypted]"``);
+    ``job`` itself when no plugin redacts. The one place where what is shown of a payload is decided."""
+    if not config.plugins.hook.kiq_redact_job.get_hookimpls():
+        return job
+    shown = dict(job)
+    config.plugins.notify("kiq_redact_job", job=shown, config=config)
+    return shown
 
 
 def payload_args(item: dict[str, Any]) -> list[Any]:

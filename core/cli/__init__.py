@@ -55,13 +55,15 @@ def build_parser(plugins: PluginManager | None = None) -> argparse.ArgumentParse
 
 def installed_plugin_manager() -> PluginManager:
     """Every installed plugin, which may add commands (``kiq tracking ...``) and settings (``kiq_settings_source``);
-    one that fails to load is skipped, with a warning, so a broken optional dependency does not break ``kiq``."""
+    one that fails to load (e.g. ``otel`` without its extra) is skipped quietly (a DEBUG line), so a missing optional
+    dependency does not break or clutter ``kiq``: a plugin the settings name is loaded again with the config, and
+    there its failure is an error (``kiq.plugin_manager.resolve``)."""
     plugins = PluginManager(None)
     for name, entry_point in installed_plugins().items():
         try:
             plugins.add(entry_point.load(), name)
         except Exception as exc:
-            log.warning("plugin %s is installed but cannot be loaded: %s", name, exc)
+            log.debug("plugin %s is installed but cannot be loaded: %s", name, exc)
     return plugins
 
 

@@ -277,7 +277,7 @@ def _print_jobs(
             when(at, utc) if isinstance(at := moment(job), float) else short(at or "", 60),
             "" if job.retry_count is None else job.retry_count,
             short(json.dumps(job.display_args, default=str), 40) if job.parsed else short(printable(job.value), 40),
-            *([short(json.dumps(job.kwargs), 40) if job.kwargs else ""] if show_kwargs else []),
+            *([short(json.dumps(job.display_kwargs), 40) if job.kwargs else ""] if show_kwargs else []),
             short(f"{job.error_class}: {job.error_message}", 50) if job.error_class else "",
         ]
         for job in jobs

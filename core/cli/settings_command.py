@@ -43,11 +43,13 @@ def run_settings(args: argparse.Namespace) -> int:
 
 def as_written(name: str, value: Any) -> Any:
     """A value as one would write it in ``kiq.toml``: queues as ``"name,weight"``; a URL (``redis_url``, a
-    plugin's database URL) without its password."""
+    plugin's database URL) without its password; a plugin's setting parsed into an object as its ``str()``."""
     if name == "queues":
         return [f"{queue},{weight}" if weight else queue for queue, weight in value]
     if isinstance(value, str) and "://" in value:
         return without_password(value)
+    if value is not None and not isinstance(value, (str, int, float, bool, list, dict)):
+        return str(value)  # a value parsed into an object says itself what to show (a key ring: no key)
     return value
 
 

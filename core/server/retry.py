@@ -40,9 +40,10 @@ import redis
 from .. import sink
 from ..errors import JobTimeout, Shutdown, error_class, error_message
 from ..failures import TRANSIENT
-from ..keys import RETRY, keyspace
+from ..keys import RETRY, keyspace, poller_wake
 from ..logging import note_failure_outcome
 from ..payload import dumps, epoch_seconds, loads, wire_time
+from ..pipeline import run_pipeline
 from . import dead
 
 if TYPE_CHECKING:
@@ -204,8 +205,10 @@ class JobRetry:
             sink.current.retry(dumps(job), at)
             return None
         member = dumps(job)
-        key = keyspace(self.config.redis).key(RETRY)
-        _write(lambda: self.config.redis.zadd(key, {member: at}), ["ZADD", key, repr(at), member])
+        keys = keyspace(self.config.redis)
+        key = keys.key(RETRY)
+        write = [("ZADD", key, at, member), poller_wake(keys, RETRY, at)]  # the pollers wake when it is due
+        _write(lambda: run_pipeline(self.config.redis, write), ["ZADD", key, repr(at), member])
         return None
 
     def _delay_for(

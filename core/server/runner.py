@@ -107,13 +107,12 @@ class JobRunner:
                     instance = (job_class or registry.get(job["class"]))()
                     instance.jid = job.get("jid", "")
                     instance.job = job
-                    call = (instance, job["args"])
                     with self.retrier.local(instance, jobstr, queue):
                         chain = self.config.server_middleware
                         if chain.entries:
-                            yield from chain.around((instance, job, queue), _perform_step(call))
+                            yield from chain.around((instance, job, queue), _perform_step(instance, job))
                         else:
-                            yield call
+                            yield instance, job["args"]
                 except Shutdown as stopped:
                     if observers:
                         self._finished(
@@ -282,9 +281,11 @@ def _acknowledge_unit(unit: UnitOfWork) -> None:
     unit.acknowledge()
 
 
-def _perform_step(call: PerformCall) -> Generator[PerformCall, Any, Any]:
-    """The innermost layer: ask the driver to run the job, and return what ``perform`` returned."""
-    return (yield call)
+def _perform_step(instance: Any, job: dict[str, Any]) -> Generator[PerformCall, Any, Any]:
+    """The innermost layer: ask the driver to run the job, and return what ``perform`` returned. The arguments are
+    read here, so a server middleware may give the job others (``job["args"]``, ``job["kwargs"]``: a decrypted
+    argument) before its ``yield``, as a client middleware may change what is pushed."""
+    return (yield instance, job["args"])
 
 
 def perform(instance: Any, args: list[Any]) -> Any:

@@ -1,24 +1,30 @@
 """The Poller (Sidekiq's ``Scheduled::Poller`` and ``Enq``): moves due jobs from ``retry`` and ``schedule`` to
 their queues.
 
-Each due job is popped with a Lua script (the ZRANGEBYSCORE and the ZREM are one atomic step, so two workers
-polling at once never both enqueue it) and pushed through the client, so client middleware runs again
-and the job gets its ``enqueued_at`` then.
+Each due job is popped with a Lua script (the read and the ZREM are one atomic step, so two workers polling at
+once never both enqueue it: the ZREM wins) and pushed through the client, so client middleware runs again and the
+job gets its ``enqueued_at`` then.
 
-Timing follows Sidekiq: every worker polls, at random intervals whose average is ``poll_interval`` times the
-number of live processes, so the cluster as a whole polls about every ``poll_interval`` seconds without
-coordination. The first poll comes after two to three intervals (Sidekiq's 10-15 s with the 5 s default),
-giving the heartbeats time to register, and dead entries are pruned from ``processes`` (at most once a
-minute across the cluster).
+Timing: a poller knows the earliest due score of each set — every pass ends with it (the script that finds
+nothing due returns the next score), and every push of a scheduled job and every recorded retry publishes its
+score on ``kiq:poller-wake`` (poller_wake.py) — and sleeps until then, so a job is enqueued within a few
+milliseconds of its due time, never before it (by the worker's clock). Besides, as in Sidekiq, every worker polls
+both sets at random intervals whose average is ``poll_interval`` times the number of live processes (the cluster
+as a whole about every ``poll_interval`` seconds): these regular polls find what no message announced (a job
+added by Sidekiq or another client, a message lost while the subscription was down) and prune dead entries from
+``processes`` (at most once a minute across the cluster). With nothing due, Redis sees no more commands than that.
+The first pass comes as soon as the worker has registered (Sidekiq waits two to three intervals).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import math
 import random
 import threading
 import time
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import redis as redis_py
@@ -30,6 +36,7 @@ from ..keys import PROCESS_CLEANUP, PROCESSES, RETRY, SCHEDULE, keyspace
 from ..payload import parse_payload
 from ..scripts import lua_script
 from . import dead
+from .poller_wake import SUBSCRIBE_WAIT, WakeListener
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -38,17 +45,25 @@ if TYPE_CHECKING:
 log = logging.getLogger("kiq")
 
 SETS = (RETRY, SCHEDULE)
+# Seconds a poller leaves at least between two passes that its wake-ups (not its regular polls) start: jobs due
+# close together are then moved by one pass, and N workers woken for each of a stream of due jobs do not query the
+# sets more than N / MIN_PASS_GAP times a second; a job is late by at most this much more.
+MIN_PASS_GAP = 0.05
 
-# returns the first member due at ARGV[1] and removes it, or nil
+# ARGV[1]: now. The first member of the set if it is due by now, removed; else {its score} (a string, as Redis
+# formats it), or nil when the set is empty.
 ZPOPBYSCORE = lua_script(
     "scheduled.pop",
     """
-local jobs = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", ARGV[1], "LIMIT", 0, 1)
-if jobs[1] then
-  redis.call("ZREM", KEYS[1], jobs[1])
-  return jobs[1]
+local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
+if not first[1] then
+  return false
 end
-return false
+if tonumber(first[2]) <= tonumber(ARGV[1]) then
+  redis.call("ZREM", KEYS[1], first[1])
+  return first[1]
+end
+return {first[2]}
 """,
     lambda keys, name: [keys.key(name)],
 )
@@ -78,18 +93,33 @@ class Poller:
         self._keys = keyspace(config.redis)
         self._zpopbyscore = config.redis.register_script(ZPOPBYSCORE.source)
         self._put_back_script = config.redis.register_script(PUT_BACK.source)
+        # per set, the earliest due score known (inf: none), lowered by the wake-up messages; guarded by _lock
+        self._heads = dict.fromkeys(SETS, math.inf)
+        self._lock = threading.Lock()
+        self._woken = threading.Event()
+        self._listener = WakeListener(config, self.wake)
 
     def start(self) -> None:
         """Start polling in a daemon thread."""
         if self._thread is None:
+            self._listener.start()
             self._thread = threading.Thread(target=self._run, name="kiq-poller", daemon=True)
             self._thread.start()
 
     def terminate(self, timeout: float = 5.0) -> None:
         """Stop polling: a pass in progress ends after the job it is moving; returns when the thread is gone."""
         self._done.set()
+        self._woken.set()
+        self._listener.stop()
         if self._thread is not None:
             self._thread.join(timeout)
+
+    def wake(self, set_name: str, at: float) -> None:
+        """A job in ``set_name`` is due at ``at`` (epoch seconds): pass over that set then, if earlier than known."""
+        with self._lock:
+            if at < self._heads[set_name]:
+                self._heads[set_name] = at
+                self._woken.set()
 
     def enqueue_jobs(self, now: float | None = None) -> int:
         """One pass: enqueue every job due by ``now`` (default: the current time), ``retry`` first, inside
@@ -97,19 +127,38 @@ class Poller:
 
         Returns how many jobs were enqueued. Raises on a Redis error (the job being moved is put back).
         """
-        with self.config.plugins.enter(self.config.plugins.notify("kiq_operation", name="poll", config=self.config)):
-            return self._enqueue_due(now)
+        return self._pass(SETS, now)
 
     # -- internals ----------------------------------------------------------------------------------
-    def _enqueue_due(self, now: float | None) -> int:
+    def _pass(self, sets: Sequence[str], now: float | None = None) -> int:
+        with self.config.plugins.enter(self.config.plugins.notify("kiq_operation", name="poll", config=self.config)):
+            return sum(self._enqueue_due(name, now) for name in sets)
+
+    def _enqueue_due(self, name: str, now: float | None) -> int:
+        """Enqueue the jobs of set ``name`` due by ``now``; then its head is the next score (or what a message told
+        meanwhile, if earlier). After a failure, a wake-up looks at the set again a ``poll_interval`` later."""
+        with self._lock:
+            known, self._heads[name] = self._heads[name], math.inf  # from here on the messages tell what is new
         count = 0
-        for name in SETS:
+        head = math.inf
+        try:
             while not self._done.is_set():
                 due = time.time() if now is None else now
-                raw = self._zpopbyscore(keys=ZPOPBYSCORE.keys(self._keys, name), args=[repr(due)])
-                if raw is None:
+                reply = self._zpopbyscore(keys=ZPOPBYSCORE.keys(self._keys, name), args=[repr(due)])
+                if reply is None:
                     break
-                count += self._enqueue(name, raw, due)
+                if isinstance(reply, list):
+                    head = float(reply[0])
+                    break
+                count += self._enqueue(name, reply, due)
+            else:
+                head = known  # stopped: as it was
+        except BaseException:  # Redis is unreachable, most likely: not again at once
+            head = max(known, time.time() + self.config.poll_interval)
+            raise
+        finally:
+            with self._lock:
+                self._heads[name] = min(self._heads[name], head)
         return count
 
     def _enqueue(self, set_name: str, raw: str, due: float) -> int:
@@ -146,23 +195,42 @@ class Poller:
         tick = functools.partial(
             self.config.plugins.notify, "kiq_loop_tick"
         )  # for liveness probes: when this loop comes round again
-        wait = self.initial_wait()
-        tick(name="poller", due_within=wait, config=self.config)
-        self._done.wait(wait)
+        # the first pass once subscribed, so no push between the two goes unheard (bounded: a Redis that refuses
+        # pub/sub leaves the regular polls)
+        self._listener.subscribed.wait(SUBSCRIBE_WAIT)
+        regular_at = time.time()  # the first pass: learn each set's head
+        last_pass = -math.inf
         while not self._done.is_set():
-            tick(name="poller", due_within=0.0, config=self.config)  # due now: the pass itself must end in time
-            for step in (self.enqueue_jobs, self._cleanup):
-                try:
-                    step()
-                except Exception as exc:  # most likely Redis is unreachable: try again next time
-                    self._failed(exc, f"poller: {step.__name__}")
-                else:
-                    if self.outage is not None and self.outage.down_since is not None:
-                        self.outage.recovered("poller")
-            wait = self._next_wait()
+            self._woken.clear()  # before reading the heads: a message from here on cuts the wait short
+            now = time.time()
+            with self._lock:
+                due = [name for name in SETS if self._heads[name] <= now]
+                earliest = min(self._heads.values())
+            if now >= regular_at:
+                tick(name="poller", due_within=0.0, config=self.config)  # due now: the pass itself must end in time
+                self._step(self.enqueue_jobs, "enqueue_jobs")
+                self._step(self._cleanup, "_cleanup")
+                regular_at = time.time() + self._next_wait()
+                last_pass = time.time()
+                continue
+            if due and now - last_pass >= MIN_PASS_GAP:
+                tick(name="poller", due_within=0.0, config=self.config)
+                self._step(functools.partial(self._pass, due), "enqueue_jobs")
+                last_pass = time.time()
+                continue
+            wait = max(min(regular_at, max(earliest, last_pass + MIN_PASS_GAP)) - now, 0.0)
             tick(name="poller", due_within=wait, config=self.config)
-            self._done.wait(wait)
+            self._woken.wait(wait)
         tick(name="poller", due_within=None, config=self.config)
+
+    def _step(self, step: Callable[[], int], name: str) -> None:
+        try:
+            step()
+        except Exception as exc:  # most likely Redis is unreachable: try again next time
+            self._failed(exc, f"poller: {name}")
+        else:
+            if self.outage is not None and self.outage.down_since is not None:
+                self.outage.recovered("poller")
 
     def _failed(self, exc: Exception, context: str) -> None:
         if self.outage is not None and isinstance(exc, TRANSIENT):
@@ -180,15 +248,11 @@ class Poller:
             self._failed(exc, "poller: counting processes")
             return self.config.poll_interval
 
-    def initial_wait(self) -> float:
-        """Seconds before the first poll: two intervals plus up to one more at random."""
-        return self.config.poll_interval * (2 + random.random())
-
     def process_count(self) -> int:
         return max(1, int(self.config.redis.scard(self._keys.key(PROCESSES))))
 
     def random_poll_interval(self) -> float:
-        """Seconds until the next poll, at random around ``poll_interval`` times the number of processes N:
+        """Seconds until the next regular poll, at random around ``poll_interval`` times the number of processes N:
         within ±50% of it while N < 10; from 0 to it for larger clusters (Sidekiq's rule)."""
         count = self.process_count()
         interval = count * self.config.poll_interval

@@ -10,6 +10,8 @@ from typing import Any
 
 import kiq
 
+TIMEOUT = 2.0  # seconds kiq health waits for /livez by default (a SIGSTOPped worker accepts but never answers)
+
 
 def add_health_command(commands: argparse._SubParsersAction[Any]) -> None:
     health = commands.add_parser(
@@ -21,7 +23,13 @@ def add_health_command(commands: argparse._SubParsersAction[Any]) -> None:
     health.add_argument("--port", type=int, help="the worker's metrics port (default: the metrics_port setting)")
     health.add_argument("--host", default="127.0.0.1", help="the worker's address (default 127.0.0.1)")
     health.add_argument("--ready", action="store_true", help="check /readyz instead of /livez")
-    health.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the answer (default 5)")
+    health.add_argument(
+        "--timeout",
+        type=float,
+        default=TIMEOUT,
+        help=f"seconds to wait for the answer (default {TIMEOUT:g}: with the command's ~1 s start-up, a hung worker "
+        "is reported within Docker's usual 5 s HEALTHCHECK timeout)",
+    )
     health.add_argument("-C", "--config", help="config file (default: kiq.toml or [tool.kiq] in pyproject.toml)")
     health.set_defaults(run=run_health)
 

@@ -17,6 +17,23 @@ from __future__ import annotations
 import math
 import time
 
+import kiq
+
+# A worker whose heartbeat is this many intervals late is taken for dead by the fleet: reliable fetch recovers its
+# jobs for others to run (kiq.plugins.reliable_fetch's liveness TTL is three heartbeats). /livez fails at the same
+# moment by default, so a hung worker is restarted as its jobs are taken over, not half a minute later.
+HEARTBEATS = 3
+# ...but never sooner than this: a swarm child writes its snapshot every second (swarm.py), and a loop of a busy
+# process may come round a little late; only a heartbeat_interval under 5/3 s makes the floor count
+LIVENESS_FLOOR = 5.0
+
+
+def liveness_timeout(config: kiq.Config) -> float:
+    """The ``liveness_timeout`` setting; 0 (the default): ``HEARTBEATS`` times ``heartbeat_interval`` (30 s), at
+    least ``LIVENESS_FLOOR``."""
+    configured = float(config.get("liveness_timeout"))
+    return configured if configured > 0 else max(HEARTBEATS * config.heartbeat_interval, LIVENESS_FLOOR)
+
 
 class Liveness:
     """When each loop is due to tick next (monotonic seconds); a loop not yet seen is not late."""

@@ -28,6 +28,7 @@ import kiq
 import kiq.ext
 
 from .health import add_health_command
+from .liveness import liveness_timeout
 from .port import MetricsPort
 from .snapshot import WorkerMetrics
 from .swarm import SnapshotWriter, SwarmMetrics, snapshot_path
@@ -41,7 +42,11 @@ SETTINGS = [
     ),
     kiq.ext.Setting.text("metrics_host", "0.0.0.0", "address the metrics port binds (0.0.0.0: every interface)"),
     kiq.ext.Setting.number(
-        "liveness_timeout", 60.0, 1.0, "seconds the heartbeat or poller loop may go without a tick before /livez fails"
+        "liveness_timeout",
+        0.0,
+        0.0,
+        "seconds the heartbeat or poller loop may be late before /livez fails; 0: three heartbeat_intervals (when "
+        "reliable fetch takes the worker for dead and recovers its jobs)",
     ),
 ]
 
@@ -90,7 +95,7 @@ class MetricsPlugin:
         if not config.get("metrics_port"):
             return
         port = MetricsPort(config)  # bound before the children fork: the port is the parent's alone
-        self.swarm = SwarmMetrics(tempfile.mkdtemp(prefix="kiq-swarm-metrics-"), config.get("liveness_timeout"))
+        self.swarm = SwarmMetrics(tempfile.mkdtemp(prefix="kiq-swarm-metrics-"), liveness_timeout(config))
         port.start(self.swarm.snapshot)
         self.port = port
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,7 +39,7 @@ class MetricsPort:
         self.config = config
         host, port = config.get("metrics_host"), config.get("metrics_port")
         try:
-            self.server = ThreadingHTTPServer((host, port), _Handler)
+            self.server = _Server((host, port), _Handler)
         except (OSError, OverflowError) as exc:
             raise kiq.ConfigError(
                 f"metrics_port {port}: cannot listen on {host}:{port} ({exc}); choose a free port, or 0 for none"
@@ -94,6 +95,16 @@ class MetricsPort:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # the prober gave up before the answer (kiq health's timeout while the worker was stopped or busy): the
+        # answer written later finds the peer gone; socketserver would print a traceback on stderr for it
+        if isinstance(sys.exc_info()[1], ConnectionError):  # BrokenPipeError, ConnectionResetError
+            log.debug("metrics port: %s left before its answer", client_address)
+            return
+        log.exception("metrics port: a request from %s failed", client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -13,7 +13,7 @@ import kiq
 import kiq.ext
 from kiq.api.fleet import plugin_readings
 
-from .liveness import Liveness
+from .liveness import Liveness, liveness_timeout
 from .tally import SIZE, JobTally, add_counts, class_label
 
 JobCounts = dict[tuple[str, str], list[float]]  # (queue, class label) -> kiq.plugins.metrics.tally's counts
@@ -87,5 +87,5 @@ class WorkerMetrics:
             kiq.ext.Reading("kiq_processes", 1, help="worker processes"),
             *plugin_readings(config, "process"),
         ]
-        stale = self.liveness.stale(config.get("liveness_timeout"))
+        stale = self.liveness.stale(liveness_timeout(config))
         return Snapshot(jobs, readings, stale, self.unready, time.time())

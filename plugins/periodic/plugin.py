@@ -4,6 +4,7 @@ start to its quiet."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import time
 
@@ -54,16 +55,27 @@ class PeriodicPlugin:
 
     @kiq.hookimpl
     def kiq_check(self, config: kiq.Config) -> None:
+        """A class this worker does not register is left to the workers that do (a kiq.toml shared by workers of
+        different job modules, as Celery beat sends a task by name to whoever consumes it), with a WARNING; but a
+        near miss of a registered name is a typo and stops the start."""
         unknown = sorted({job.job for job in self.schedule(config) if job.job not in kiq.registry})
-        if unknown:
+        registered = kiq.registry.names()
+        typos = [name for name in unknown if difflib.get_close_matches(name, registered, n=1, cutoff=0.75)]
+        if typos:
             raise kiq.ConfigError(
-                f"periodic jobs name classes this worker does not register: {', '.join(unknown)} (registered: "
-                f"{', '.join(kiq.registry.names())}); import the modules that define them with -r / require"
+                f"periodic jobs name classes this worker does not register: {', '.join(typos)} (registered: "
+                f"{', '.join(registered)}); fix the name, or import the modules that define them with -r / require"
+            )
+        if unknown:
+            log.warning(
+                "periodic: this worker does not register %s (not imported with -r / require): it leaves those "
+                "entries to the workers that do, which enqueue each tick once",
+                ", ".join(unknown),
             )
 
     @kiq.hookimpl
     def kiq_startup(self, config: kiq.Config) -> None:
-        jobs = self.schedule(config)
+        jobs = [job for job in self.schedule(config) if job.job in kiq.registry]  # the others: see kiq_check
         if not jobs:
             return
         prune(config.redis, time.time())

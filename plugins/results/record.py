@@ -1,9 +1,11 @@
 """A job's result record: the JSON kept in Redis (and in its tracking event) for a job whose return value is wanted.
 
-``{"value": <what perform returned>}``, or ``{"error": "<why there is none>"}``: the value was not strict JSON, the job
-died, or it was dropped unrun. Strict JSON is kiq's rule for arguments, applied to results: the value must come back
-from JSON equal to what was returned (a tuple would come back as a list, a set or a datetime not at all, NaN as
-null), checked by a round trip through kiq's own encoder.
+``{"value": <what perform returned>}`` (with ``"class": <its job's wire name>`` and the value in its JSON form
+when ``perform``'s return annotation types it: kiq.ext.result_form), or ``{"error": "<why there is none>"}``: the
+value was not strict JSON, the job died, or it was dropped unrun. Strict JSON is kiq's rule for unannotated
+arguments, applied to results: the value (its JSON form) must come back from JSON equal to what was returned (a
+tuple would come back as a list, a set or a datetime not at all, NaN as null), checked by a round trip through
+kiq's own encoder.
 """
 
 from __future__ import annotations
@@ -24,10 +26,20 @@ def result_key(redis: Any, jid: str) -> str:
 
 def value_record(job: dict[str, Any], value: Any) -> tuple[str, str | None]:
     """The record of ``value``, returned by ``job``: ``(its JSON, None)``; or, when the value is not strict JSON,
-    an error record and the error's message."""
+    an error record and the error's message. A job class whose ``perform`` has a return annotation stores the
+    value's JSON form by it (``kiq.ext.result_form``: a ``Decimal`` as its string, ...), read back by
+    ``result_value``; such a record names the class, so a reader knows which annotation reads it."""
+    name = job.get("class")
+    job_class = kiq.registry.find(name) if isinstance(name, str) else None
     try:
-        text = kiq.ext.dumps({"value": value})
-        same = kiq.ext.loads(text)["value"] == value
+        form = value if job_class is None else kiq.ext.result_form(job_class, value)
+    except Exception as exc:  # ResultTypeError, or a converter failing on a value too deep: named, bounded
+        message = f"{kiq.ext.error_message(exc, 1000)} (job {job.get('jid')}); no result was stored"
+        return error_record(message), message
+    try:
+        # a converted value names its class (result_form returns anything else as it was), for its reader
+        text = kiq.ext.dumps({"value": form} if form is value else {"value": form, "class": name})
+        same = kiq.ext.loads(text)["value"] == form
     except Exception as exc:  # a 5,000-deep value too (RecursionError): named, never the job's error
         problem = f"{type(exc).__name__}: {kiq.ext.error_message(exc, 200)}"
     else:
@@ -35,10 +47,20 @@ def value_record(job: dict[str, Any], value: Any) -> tuple[str, str | None]:
             return text, None
         problem = "it would not come back equal from JSON (a tuple, a non-string key, NaN or infinity?)"
     message = (
-        f"{job.get('class')} {job.get('jid')} returned {type(value).__name__} {kiq.ext.describe(value)}, which is "
-        f"not strict JSON ({problem}); no result was stored"
+        f"{name} {job.get('jid')} returned {type(value).__name__} {kiq.ext.describe(value)}, which is not strict JSON "
+        f"({problem}); no result was stored: annotate perform's return type (e.g. -> Decimal) to keep a Decimal, "
+        "datetime, UUID, dataclass..."
     )
     return error_record(message), message
+
+
+def read_value(record: dict[str, Any]) -> Any:
+    """The value of a record as its job's return annotation reads it, when the record names a class registered
+    here (else its JSON form). Raises ``kiq.ext.ResultTypeError`` when it cannot be read as that type."""
+    name = record.get("class")
+    job_class = kiq.registry.find(name) if isinstance(name, str) else None
+    value = record["value"]
+    return value if job_class is None else kiq.ext.result_value(job_class, value)
 
 
 def error_record(message: str) -> str:

@@ -12,7 +12,7 @@ import kiq.ext
 import kiq.testing
 
 from .plugin import ResultsPlugin
-from .record import result_key
+from .record import read_value, result_key
 
 READ_BACKOFF = (0.01, 0.2)  # seconds between reads of a result not there yet: the first pause and the cap
 
@@ -23,8 +23,9 @@ class NoResult(kiq.KiqError, LookupError):
 
 
 class ResultError(kiq.KiqError):
-    """The job has a result record, but no value: it returned something that is not strict JSON, it died, or it was
-    dropped without running. The message says which."""
+    """The job has a result record, but no value: it returned something that is not strict JSON (or not its return
+    annotation's type), it died, or it was dropped without running; or the stored value cannot be read as its
+    return annotation's type. The message says which."""
 
 
 def answer(jid: str, text: str | bytes | None) -> Any:
@@ -37,7 +38,10 @@ def answer(jid: str, text: str | bytes | None) -> Any:
     record = kiq.ext.loads(text if isinstance(text, str) else text.decode())
     if "error" in record:
         raise ResultError(str(record["error"]))
-    return record["value"]
+    try:
+        return read_value(record)
+    except kiq.ext.ResultTypeError as exc:
+        raise ResultError(f"job {jid}: {exc}") from None
 
 
 def refuse_unkept(jid: str, config: kiq.Config) -> kiq.Config:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kiq import ClientMiddleware, ServerMiddleware, Shutdown, Wrapper
+from kiq.api import shown_job
 from kiq.ext import hold_acknowledgement, report_failure
 from kiq.plugins.results import tracked_result
 
@@ -34,7 +35,7 @@ from .writer import Update, Writer
 if TYPE_CHECKING:
     import redis
 
-    from kiq import Job
+    from kiq import Config, Job
 
     from .plugin import TrackingPlugin
 
@@ -68,19 +69,20 @@ def describe(exc: BaseException) -> str:
     return text[:MAX_ERROR]
 
 
-def params_of(job: dict[str, Any]) -> Any:
-    """What an event keeps of a job's arguments: its ``args``; for a job with keyword arguments,
-    ``{"args": [...], "kwargs": {...}}``."""
-    kwargs = job.get("kwargs")
-    return {"args": job.get("args"), "kwargs": kwargs} if kwargs else job.get("args")
+def params_of(job: dict[str, Any], config: Config) -> Any:
+    """What an event keeps of a job's arguments, as kiq shows them (``kiq.api.shown_job``: an encrypted argument as
+    ``"[encrypted]"``): its ``args``; for a job with keyword arguments, ``{"args": [...], "kwargs": {...}}``."""
+    shown = shown_job(job, config)
+    kwargs = shown.get("kwargs")
+    return {"args": shown.get("args"), "kwargs": kwargs} if kwargs else shown.get("args")
 
 
-def job_update(job: dict[str, Any], status: str, version: int, **fields: Any) -> Update:
+def job_update(job: dict[str, Any], status: str, version: int, config: Config, **fields: Any) -> Update:
     return Update(
         job_id=str(job["jid"]),
         task_id=job.get("task_id"),
         job_class=str(job.get("class", "")),
-        params=params_of(job),
+        params=params_of(job, config),
         status=status,
         version=version,
         at=time.time(),
@@ -112,7 +114,7 @@ class TrackingClientMiddleware(ClientMiddleware):
             job["jid"] = reserved.jids.get(id(job["args"]), job["jid"])
         elif job.get("track") is True and "task_id" not in job:
             writer = self.plugin.tracker(self.config).writer
-            written = writer.submit_now(job_update(job, ENQUEUED, 0))
+            written = writer.submit_now(job_update(job, ENQUEUED, 0, self.config))
             bulk = bulk_pushes.get()
             if bulk is not None:  # waited for together, once the whole bulk is pushed
                 bulk.append((writer, written))
@@ -157,28 +159,28 @@ class TrackingServerMiddleware(ServerMiddleware):
             return
         submit = self.plugin.tracker(self.config).writer.submit
         run = run_number(job)
-        submit(job_update(job, WORKING, run * 4 + WORKING_PHASE, attempts=run))
+        submit(job_update(job, WORKING, run * 4 + WORKING_PHASE, self.config, attempts=run))
         dropped: list[str] = []  # why an inner layer dropped the job unrun (kiq_job_dropped), if it did
         token = dropping.set((job, dropped))
         try:
             value = yield
         except TaskFailure as exc:
-            submit(outcome(job, FAILED, run * 4 + OUTCOME_PHASE, last_error=describe(exc)))
+            submit(outcome(job, FAILED, run * 4 + OUTCOME_PHASE, self.config, last_error=describe(exc)))
             report_failure(f"{type(exc).__name__}: {exc}")
             return  # handled: a business outcome, not an error to retry
         except Shutdown:  # requeued; it runs again as the same run
-            submit(job_update(job, ENQUEUED, run * 4 + WORKING_PHASE))
+            submit(job_update(job, ENQUEUED, run * 4 + WORKING_PHASE, self.config))
             raise
         except BaseException as exc:  # a retry is pending unless the death hook says otherwise
-            submit(outcome(job, ENQUEUED, run * 4 + OUTCOME_PHASE, last_error=describe(exc)))
+            submit(outcome(job, ENQUEUED, run * 4 + OUTCOME_PHASE, self.config, last_error=describe(exc)))
             raise
         finally:
             dropping.reset(token)
         if dropped:
-            submit(dropped_outcome(job, dropped[0]))
+            submit(dropped_outcome(job, dropped[0], self.config))
         else:
             result = tracked_result(job, value, self.config)  # with the results plugin, for jobs that keep theirs
-            submit(outcome(job, FINISHED, run * 4 + OUTCOME_PHASE, result=result))
+            submit(outcome(job, FINISHED, run * 4 + OUTCOME_PHASE, self.config, result=result))
 
 
 # the job the tracking middleware is running in this context, and where a kiq_job_dropped for it leaves its reason
@@ -190,25 +192,26 @@ def progress_update(jid: str, done: float, total: float | None) -> Update:
     return Update(jid, progress={"done": done, "total": total, "at": time.time()})
 
 
-def dropped_outcome(job: dict[str, Any], reason: str) -> Update:
+def dropped_outcome(job: dict[str, Any], reason: str, config: Config) -> Update:
     """A job dropped without running (e.g. expired): ``failed``, with the reason as its error."""
-    return outcome(job, FAILED, run_number(job) * 4 + OUTCOME_PHASE, last_error=f"dropped: {reason}"[:MAX_ERROR])
+    version = run_number(job) * 4 + OUTCOME_PHASE
+    return outcome(job, FAILED, version, config, last_error=f"dropped: {reason}"[:MAX_ERROR])
 
 
-def outcome(job: dict[str, Any], status: str, version: int, **fields: Any) -> Update:
+def outcome(job: dict[str, Any], status: str, version: int, config: Config, **fields: Any) -> Update:
     """A status the job's acknowledgement waits for (when a worker runs it): the writer releases it once written."""
-    update = job_update(job, status, version, **fields)
+    update = job_update(job, status, version, config, **fields)
     release = hold_acknowledgement()
     if release is not None:
         update.callbacks.append(release)
     return update
 
 
-def death_update(job: dict[str, Any], exc: BaseException | None) -> Update | None:
+def death_update(job: dict[str, Any], exc: BaseException | None, config: Config) -> Update | None:
     """The final ``error`` of a job that died (its payload already counts the failed run in retry_count)."""
     if not is_tracked(job) or not isinstance(job.get("jid"), str):
         return None
     count = job.get("retry_count")
     run = count + 1 if isinstance(count, int) else 1
     error = describe(exc) if exc is not None else str(job.get("error_message") or "died")
-    return outcome(job, ERROR, run * 4 + DEATH_PHASE, last_error=error[:MAX_ERROR])
+    return outcome(job, ERROR, run * 4 + DEATH_PHASE, config, last_error=error[:MAX_ERROR])

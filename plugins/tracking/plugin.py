@@ -77,7 +77,7 @@ class TrackingPlugin:
 
     @kiq.hookimpl
     def kiq_death(self, job: dict[str, Any], exc: BaseException | None, config: kiq.Config) -> None:
-        update = death_update(job, exc)
+        update = death_update(job, exc, config)
         if update is not None:
             self.tracker(config).writer.submit(update)
 
@@ -89,7 +89,7 @@ class TrackingPlugin:
         if running is not None and running[0] is job:  # inside the tracking layer: it records the outcome
             running[1].append(reason)
         else:  # dropped by an outer layer, before tracking's own ran
-            self.tracker(config).writer.submit(dropped_outcome(job, reason))
+            self.tracker(config).writer.submit(dropped_outcome(job, reason, config))
 
     @kiq.hookimpl
     def kiq_job_progress(self, job: dict[str, Any], done: float, total: float | None, config: kiq.Config) -> None:

@@ -81,9 +81,11 @@ class Tracker:
         task_id = secrets.token_hex(TASK_ID_BYTES)
         task = {"id": task_id, "name": name or job_class, "job_class": job_class, "total": len(args)}
         task["created_at"] = time.time()
-        events = [{"args": a, "kwargs": k} for a, k in calls]
+        # the options too: the events keep the arguments as kiq shows them (an encrypted one hidden, params_of)
+        options = {**setter.job_class.get_options(), **setter.options}
+        events = [{**options, "args": a, "kwargs": k} for a, k in calls]
         self.store.create_task(
-            task, [{"job_id": jid, "params": params_of(e)} for jid, e in zip(jids, events, strict=True)]
+            task, [{"job_id": jid, "params": params_of(e, self.config)} for jid, e in zip(jids, events, strict=True)]
         )
         item = {**setter.options, "class": setter.job_class, "args": args, "task_id": task_id}
         if any(kwargs for _, kwargs in calls):

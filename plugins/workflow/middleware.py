@@ -3,9 +3,10 @@ step of a workflow that failed (or a step run again after it succeeded) is not r
 
 What other producers or Redis can do to a step is handled here too: a payload whose workflow fields are unusable
 (wrong types, a step the workflow does not have) goes to the dead set with the reason, unrun; a result that is not
-strict JSON kills the step (running it again would return the same), which fails its workflow; and an outcome Redis
-refuses (an outage, maxmemory) is held by the worker (``kiq.ext.hold_write``) with the job unacknowledged, and written
-once Redis takes it, so the successor is pushed then, once."""
+strict JSON (after its return annotation's conversion, kiq.ext.result_form) kills the step (running it again would
+return the same), which fails its workflow; and an outcome Redis refuses (an outage, maxmemory) is held by the
+worker (``kiq.ext.hold_write``) with the job unacknowledged, and written once Redis takes it, so the successor is
+pushed then, once."""
 
 from __future__ import annotations
 
@@ -56,9 +57,15 @@ def error_text(exc: BaseException | None, job: dict[str, Any]) -> str:
     return f"{kiq.ext.error_class(exc)}: {kiq.ext.error_message(exc)}"
 
 
-def result_text(value: Any, job: dict[str, Any]) -> str:
-    """The step's value as the JSON text its successors get; a value that is not strict JSON fails the step. Only
-    ``WorkflowError`` leaves it: a 5,000-deep list (``RecursionError``) is named in a few characters, not retried."""
+def result_text(value: Any, job: dict[str, Any], job_class: type) -> str:
+    """The step's value as the JSON text its successors get: its JSON form by its return annotation (a successor's
+    annotated parameter reads it back as that type); a value that is not strict JSON (or not the annotated type)
+    fails the step. Only ``WorkflowError`` leaves it: a 5,000-deep list (``RecursionError``) is named in a few
+    characters, not retried."""
+    try:
+        value = kiq.ext.result_form(job_class, value)
+    except Exception as error:  # ResultTypeError, or a converter failing on a value too deep: named, bounded
+        raise WorkflowError(f"workflow step {job.get('wf_step')}: {kiq.ext.error_message(error, 1000)}") from None
     try:
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         text.encode()  # a lone surrogate has no UTF-8 form: neither Redis nor Ruby could take it
@@ -67,7 +74,8 @@ def result_text(value: Any, job: dict[str, Any]) -> str:
         raise WorkflowError(
             f"workflow step {job.get('wf_step')} ({job.get('class')}) returned {kiq.ext.describe(value, 80)}, which "
             f"is not strict JSON ({type(error).__name__}: {kiq.ext.error_message(error, 200)}); a step's result goes "
-            "to the steps after it: return str, int, float, bool, None, list or dict"
+            "to the steps after it: return str, int, float, bool, None, list or dict, or annotate perform's return "
+            "type (e.g. -> Decimal) to pass a Decimal, datetime, UUID, dataclass..."
         ) from None
 
 
@@ -121,7 +129,7 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
                 log.warning("workflow %s step %s: could not record the failure", workflow_id, step, exc_info=True)
             raise
         try:
-            text = result_text(value, job)
+            text = result_text(value, job, type(job_instance))
         except WorkflowError as error:  # the same value every run: the step dies now, failing its workflow
             log.error("%s", error)
             kiq.ext.report_failure(f"WorkflowError: {error}")

@@ -1,5 +1,5 @@
 """A workflow's outcome: ``result(id, wait=)`` answers the value of its last step (a group's list), waiting for
-it, or raises ``WorkflowFailed`` / ``WorkflowPending``."""
+it, as that step's return annotation reads it, or raises ``WorkflowFailed`` / ``WorkflowPending``."""
 
 from __future__ import annotations
 
@@ -37,6 +37,24 @@ def answer(workflow_id: str, found: WorkflowStatus | None) -> Any:
         raise WorkflowFailed(workflow_id, found.error)
     if found.state != "succeeded":
         raise WorkflowPending(f"workflow {workflow_id} is still running")
+    return typed(found)
+
+
+def typed(found: WorkflowStatus) -> Any:
+    """The workflow's result read as its last steps' return annotation (``kiq.ext.result_value``): a last step's
+    value, or a final group's list when its members' last steps are of one class registered here; else the JSON
+    form as stored (``status()`` always gives that). Raises ``kiq.ext.ResultTypeError`` naming the type when a
+    stored value does not read as it."""
+    waited_on = {step for each in found.steps for step in each.after}
+    last = [each for each in found.steps if each.step not in waited_on]
+    names = {each.job_class for each in last}
+    job_class = kiq.registry.find(names.pop()) if len(names) == 1 else None
+    if job_class is None:
+        return found.result
+    if len(last) == 1:
+        return kiq.ext.result_value(job_class, found.result)
+    if isinstance(found.result, list) and len(found.result) == len(last):
+        return [kiq.ext.result_value(job_class, value) for value in found.result]
     return found.result
 
 

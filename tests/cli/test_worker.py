@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -110,6 +111,35 @@ def test_a_bad_url_scheme_names_every_accepted_one() -> None:
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith("kiq: error: bad redis_url 'localhost:6379': it must start with one of ")
     assert all(scheme in result.stderr for scheme in ("redis://", "rediss://", "unix://", "redis+sentinel://"))
+
+
+def test_celerys_comma_list_of_queues_is_refused_at_once_naming_the_fix() -> None:
+    """Celery's ``-Q default,mail`` habit: the comma stays Sidekiq's ``name,weight``; the error says to repeat -q."""
+    result = run_cli("worker", "--redis-url", "redis://127.0.0.1:1", "-r", "tests.jobs.basic", "-q", "default,mail")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "the part after the comma is a weight" in result.stderr and "-q default -q mail" in result.stderr
+    assert kiq.settings.as_queues(["default,2", "mail"]) == [("default", 2), ("mail", 0)]  # weights still work
+
+
+def test_a_plugin_that_cannot_load_is_quiet_unless_the_settings_name_it(tmp_path: Path) -> None:
+    """As otel without its extra: installed (an entry point) but its import fails. Every command ran with a
+    plain-text warning about it; now only a config that names it fails, with one line naming the cause."""
+    dist = tmp_path / "brokenplug-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: brokenplug\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[kiq.plugins]\nbroken = no_such_module_xyz:Plugin\n")
+    env = child_env(PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}")
+
+    def kiq_cli(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "kiq.cli", *args], cwd=tmp_path, env={**env, **extra},
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+
+    quiet = kiq_cli("settings", "--json")
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+    named = kiq_cli("settings", KIQ_PLUGINS="broken")
+    assert named.returncode == 2 and named.stderr.count("\n") == 1, named.stderr
+    assert "plugin 'broken' is installed but cannot be loaded: ModuleNotFoundError" in named.stderr
+    assert "no_such_module_xyz" in named.stderr and "Traceback" not in named.stderr
 
 
 def test_no_registered_jobs_is_a_clear_error() -> None:

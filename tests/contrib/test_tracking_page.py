@@ -11,6 +11,7 @@ import re
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -61,6 +62,20 @@ def test_make_demo_runs_the_task_to_completion_and_exits_0(tmp_path: Path) -> No
     assert re.search(r"status page: http://127\.0\.0\.1:\d+/tracking/tasks/[0-9a-f]{32}/page", output)
     assert re.search(r"dashboard: http://127\.0\.0\.1:\d+/ ", output)
     assert "to keep it up: .venv/bin/python examples/demo.py --serve" in output  # the dashboard ends with the demo
+
+
+def test_the_demos_dashboard_port_is_chosen_with_make_demo_port() -> None:
+    dry_run = subprocess.run(["make", "-n", "demo", "PORT=9123"], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert "examples/demo.py --port 9123" in dry_run.stdout
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        demo = subprocess.run(
+            [sys.executable, str(DEMO), "--port", str(taken.getsockname()[1])],
+            cwd=ROOT, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert demo.returncode == 2, demo.stdout + demo.stderr
+    assert "choose another, make demo PORT=9000 (0: any free port)" in demo.stderr
 
 
 def dump_dom(url: str, profile: Path, budget_ms: int) -> str:

@@ -3,6 +3,7 @@ heartbeat that a test can freeze (``--plugins tests.jobs.operations:FreezableHea
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -17,6 +18,19 @@ class Fine(kiq.Job):
     def perform(self, seconds: float = 0.0) -> None:
         if seconds:
             time.sleep(seconds)
+
+
+STARTS = "ops-test:starts"  # LIST of JSON {"pid", "jid"}: one per start of a Recorded job
+
+
+class Recorded(kiq.Job):
+    """Records which process started it, then sleeps ``seconds``."""
+
+    kiq_name = "OpsRecorded"
+
+    def perform(self, seconds: float) -> None:
+        kiq.default_config().redis.rpush(STARTS, json.dumps({"pid": os.getpid(), "jid": self.jid}))
+        time.sleep(seconds)
 
 
 class Broken(kiq.Job):

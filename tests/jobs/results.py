@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
+import decimal
 import math
+import uuid
 from typing import Any
 
 import kiq
@@ -72,3 +75,46 @@ class TrackedPrice(Price):
 class TrackedSet(ReturnsThis):
     kiq_name = "ResultsTrackedSet"
     kiq_options = {"track": True}
+
+
+# typed results: perform's return annotation types the stored value, as annotations type arguments
+@dataclasses.dataclass
+class Quote:
+    sku: uuid.UUID
+    amount: decimal.Decimal
+    at: datetime.datetime
+
+
+QUOTE = Quote(uuid.UUID(int=7), decimal.Decimal("12.30"), datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC))
+
+
+class Total(kiq.Job):
+    kiq_name = "ResultsTotal"
+    kiq_options = {"result_ttl": 60, "retry": 3}
+
+    def perform(self, cents: int) -> decimal.Decimal:
+        return decimal.Decimal(cents) / 100
+
+
+class Quoted(kiq.Job):
+    kiq_name = "ResultsQuoted"
+    kiq_options = {"result_ttl": 60}
+
+    def perform(self) -> Quote:
+        return QUOTE
+
+
+@kiq.job(name="ResultsAsyncDue", result_ttl=60)
+async def async_due(days: int) -> datetime.date:
+    await asyncio.sleep(0.01)
+    return datetime.date(2026, 1, 1) + datetime.timedelta(days=days)
+
+
+class NotATotal(kiq.Job):
+    """Annotated ``-> Decimal``, returns a text that is no number."""
+
+    kiq_name = "ResultsNotATotal"
+    kiq_options = {"result_ttl": 60, "retry": 3}
+
+    def perform(self) -> decimal.Decimal:
+        return "twelve"  # type: ignore[return-value]

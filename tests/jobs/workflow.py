@@ -132,3 +132,20 @@ class Scale(kiq.Job):
 
     def perform(self, value: decimal.Decimal, factor: int) -> str:
         return str(value * factor)
+
+
+class Subtotal(kiq.Job):
+    """A typed result passed on: ``-> Decimal`` into ``Taxed(amount: Decimal)``."""
+
+    kiq_name = "WfSubtotal"
+
+    def perform(self, cents: int) -> decimal.Decimal:
+        return decimal.Decimal(cents) / 100
+
+
+class Taxed(kiq.Job):
+    kiq_name = "WfTaxed"
+
+    def perform(self, amount: decimal.Decimal, rate: str) -> decimal.Decimal:
+        assert type(amount) is decimal.Decimal, f"got {amount!r}"  # read back as its type, not its JSON text
+        return amount * decimal.Decimal(rate)

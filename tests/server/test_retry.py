@@ -252,6 +252,33 @@ def test_retry_in_seconds(config: kiq.Config, r: redis.Redis) -> None:
     assert count == 0 and exc is error and job["error_class"] == "tests.server.test_retry.Boom"
 
 
+def test_a_function_job_takes_retry_in_and_retries_exhausted_as_functions(
+    config: kiq.Config, r: redis.Redis, hooks: Recorder
+) -> None:
+    asked: list[tuple[int, str]] = []
+    exhausted: list[str] = []
+
+    def retry_in(count: int, exc: BaseException, job: dict[str, Any]) -> Any:
+        asked.append((count, job["jid"]))
+        return 100 if count == 0 else "kill"
+
+    @kiq.job(retry_in=retry_in, retries_exhausted=lambda job, exc: exhausted.append(job["jid"]))
+    def sync_account(account_id: int) -> None: ...
+
+    assert sync_account.job_class.get_options().keys().isdisjoint({"retry_in", "retries_exhausted"})
+    jobstr = payload()
+    before = time.time()
+    fail(config, jobstr, Boom("x"), sync_account.job_class())
+    job, score = only_entry(r, "retry")
+    assert before + 100 <= score <= time.time() + 100 + 9  # the function's delay, with Sidekiq's jitter
+    r.delete("retry")  # as the poller takes it
+    fail(config, dumps(job), Boom("again"), sync_account.job_class())
+    assert asked == [(0, job["jid"]), (1, job["jid"])] and exhausted == [job["jid"]]
+    assert r.zcard("retry") == 0 and only_entry(r, "dead")[0]["jid"] == job["jid"]
+    with pytest.raises(TypeError, match=r"retry_in=\.\.\.\) takes a function, got 5"):
+        kiq.job(retry_in=5)
+
+
 def test_retry_in_none_zero_or_default_use_the_default_delay(config: kiq.Config, r: redis.Redis) -> None:
     for answer in (None, 0, "default", 0.4):
         r.delete("retry")

@@ -20,8 +20,8 @@ StartWorker = Callable[..., WorkerProcess]
 
 
 def start(start_worker: StartWorker) -> WorkerProcess:
-    # a short poll interval so that due retries are picked up within about half a second (the first poll comes 2
-    # to 3 intervals after the start)
+    # a short poll interval so that retries made due by hand (make_retries_due: no wake-up is published) are
+    # picked up within about a quarter second
     return start_worker("-r", "tests.jobs.retry", "-q", "default", "-c", "2", env={"KIQ_POLL_INTERVAL": "0.2"})
 
 

@@ -11,6 +11,8 @@ import kiq
 from kiq.cli import build_parser
 from kiq.cli.worker import worker_overrides
 from kiq.plugins.metrics import MetricsPlugin
+from kiq.plugins.metrics.liveness import liveness_timeout
+from kiq.plugins.reliable_fetch.keys import liveness_ttl_ms
 from tests.plugins.metrics.support import free_port
 
 
@@ -62,3 +64,15 @@ def test_kiq_health_without_a_port_says_how_to_give_one_and_with_one_in_the_file
     (tmp_path / "kiq.toml").write_text(f"metrics_port = {free_port()}\n")  # nothing listens there: unhealthy
     args = build_parser().parse_args(["health", "-C", str(tmp_path / "kiq.toml"), "--timeout", "2"])
     assert args.run(args) == 1
+
+
+@pytest.mark.parametrize("heartbeat", [10.0, 2.0, 0.5])
+def test_livez_fails_by_default_when_reliable_fetch_takes_the_worker_for_dead(tmp_path: Path, heartbeat: float) -> None:
+    """A hung worker (a swarm child stopped by SIGSTOP) had its jobs recovered and run by a sibling after ~30 s (3
+    heartbeats: reliable fetch's liveness TTL) while /livez failed only at 60 s: the default now agrees, and follows
+    heartbeat_interval (down to a 5 s floor: a swarm child's snapshot comes every second); a value set wins."""
+    (tmp_path / "kiq.toml").write_text(f"metrics_port = 9104\nheartbeat_interval = {heartbeat}\n")
+    config = kiq.Config.load(tmp_path / "kiq.toml", env={})
+    assert liveness_timeout(config) == max(liveness_ttl_ms(config) / 1000, 5.0) == max(3 * heartbeat, 5.0)
+    config.liveness_timeout = 45
+    assert liveness_timeout(config) == 45.0

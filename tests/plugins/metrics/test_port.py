@@ -4,6 +4,7 @@ or quiet worker and of a Redis that went away, and ``kiq health``."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -17,7 +18,7 @@ import pytest
 
 import kiq
 import kiq.ext
-from tests.jobs.operations import FREEZE_FILE, Broken, Fine, ShortWalk
+from tests.jobs.operations import FREEZE_FILE, STARTS, Broken, Fine, Recorded, ShortWalk
 from tests.plugins.metrics.support import NO_ANSWER, free_port, get, scrape, value
 from tests.support import FAST, ROOT, OwnRedis, WorkerProcess, child_env, redis_server_binary, wait_until
 
@@ -130,6 +131,40 @@ def test_a_swarm_serves_one_port_summed_over_its_children_and_across_a_kill_9(
     assert worker.stop() == 0
 
 
+def test_a_hung_swarm_child_fails_livez_about_when_a_sibling_takes_over_its_job(
+    start_worker_process: StartWorker, e2e_config: kiq.Config
+) -> None:
+    """A child stopped by SIGSTOP: reliable fetch takes it for dead after three heartbeats and a sibling runs its
+    job again; /livez, which failed only at 60 s, now fails about then too (liveness_timeout's default). Heartbeats
+    every 2 s here: both come 4 to 7 s after the stop."""
+    r = e2e_config.redis
+    env = {"KIQ_HEARTBEAT_INTERVAL": "2", "KIQ_RELIABLE_RECOVERY_INTERVAL": "1"}
+    worker, port = started(start_worker_process, "-p", "2", "--fetch", "reliable", "-t", "1", env=env)
+    wait_until(lambda: value(scrape(port), "kiq_processes") == 2, 30, message="2 children in the port's scrape")
+    Recorded.perform_async(60)
+    first = wait_until(lambda: r.lrange(STARTS, 0, -1), 30, message=f"the job to start\n{worker.output()}")
+    hung = json.loads(first[0])["pid"]
+    os.kill(hung, signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    seen: dict[str, float] = {}  # when each was first seen, watched side by side
+
+    def both() -> bool:
+        if "rerun" not in seen and r.llen(STARTS) == 2:
+            seen["rerun"] = time.monotonic() - stopped_at
+        if "livez" not in seen and get(port, "/livez", timeout=0.5)[0] == 503:
+            seen["livez"] = time.monotonic() - stopped_at
+        return len(seen) == 2
+
+    try:
+        wait_until(both, 25, interval=0.1, message=f"/livez to fail and the job to run again: {seen}")
+        assert json.loads(r.lindex(STARTS, 1))["pid"] != hung
+    finally:
+        os.kill(hung, signal.SIGKILL)  # the parent replaces it
+    print(f"\nseconds after the SIGSTOP: {seen}")
+    assert seen["livez"] <= 3 * 2 + 2 and abs(seen["livez"] - seen["rerun"]) <= 3, seen
+    assert worker.stop() == 0
+
+
 def _children(r: object, parent: int) -> list[int]:
     """The pids of ``parent``'s live children (from /proc: the registry keeps a killed child's entry a while)."""
     found = subprocess.run(["pgrep", "-P", str(parent)], capture_output=True, text=True).stdout.split()
@@ -164,6 +199,42 @@ def test_livez_fails_for_a_stopped_worker_and_a_frozen_heartbeat_while_a_healthy
     wait_until(lambda: get(stopped_port, "/livez")[0] == 200, 10, message="the continued worker live")
     for worker in (stopped, frozen, healthy):
         assert worker.stop() == 0
+
+
+def test_kiq_health_gives_up_on_a_hung_worker_in_time_and_the_abandoned_probes_leave_no_traceback(
+    start_worker_process: StartWorker,
+) -> None:
+    """A SIGSTOPped worker accepts connections (the kernel does) but answers nothing: ``kiq health`` fails, within
+    its default timeout of the connection (2 s: with its start-up, under a second of CPU, inside Docker's 5 s and the
+    4 s asked; timed against a socket that accepts and stays silent, so the start-up's pace on a loaded machine does
+    not count); the requests abandoned are answered when the worker resumes, to peers that are gone: no
+    BrokenPipeError traceback in the worker's output."""
+    worker, port = started(start_worker_process)
+    worker.signal(signal.SIGSTOP)
+    try:
+        for _ in range(3):
+            assert get(port, "/livez", timeout=0.3)[0] == NO_ANSWER
+        assert _health(port) == 1
+    finally:
+        worker.signal(signal.SIGCONT)
+    wait_until(lambda: get(port, "/livez")[0] == 200, 10, message="the resumed worker live")
+    time.sleep(0.5)  # the abandoned requests are answered by now
+    output = worker.output()
+    assert "BrokenPipeError" not in output and "Traceback" not in output, output
+    assert worker.stop() == 0
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        command = [sys.executable, "-m", "kiq.cli", "health", "--port", str(silent.getsockname()[1])]
+        health = subprocess.Popen(command, cwd=ROOT, env=child_env(), stdout=subprocess.PIPE, text=True)
+        connection, _ = silent.accept()
+        with connection:
+            connected_at = time.monotonic()
+            assert health.wait(30) == 1
+            waited = time.monotonic() - connected_at
+    assert health.stdout is not None and "timed out" in health.stdout.read()
+    assert 2.0 - 0.1 <= waited <= 2.0 + 1.0, waited  # its timeout, with a margin for a loaded machine
 
 
 def _health(port: int, *flags: str) -> int:

@@ -1,6 +1,7 @@
 """Periodic jobs in real worker processes: three workers running one schedule enqueue each tick exactly once; a
-worker whose schedule names a class it does not register, or holds a bad cron expression, refuses to start with a
-clear error instead of running without its schedule."""
+worker whose schedule names a class it does not register leaves that entry to the workers that do (a WARNING), but
+one that misspells a registered class, or holds a bad cron expression, refuses to start with a clear error instead
+of running without its schedule."""
 
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def test_a_worker_runs_a_periodic_job_with_its_kwargs_converted_by_performs_anno
     assert worker.stop() == 0, worker.output()
 
 
-def test_a_worker_refuses_to_start_when_a_periodic_job_names_an_unknown_class(
+def test_a_worker_refuses_to_start_when_a_periodic_job_misspells_a_registered_class(
     e2e_config: kiq.Config, start_worker_process: StartWorker
 ) -> None:
     e2e_config.redis.lpush("queue:default", json.dumps({"class": "PeriodicTick", "args": ["x"], "jid": "1" * 24}))
@@ -75,6 +76,21 @@ def test_a_worker_refuses_to_start_when_a_periodic_job_names_an_unknown_class(
     assert "kiq: error: periodic jobs name classes this worker does not register: PeriodicTik" in output
     assert "registered: PeriodicTick" in output
     assert e2e_config.redis.llen("queue:default") == 1  # it stopped before fetching anything
+
+
+def test_a_shared_schedule_entry_for_a_class_this_worker_does_not_import_is_skipped_with_a_warning(
+    e2e_config: kiq.Config, start_worker: StartWorker
+) -> None:
+    """A kiq.toml shared by workers of different job modules: an entry for another module's job stopped this one."""
+    r = e2e_config.redis
+    env = schedule_env({"cron": "* * * * * *", "class": "PeriodicTick", "args": ["mine"]},
+                       {"cron": "* * * * * *", "class": "billing.jobs.MonthlyInvoices"})  # fmt: skip
+    worker = start_worker(*WORKER, env=env)
+    wait_until(lambda: r.llen(TICKS) >= 1, 30, interval=0.2, message=f"a tick\n{worker.output()}")
+    output = worker.output()
+    assert "WARNING" in output and "this worker does not register billing.jobs.MonthlyInvoices" in output, output
+    assert [status.job.job for status in periodic_statuses(e2e_config)] == ["PeriodicTick"]  # what it runs
+    assert worker.stop() == 0, worker.output()
 
 
 def test_a_worker_refuses_to_start_with_a_bad_cron_expression(

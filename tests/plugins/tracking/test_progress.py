@@ -80,7 +80,7 @@ def test_a_later_status_keeps_the_progress_and_a_progress_bumps_the_cursor(
     tracker.writer.flush()
     changed = tracker.events_since(task_id, cursor)
     assert changed is not None and [e["progress"]["done"] for e in changed["events"]] == [3]
-    tracker.writer.submit(job_update({"jid": jid, "task_id": task_id, "args": []}, "working", 5))
+    tracker.writer.submit(job_update({"jid": jid, "task_id": task_id, "args": []}, "working", 5, tracker.config))
     tracker.writer.flush()
     event = tracker.event(jid)
     assert event is not None and event["status"] == "working" and event["progress"]["done"] == 3

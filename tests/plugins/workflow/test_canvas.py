@@ -3,6 +3,7 @@ and nesting, ``.si``, ``.set(queue=...)``, the result and status reads."""
 
 from __future__ import annotations
 
+import decimal
 import json
 import time
 
@@ -13,7 +14,7 @@ import kiq.ext
 import kiq.testing
 from kiq.plugins import workflow
 from kiq.plugins.workflow import chain, chord, group
-from tests.jobs.workflow import Add, Collect, Const, Mul, Total
+from tests.jobs.workflow import Add, Collect, Const, Mul, Subtotal, Taxed, Total
 from tests.tracking_support import work_off
 
 from .conftest import drain
@@ -31,6 +32,17 @@ def test_a_chain_passes_each_result_as_the_first_argument(config: kiq.Config) ->
         ("1", "succeeded", 30, ["0"]),
         ("2", "succeeded", 35, ["1"]),
     ]
+
+
+def test_a_typed_result_passes_to_the_next_step_as_its_type(config: kiq.Config) -> None:
+    wf = (Subtotal.s(1230) | Taxed.s("1.5")).perform_async()  # -> Decimal | Taxed(amount: Decimal, rate)
+    assert drain(config) == 2
+    assert workflow.status(wf.id).step("0").result == "12.3"  # stored in its JSON form
+    assert wf.result() == decimal.Decimal("18.45")  # Taxed asserted it got a Decimal; its own comes back as one
+    ends_in_a_group = (Subtotal.s(100) | group(Taxed.s("2"), Taxed.s("3"))).perform_async()
+    assert drain(config) == 3
+    assert ends_in_a_group.result() == [decimal.Decimal("2.00"), decimal.Decimal("3.00")]
+    assert workflow.status(ends_in_a_group.id).result == ["2", "3"]  # the status keeps the JSON forms
 
 
 def test_a_chord_gets_the_members_results_in_order(config: kiq.Config) -> None:

@@ -1,0 +1,42 @@
+"""Jobs that record how late they started against the due time they were scheduled for (tests/server/
+test_scheduled_on_time.py): ``{"jid", "due", "started"}`` appended to ``STARTS``."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import kiq
+
+STARTS = "on-time:starts"
+
+
+def record(job: kiq.Job, due: float | None) -> None:
+    entry = {"jid": job.jid, "due": due, "started": time.time(), "retry_count": job.job.get("retry_count")}
+    kiq.default_config().redis.rpush(STARTS, json.dumps(entry))
+
+
+class Due(kiq.Job):
+    """Records its start; ``due`` is the epoch time it was scheduled for."""
+
+    def perform(self, due: float) -> None:
+        record(self, due)
+
+
+class FailsFirst(kiq.Job):
+    """Fails its first attempt; its retry records its start (the test reads the retry entry's score)."""
+
+    kiq_options = {"retry": 2}
+
+    def retry_in(self, count: int, exc: BaseException, job: dict[str, Any]) -> int:
+        return 1  # plus Sidekiq's jitter: rand(10) * (count + 1) seconds
+
+    def perform(self) -> None:
+        if "retry_count" not in self.job:
+            raise RuntimeError("first attempt fails")
+        record(self, None)
+
+
+def starts(redis: Any) -> list[dict[str, Any]]:
+    return [json.loads(raw) for raw in redis.lrange(STARTS, 0, -1)]
