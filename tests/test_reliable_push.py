@@ -257,7 +257,7 @@ def test_eight_pushers_across_a_4_s_outage_keep_each_ones_order_repeats_included
         for number in range(each):
             assert client.push({"class": Record, "args": [f"{pusher}-{number}"]})
             counts[pusher] += 1
-            time.sleep(0.015)
+            time.sleep(0.002)
 
     async def push_async() -> None:
         client = kiq.AsyncClient(config)
@@ -266,7 +266,7 @@ def test_eight_pushers_across_a_4_s_outage_keep_each_ones_order_repeats_included
             for number in range(each):
                 assert await client.push({"class": Record, "args": [f"{pusher}-{number}"]})
                 counts[pusher] += 1
-                await asyncio.sleep(0.015)
+                await asyncio.sleep(0.002)
 
         await asyncio.gather(*(task(pusher) for pusher in range(count)))
         await client.close()
