@@ -46,7 +46,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import cluster_report, cost, iteration_cost, machine, processes, profile, pushes, report, workflow_cost
+from bench import (
+    cluster_report,
+    cost,
+    groups_cost,
+    iteration_cost,
+    machine,
+    processes,
+    profile,
+    pushes,
+    report,
+    workflow_cost,
+)
 from bench.redis_server import RedisServer
 from bench.runner import LOAD_SHORT
 from bench.systems import BASELINE, Toolchain
@@ -55,7 +66,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TRACKING_URL = "postgresql+psycopg://kiq:kiq@127.0.0.1:5433/kiq"
 OVERHEAD_SCHEMA = "kiq_bench_overhead"  # tracking_overhead.py's tables, apart from the no-op run's (kiq_bench)
 QUICK_SYSTEMS = "kiq_basic,kiq_no_metrics,kiq_reliable,kiq_otel,kiq_tracking,kiq_batch,sidekiq"
-PARTS = ("noop", "io", "processes", "plugins", "tracking", "profile", "workflow", "cost", "cluster")
+PARTS = ("noop", "io", "processes", "plugins", "tracking", "profile", "workflow", "cost", "cluster", "groups")
 
 # the issue's targets (performance rounds 2 and 3; the cost ones are bench/cost.py's), and round 1's I/O ones
 LATENCY_IDLE_P99_MS = 2.0
@@ -142,6 +153,8 @@ def commands(args: argparse.Namespace, work: Path, plugins_port: int) -> dict[st
         "cluster": [sys.executable, "-m", "bench.cluster", *(["--quick"] if quick else []),
                     "--port", str(args.port + 5), "--kiq-python", args.kiq_python,
                     *(["--no-pin"] if args.no_pin else []), "--out", str(work), "--json", str(work / "cluster.json")],
+        "groups": [args.kiq_python, "-m", "bench.groups_cost", "--jobs", "5000" if quick else "20000",
+                   "--runs", "1" if quick else "3", "--port", str(args.port + 6), "--json", str(work / "groups.json")],
     }  # fmt: skip
 
 
@@ -266,6 +279,7 @@ def markdown(run: dict[str, Any]) -> str:
         ("workflow", "Workflows (bench/workflow_cost.py)", workflow_cost.markdown),
         ("cost", "Cost per job, and how far one Redis carries a fleet (bench/cost.py)", cost.markdown),
         ("cluster", "A 3-primary Redis Cluster against one redis-server (bench/cluster.py)", cluster_report.markdown),
+        ("groups", "Job groups (bench/groups_cost.py)", groups_cost.markdown),
     ]
     for name, title, render in sections:
         if name not in parts and name not in errors:
@@ -425,6 +439,11 @@ def costs(parts: dict[str, Any]) -> list[list[str]]:
             row["what"], f"{row['added_us']:+.1f} µs/job",
             f"bench/encryption_cost.py: {row['us']:.1f} vs {row['plain_us']:.1f} CPU µs the job without the plugin",
         ])  # fmt: skip
+    for row in parts.get("profile", {}).get("profiling", []):
+        rows.append([
+            row["what"], f"{row['added_us']:+.2f} µs/job",
+            f"bench/profiling_cost.py: {row['us']:.2f} vs {row['plain_us']:.2f} µs the same server chain without it",
+        ])  # fmt: skip
     for row in parts.get("profile", {}).get("iteration", []):
         rows.append([
             row["what"], f"{row['added_us']:+.2f} µs/item",
@@ -461,6 +480,7 @@ def costs(parts: dict[str, Any]) -> list[list[str]]:
             "one process, 1,000 in flight",
         ])  # fmt: skip
     rows += cluster_report.costs(parts["cluster"]) if "cluster" in parts else []
+    rows += groups_cost.costs(parts["groups"]) if "groups" in parts else []
     procs = parts.get("processes")
     if procs is not None:
         for kind, what in (("noop", "no-op"), ("cpu", "CPU-bound")):

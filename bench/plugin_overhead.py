@@ -1,4 +1,4 @@
-"""What the unique, expiry and limiter plugins add to a job, in microseconds, on a real Redis.
+"""What the unique, expiry, limiter and profiling plugins add to a job, in microseconds, on a real Redis.
 
     .venv/bin/python bench/plugin_overhead.py [--jobs 5000] [--redis-url redis://127.0.0.1:6390/0] [--json FILE]
 
@@ -8,8 +8,9 @@ median of ``--runs`` runs of ``--jobs`` jobs, against the same path without the 
 1. the push (``perform_async``): the unique lock is one more round trip (a Lua script); expiry adds a field; inside
    a batch's block (``with Batch(...)``, the block's open and close included) the job joins the batch; the OTel
    plugin with no SDK (``opentelemetry-api`` only) starts a no-op producer span;
-2. the server chain around a no-op ``perform``: the unique release (one round trip), the expiry check, and the
-   limiter plugin's middleware when no limiter is used (a ``try`` block);
+2. the server chain around a no-op ``perform``: the unique release (one round trip), the expiry check, the
+   limiter plugin's middleware when no limiter is used (a ``try`` block), and the profiling plugin's for a job pushed
+   without a profile token (one look-up); and, on fewer jobs, a job pushed with one (profiled, its profile stored);
 3. one use of each limiter inside ``perform`` (``with limiter:``): a round trip to enter, and one more to leave for
    the concurrent limiter.
 
@@ -105,11 +106,23 @@ def using(make: Callable[[], Any]) -> Callable[[int], None]:
     return run
 
 
+def profiled(config: kiq.Config, jobs: int, runs: int) -> float:
+    """Seconds per job of the server chain around a no-op perform for jobs pushed with a profile token: the
+    profiler started and stopped, the profile encoded and stored (a transaction)."""
+    set_default_config(config)
+
+    def reset() -> None:
+        config.redis.flushdb()
+        Plain.set(profile="bench").perform_bulk([[number] for number in range(jobs)])
+
+    return per_job(performing(config, Plain), jobs, runs, reset)
+
+
 def measure(url: str, jobs: int, runs: int) -> list[tuple[str, float, float]]:
     """(what, µs per job, µs more than without the plugin)."""
     configs = {name: kiq.Config(redis_url=url, plugins=plugins) for name, plugins in
                (("plain", []), ("unique", ["unique"]), ("expiry", ["expiry"]), ("limiter", ["limiter"]),
-                ("batch", ["batch"]), ("otel", ["otel"]))}  # fmt: skip
+                ("batch", ["batch"]), ("otel", ["otel"]), ("profiling", ["profiling"]))}  # fmt: skip
     redis = configs["plain"].redis
 
     def flush() -> None:
@@ -146,6 +159,10 @@ def measure(url: str, jobs: int, runs: int) -> list[tuple[str, float, float]]:
          in_config("expiry", performing(configs["expiry"], Expiring), pushing(Expiring)), chain),
         ("server chain, limiter plugin, no limiter used",
          in_config("limiter", performing(configs["limiter"], Plain), pushing(Plain)), chain),
+        ("server chain, profiling plugin, a job without a profile token",
+         in_config("profiling", performing(configs["profiling"], Plain), pushing(Plain)), chain),
+        ("server chain, profiling plugin, a job with a token (profiled and stored)",
+         profiled(configs["profiling"], max(10, jobs // 100), runs), chain),
         ("with concurrent(...): enter + leave", in_config("limiter", using(lambda: concurrent("b", 10**9))), 0.0),
         ("with window(...): enter", in_config("limiter", using(lambda: window("b", 10**9, 1.0))), 0.0),
         ("with bucket(...): enter", in_config("limiter", using(lambda: bucket("b", 10**9, 1.0))), 0.0),

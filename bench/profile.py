@@ -100,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             "arguments": cost_rows("bench.arguments_cost", [server.url, "--count", str(args.pushes)], push_cpus),
             "activejob": cost_rows("bench.activejob_cost", ["--count", str(args.pushes)], push_cpus),
             "encryption": cost_rows("bench.encryption_cost", ["--count", str(args.pushes)], push_cpus),
+            "profiling": cost_rows("bench.profiling_cost", ["--count", str(args.pushes)], push_cpus),
             "iteration": cost_rows(
                 "bench.iteration_cost", ["--redis-url", server.url, "--items", str(args.pushes * 10)], push_cpus
             ),

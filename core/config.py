@@ -39,6 +39,8 @@ from .settings import (
 if TYPE_CHECKING:
     import redis
 
+    from .hookspecs import JobWriter
+
 log = logging.getLogger("kiq")
 _CONNECTING = threading.Lock()  # making a config's Redis client (Config.redis)
 
@@ -93,6 +95,9 @@ class Config:
         object.__setattr__(self, "plugins", PluginManager(self))
         # historic, like kiq_settings: every plugin, registered now or later, is asked once
         self.plugins.hook.kiq_job_options.call_historic(result_callback=self.declare_job_options, kwargs={})
+        # the plugins that write some pushed jobs themselves (``kiq_job_writer``), asked of every push to a queue
+        self.job_writers: tuple[JobWriter, ...] = ()
+        self.plugins.hook.kiq_job_writer.call_historic(result_callback=self._add_job_writer, kwargs={"config": self})
         self.server = False  # a worker's config (configure_server callbacks ran on it)
         self.identity: str | None = None  # the worker process's identity, once it runs (host:pid:hex)
         # named capsules besides the default one: name -> (queues, concurrency); see add_capsule
@@ -192,6 +197,10 @@ class Config:
         if isinstance(names, str) or not all(isinstance(name, str) and name for name in declared):
             raise ConfigError(f"kiq_job_options must return a list of option names, got {names!r:.80}")
         self.job_options = self.job_options.union(declared)
+
+    def _add_job_writer(self, writer: JobWriter | None) -> None:
+        if writer is not None:
+            self.job_writers = (*self.job_writers, writer)
 
     def describe_settings(self) -> list[Setting]:
         """Every setting this config knows (core and its plugins'), by name."""
@@ -307,6 +316,7 @@ _ATTRIBUTES = frozenset(
         "client_middleware",
         "server_middleware",
         "job_options",
+        "job_writers",
         "plugins",
         "server",
         "identity",

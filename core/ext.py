@@ -7,7 +7,8 @@ apart from what their users call. Both lists are pinned by tests/test_public_api
 ``kiq.cli.output``, ``kiq.testing``) and nothing else of kiq (an import-linter contract).
 
 - hooks: ``hookimpl`` (also ``kiq.hookimpl``), ``hookspec``, the types of the hooks' arguments and answers
-  (``Setting`` for ``kiq_settings``, ``Reading`` for ``kiq_metrics``, ``JobObserver`` and its ``AttemptOutcome``);
+  (``Setting`` for ``kiq_settings``, ``Reading`` for ``kiq_metrics``, ``JobObserver`` and its ``AttemptOutcome``,
+  ``JobWriter`` for ``kiq_job_writer``, ``JobSource`` for ``kiq_job_source``);
 - fetchers (the ``kiq_fetcher`` hook): ``Fetcher``, ``UnitOfWork``, ``Capsule``, ``QueueOrder``, the batching
   hand-off ``BatchFetch`` with its ``Fetched`` jobs, the pop script ``pop_script`` and its reader ``popped_jobs``;
 - Redis keys and scripts: ``keyspace``/``Keyspace`` (every key's name in the ``slots`` layout), ``lua_script``/
@@ -32,7 +33,7 @@ from .failures import MOVED, REFUSED, TRANSIENT, UNREACHABLE
 from .fetcher import Capsule, Fetcher, QueueOrder, UnitOfWork, pop_script, popped_jobs
 from .handoff import BatchFetch, Fetched
 from .held_writes import hold_write
-from .hookspecs import AttemptOutcome, JobObserver, hookimpl, hookspec
+from .hookspecs import AttemptOutcome, JobObserver, JobSource, JobWriter, hookimpl, hookspec
 from .keys import Keyspace, keyspace
 from .payload import check_job, dumps, epoch_seconds, loads, new_jid, new_public_id, parse_payload, wire_time
 from .pipeline import run_pipeline
@@ -55,6 +56,8 @@ __all__ = [
     "Fetched",
     "Fetcher",
     "JobObserver",
+    "JobSource",
+    "JobWriter",
     "Keyspace",
     "LuaScript",
     "QueueOrder",

@@ -19,6 +19,7 @@ from .settings import Queues
 
 if TYPE_CHECKING:
     from .config import Config
+    from .hookspecs import JobSource
 
 # seconds a fetch blocks at most: bounds how long a processor takes to notice a quiet or stop (the default of
 # kiq.ext.BatchFetch.block_seconds, which a fetcher class or a single fetcher may set lower)
@@ -54,6 +55,12 @@ class Capsule:
     def weights(self) -> dict[str, int]:
         """Queue name → weight, as Sidekiq reports a capsule's weights in the process info."""
         return dict(self.queues)
+
+    def job_source(self) -> JobSource | None:
+        """Where this capsule's fetchers take jobs from when a plugin says (``kiq_job_source``, e.g. round-robin over
+        job groups); None: the queues' lists."""
+        source: JobSource | None = self.config.plugins.hook.kiq_job_source(capsule=self)
+        return source
 
     def queue_order(self) -> QueueOrder:
         """The capsule's queue order, leaving out the paused queues: what a fetcher fetches from."""

@@ -8,13 +8,15 @@ plugin keeps its state on ``self``.
 Two kinds of hooks, two failure rules:
 
 - **Contributions** (``kiq_settings``, ``kiq_job_options``, ``kiq_client_middleware``, ``kiq_server_middleware``,
-  ``kiq_fetcher``, ``kiq_cli``, ``kiq_worker_options``, ``kiq_settings_source``, ``kiq_check``,
-  ``kiq_swarm_startup``) shape the process when a plugin is registered or the worker starts; a failure stops the
-  start with an error naming the plugin. The first four are
+  ``kiq_job_writer``, ``kiq_fetcher``, ``kiq_job_source``, ``kiq_cli``, ``kiq_worker_options``,
+  ``kiq_settings_source``, ``kiq_check``, ``kiq_swarm_startup``) shape the process when a plugin is registered or
+  the worker starts; a failure stops the start with an error naming the plugin. The first five are
   pluggy *historic* hooks: a plugin registered at any time gets them called once. ``kiq_web_tabs`` (tabs for the
   dashboard) and ``kiq_metrics`` (readings for the metrics exporters) are isolated instead, like notifications:
   a dashboard or a ``/metrics`` scrape must not fail because one plugin's part could not be made.
-  ``kiq_unwrap_job`` (the job a wrapper payload stands for) is asked per job: its failure is that job's failure.
+  ``kiq_unwrap_job`` (the job a wrapper payload stands for) is asked per job: its failure is that job's failure;
+  so are a ``JobWriter``'s (that push's failure: nothing of it is written) and a ``JobSource``'s (that fetch's
+  failure, an outage for the worker when Redis is the cause), and ``kiq_queue_group``'s (the caller's).
   ``kiq_job_observer`` is isolated too (a plugin whose observer cannot be made counts nothing; the jobs run), and
   so is each call of an observer it returns (``JobObserver``).
 - **Notifications** (everything else) report what happens while kiq runs. kiq calls them through
@@ -37,7 +39,9 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
     from .config import Config
+    from .connection import DedicatedConnection
     from .fetcher import Capsule, Fetcher
+    from .keys import Keyspace
     from .middleware import Chain, ClientMiddleware, ServerMiddleware
     from .readings import Reading
     from .settings import Setting
@@ -81,6 +85,37 @@ class JobObserver(Protocol):
         """The attempt ended after ``seconds`` (wall clock, ``time.perf_counter``), with ``outcome``."""
 
 
+class JobWriter(Protocol):
+    """What ``kiq_job_writer`` returns: asked, for every job a client pushes to a queue (not a scheduled one), whether
+    it writes that job itself. On the path of every push: answer None at once for a job that is not yours."""
+
+    def commands(self, queue: str, jid: str, job: str, keys: Keyspace) -> list[tuple[Any, ...]] | None:
+        """The Redis commands that write ``job`` (its JSON; ``jid`` its id) for ``queue`` instead of ``LPUSH
+        queue:<queue>``, sent in the push's pipelined round trip (keys of ``keys``, the Redis written to: a script
+        runs as ``EVAL``, a pipeline cannot load one), or None to leave the job to kiq. ``SADD queues`` is kiq's."""
+
+
+class JobSource(Protocol):
+    """What ``kiq_job_source`` returns: where the fetchers of one capsule take jobs from, instead of popping the
+    queues' lists (e.g. round-robin over job groups). ``queues`` are names (no ``queue:``) of one hash slot, in the
+    fetch order; ``connection`` is the fetcher's own (``kiq.ext.BatchFetch.connection``: ``command``, ``script``)."""
+
+    def pop(
+        self, connection: DedicatedConnection, queues: list[str], wanted: int, into: list[str] | None = None
+    ) -> list[tuple[str, str]]:
+        """At most ``wanted`` jobs as (queue name, raw job) pairs, in one round trip. With ``into`` (a list key per
+        queue, in its slot: a reliable fetcher's working lists), each job is also pushed (``LPUSH``) into its
+        queue's list by the same script, in the order returned, so none is ever only in the process's memory."""
+        ...
+
+    def block(
+        self, connection: DedicatedConnection, queues: list[str], timeout: float, into: list[str] | None = None
+    ) -> list[tuple[str, str]]:
+        """Wait at most ``timeout`` s for work after a ``pop`` found none; return jobs taken meanwhile (``into`` as
+        for ``pop``) or [] (the fetcher pops again)."""
+        ...
+
+
 # -- contributions ---------------------------------------------------------------------------------------------
 @hookspec(historic=True)
 def kiq_settings() -> list[Setting]:
@@ -104,6 +139,24 @@ def kiq_client_middleware(chain: Chain[ClientMiddleware], config: Config) -> Non
 @hookspec(historic=True)
 def kiq_server_middleware(chain: Chain[ServerMiddleware], config: Config) -> None:
     """Add entries to the server chain; called once, when the plugin is registered."""
+
+
+@hookspec(historic=True)
+def kiq_job_writer(config: Config) -> JobWriter | None:
+    """Return a ``JobWriter`` that writes some pushed jobs itself (e.g. the groups plugin: into its group's list), or
+    None; asked once per config, when the plugin is registered (so a pushing process enables the plugin too)."""
+
+
+@hookspec(firstresult=True)
+def kiq_job_source(capsule: Capsule) -> JobSource | None:
+    """Return the ``JobSource`` the fetchers of ``capsule`` take jobs from, or None for the queues' lists; asked
+    once per fetcher, when a worker makes it. The shipped fetchers (basic, reliable) use it."""
+
+
+@hookspec(firstresult=True)
+def kiq_queue_group(queue: str, name: str, config: Config) -> Any:
+    """``kiq.Queue(queue).group(name)``: return this plugin's handle on the job group ``name`` of the queue (e.g.
+    its concurrency and pause), or None if this plugin has no job groups. Asked of the queue's config's plugins."""
 
 
 @hookspec(firstresult=True)

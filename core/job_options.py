@@ -41,15 +41,22 @@ _OPTION_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
 
 def check_job_options(options: dict[str, Any], owner: str) -> None:
     """Refuse options of a type Sidekiq would refuse (ConfigError), then any value that is not native JSON
-    (JobArgumentError): options travel in every payload, and the mistake should show where they are written."""
+    (JobArgumentError): options travel in every payload, and the mistake should show where they are written.
+
+    A plugin's option (not one of Sidekiq's) may be a callable instead: the plugin that declares it computes the
+    value at each push from the job's arguments, in its client middleware (e.g. the groups plugin's ``group``)."""
     if not options:  # every perform_async comes here with none
         return
+    computed = False
     for key, value in options.items():
         check = _OPTION_CHECKS.get(key)
         if check is None:
             refuse_near_misses((key,), _OPTION_CHECKS, owner)
+            computed = computed or callable(value)
         elif not check[0](value):
             raise ConfigError(f"{owner}: option {key!r} must be {check[1]}, got {value!r:.80}")
+    if computed:
+        options = {key: value for key, value in options.items() if key in _OPTION_CHECKS or not callable(value)}
     check_options(options, owner)
 
 

@@ -1,6 +1,7 @@
 """The write of encoded jobs to Redis, Sidekiq 7's keys: ``SADD queues <q>`` + ``LPUSH queue:<q> <json>`` for
 immediate jobs, ``ZADD schedule <at> <json>`` (and ``PUBLISH kiq:poller-wake``) for scheduled ones, in one
-pipelined round trip (kiq.Client and kiq.AsyncClient send the same commands)."""
+pipelined round trip (kiq.Client and kiq.AsyncClient send the same commands); a plugin's ``JobWriter``
+(``kiq_job_writer``) may write an immediate job its own way instead, in the same round trip."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     import redis
 
     from .config import Config
+    from .hookspecs import JobWriter
 
 
 def write_jobs(connection: redis.Redis, jobs: list[EncodedJob], config: Config) -> None:
@@ -48,7 +50,8 @@ def write_commands(
     written to."""
     now = time.monotonic()
     replicas = config.get("push_replicas")  # not config.push_replicas: a setting read as an attribute costs 0.4 µs
-    if len(jobs) == 1 and jobs[0][2] is None and not replicas:  # a single push, the common case
+    writers = config.job_writers
+    if len(jobs) == 1 and jobs[0][2] is None and not replicas and not writers:  # a single push, the common case
         queue, _, _, data = jobs[0]
         if len(data) > SURELY_ALLOWED:  # reading the setting costs 0.15 µs: not for the usual small job
             refuse_oversized(jobs, config.get("max_payload_bytes"))
@@ -57,22 +60,40 @@ def write_commands(
     refuse_oversized(jobs, config.get("max_payload_bytes"))
     scheduled: dict[str, float] = {}
     queued: dict[str, list[str]] = {}
-    for queue, _, at, data in jobs:
-        if at is None:
+    written: dict[str, list[tuple[Any, ...]]] = {}  # by queue: the commands of the jobs a plugin writes
+    for queue, jid, at, data in jobs:
+        if at is not None:
+            scheduled[data] = at
+            continue
+        own = _written_by_plugin(writers, queue, jid, data, keys) if writers else None
+        if own is None:
             queued.setdefault(queue, []).append(data)
         else:
-            scheduled[data] = at
+            written.setdefault(queue, []).extend(own)
     commands: list[tuple[Any, ...]] = []
     if scheduled:
         commands.append(("ZADD", keys.key(SCHEDULE), *(item for data, at in scheduled.items() for item in (at, data))))
         commands.append(poller_wake(keys, SCHEDULE, min(scheduled.values())))
-    for queue, payloads in queued.items():
+    for queue in dict.fromkeys([*queued, *written]):
         if _unlisted(listed, queue, now):
             commands.append(("SADD", keys.key(QUEUES), queue))
-        commands.append(("LPUSH", keys.queue(queue), *payloads))
+        if queue in queued:
+            commands.append(("LPUSH", keys.queue(queue), *queued[queue]))
+        commands += written.get(queue, ())
     if replicas:
         commands.append(("WAIT", replicas, int(config.push_replicas_timeout * 1000)))
     return commands
+
+
+def _written_by_plugin(
+    writers: tuple[JobWriter, ...], queue: str, jid: str, data: str, keys: Keyspace
+) -> list[tuple[Any, ...]] | None:
+    """The commands of the first plugin that writes this job itself (``kiq_job_writer``), or None."""
+    for writer in writers:
+        own = writer.commands(queue, jid, data, keys)
+        if own is not None:
+            return own
+    return None
 
 
 # a job's JSON of at most this many characters is within any max_payload_bytes (at least 1,024 bytes; UTF-8 takes

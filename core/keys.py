@@ -46,8 +46,8 @@ SLOTS: tuple[Slots, ...] = ("one", "queue")
 
 class Keyspace:
     """The keys of one Redis: names as Sidekiq writes them on a standalone server (``slots`` None), hash-tagged for
-    a cluster. Every key kiq uses passes through ``key`` (kiq's shared slot), ``queue`` (a queue's list) or
-    ``beside_queue`` (a key that a script uses with a queue's list)."""
+    a cluster. Every key kiq uses passes through ``key`` (kiq's shared slot), ``queue`` (a queue's list),
+    ``beside_queue`` (a key that a script uses with a queue's list) or ``queue_scoped`` (a queue's own keys)."""
 
     __slots__ = ("_prefix", "_queue_prefix", "slots")
 
@@ -84,6 +84,15 @@ class Keyspace:
         if self.slots == "queue":
             return f"{name}{{{_tag(queue)}}}"
         return self._prefix + name
+
+    def queue_scoped(self, name: str, queue: str) -> str:
+        """The key ``name`` for queue ``queue``, in that queue's slot (beside its list in the ``queue`` layout):
+        ``<name><length>:<queue>:``, hash-tagged as the queue's list is. Made to be extended: a script appends to it
+        (``KEYS[1] .. 'r'``) and stays in the slot; the queue's length comes first, so no queue's keys are another's
+        whatever characters the names hold (``a`` + ``b:c`` and ``a:b`` + ``c`` differ). ``name`` holds no brace."""
+        if self.slots == "queue":
+            return f"{name}{len(queue)}:{{{_tag(queue)}}}:"
+        return f"{self._prefix}{name}{len(queue)}:{queue}:"
 
     def slot_groups(self, keys: Sequence[str]) -> list[list[str]]:
         """``keys`` (in priority order) cut into runs of keys in one hash slot, order kept: what one script or

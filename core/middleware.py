@@ -38,6 +38,9 @@ class ClientMiddleware:
     # read before every push: False (or a property that says so) and this layer sits the push out, cheaper than a
     # ``call`` that only yields (e.g. a plugin with nothing to record: otel without an SDK)
     active: bool = True
+    # an option this layer acts on only: a job whose payload lacks the key sits the layer out at the cost of that one
+    # look-up, no ``call``; read when the chain is built (e.g. the profiling plugin's "profile")
+    only_with: str | None = None
 
     def call(self, job_class: type[Job] | str, job: dict[str, Any], queue: str, redis: redis.Redis) -> Wrapper:
         yield
@@ -48,6 +51,7 @@ class ServerMiddleware:
 
     config: Config
     active: bool = True  # read before every job, as ClientMiddleware.active before every push
+    only_with: str | None = None  # as ClientMiddleware.only_with: the jobs without this option skip the layer
 
     def call(self, job_instance: Job, job: dict[str, Any], queue: str) -> Wrapper:
         yield
@@ -74,6 +78,7 @@ class Chain(Generic[M]):
         self.config = config
         self.entries: list[Entry[M]] = []
         self._instances: list[M] | None = None
+        self._gated: list[tuple[M, str | None]] = []  # each instance with its only_with, made with the instances
 
     # -- Sidekiq's chain API ------------------------------------------------------------------------
     def add(self, klass: Callable[P, M], /, *args: P.args, **kwargs: P.kwargs) -> None:
@@ -136,6 +141,7 @@ class Chain(Generic[M]):
                 if self.config is not None:
                     instance.config = self.config
                 instances.append(instance)
+            self._gated = [(instance, getattr(instance, "only_with", None)) for instance in instances]
             self._instances = instances
         return instances
 
@@ -147,7 +153,8 @@ class Chain(Generic[M]):
         """Run ``final`` inside every layer; return its result, or None when a layer halted the chain."""
         if not self.entries:
             return final()
-        entered, halted, error = _enter(self.retrieve(), args)
+        self.retrieve()
+        entered, halted, error = _enter(self._gated, args)
         result: R | None = None
         if not halted:
             try:
@@ -164,7 +171,7 @@ class Chain(Generic[M]):
         layers = self.retrieve()
         if not layers:
             return (yield from inner)
-        entered, halted, error = _enter(layers, args)
+        entered, halted, error = _enter(self._gated, args)
         result: R | None = None
         if not halted:
             try:
@@ -207,12 +214,17 @@ class Chain(Generic[M]):
         self._instances = None
 
 
-def _enter(layers: list[Any], args: tuple[Any, ...]) -> tuple[list[Wrapper], bool, BaseException | None]:
-    """Each active layer up to its ``yield``: the layers entered, whether one halted the chain (returned without
-    yielding, or failed on the way in: the outer layers see that error)."""
+def _enter(
+    layers: list[tuple[Any, str | None]], args: tuple[Any, ...]
+) -> tuple[list[Wrapper], bool, BaseException | None]:
+    """Each active layer (with its ``only_with``) up to its ``yield``: the layers entered, whether one halted the
+    chain (returned without yielding, or failed on the way in: the outer layers see that error). ``args[1]`` is the
+    job, in a client chain's arguments as in a server chain's."""
     entered: list[Wrapper] = []
     try:
-        for layer in layers:
+        for layer, only_with in layers:
+            if only_with is not None and only_with not in args[1]:
+                continue
             if not getattr(layer, "active", True):
                 continue
             gen = layer.call(*args)

@@ -24,6 +24,12 @@ Each ``GraphNode`` has an ``id`` (what the edges name), a ``label``, an optional
 
 Bad graphs are refused when built (``ValueError`` naming the node): an edge to an unknown id, an id taken twice, a
 cycle. A graph of more than ``GRAPH_MAX_NODES`` nodes is not drawn (the page says so): show a part of it instead.
+
+A render may answer with a ``Document`` instead of a ``TabView``: a whole page served as it is, outside the
+dashboard's layout (an interactive viewer a library renders as one HTML file, e.g. a profile's flame graph), or a
+file to download. HTML is served sandboxed: its inline scripts run in an origin of their own (no cookie, no access to
+the dashboard's pages) and it may load nothing from the network (inline script and style, ``data:`` images and
+fonts only), so a document that needs a CDN shows without it.
 """
 
 from __future__ import annotations
@@ -193,6 +199,18 @@ class TabView:
 
 
 @dataclass(frozen=True)
+class Document:
+    """A whole answer a tab serves as it is: ``body`` of ``content_type`` (``text/html`` is shown, sandboxed, see
+    the module's doc); with a ``filename`` the browser saves it under that name; ``content_encoding`` names how
+    ``body`` is already compressed (``"gzip"``), for a client that reads it as the uncompressed type."""
+
+    body: bytes
+    content_type: str
+    filename: str | None = None
+    content_encoding: str | None = None
+
+
+@dataclass(frozen=True)
 class TabRequest:
     """One request to a tab: ``path`` after the tab's name ("" for its first page), the query string's values."""
 
@@ -210,11 +228,12 @@ class TabRequest:
 @dataclass(frozen=True)
 class Tab:
     """A dashboard tab: ``name`` is its URL segment (lower-case letters, digits and dashes), ``title`` its label in
-    the navigation, ``render`` answers each request (called in a worker thread: it may block on a database)."""
+    the navigation, ``render`` answers each request with a view or a ``Document`` (called in a worker thread: it may
+    block on a database)."""
 
     name: str
     title: str
-    render: Callable[[TabRequest], TabView]
+    render: Callable[[TabRequest], TabView | Document]
 
     def __post_init__(self) -> None:
         if not TAB_NAME.fullmatch(self.name):

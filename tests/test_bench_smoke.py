@@ -307,6 +307,16 @@ def test_the_cost_of_the_encryption_plugin_is_measured_and_reported() -> None:
     assert costs[rows[1]["what"]] == f"{rows[1]['added_us']:+.1f} µs/job"
 
 
+def test_the_cost_of_the_profiling_plugin_for_an_unprofiled_job_is_measured_and_reported() -> None:
+    from bench import all as everything
+    from bench import profiling_cost
+
+    rows = profiling_cost.measure(8)
+    assert len(rows) == 3 and all(row["us"] > 0 and row["plain_us"] > 0 for row in rows)
+    costs = {row[0]: row[1] for row in everything.costs({"profile": {"profiling": rows}})}
+    assert costs[rows[0]["what"]] == f"{rows[0]['added_us']:+.2f} µs/job"
+
+
 def test_the_per_item_cost_of_an_iterable_job_is_measured_and_reported(config: object) -> None:
     from bench import all as everything
     from bench import iteration_cost, profile

@@ -242,6 +242,47 @@ def test_an_inactive_layer_sits_out_pushes_and_jobs_and_an_active_one_runs_again
     assert ran == ["around"]
 
 
+def test_a_layer_only_with_an_option_sits_out_the_jobs_without_it(config: kiq.Config, r: redis.Redis) -> None:
+    """``only_with``: a push or a job whose payload lacks the option passes the layer by with one look-up, its
+    ``call`` never made; the layers around it run as usual, in order."""
+    ran: list[str] = []
+
+    class Stamp(kiq.ClientMiddleware):
+        only_with = "audit"
+
+        def call(self, job_class: Any, job: dict[str, Any], queue: str, redis: Any) -> Generator[None, Any, None]:
+            job["stamped"] = True
+            yield
+
+    class Audit(kiq.ServerMiddleware):
+        only_with = "audit"
+
+        def call(self, job_instance: Any, job: dict[str, Any], queue: str) -> Generator[None, Any, None]:
+            ran.append(f">audit {job['audit']}")
+            yield
+            ran.append("<audit")
+
+    class Outer(kiq.ServerMiddleware):
+        def call(self, job_instance: Any, job: dict[str, Any], queue: str) -> Generator[None, Any, None]:
+            ran.append(">outer")
+            yield
+            ran.append("<outer")
+
+    config.client_middleware.add(Stamp)
+    config.server_middleware.add(Outer)
+    config.server_middleware.add(Audit)
+    Plain.perform_async()
+    Plain.set(audit="ana").perform_async()
+    stamped = ['"stamped":true' in job for job in r.lrange("queue:default", 0, -1)]  # type: ignore[union-attr]
+    assert stamped == [True, False]  # newest first
+    chain, job = config.server_middleware, Plain()
+    assert chain.invoke((job, {"class": "Plain", "args": []}, "default"), lambda: "done") == "done"
+    assert ran == [">outer", "<outer"]
+    ran.clear()
+    assert chain.invoke((job, {"class": "Plain", "args": [], "audit": "bo"}, "default"), lambda: "done") == "done"
+    assert ran == [">outer", ">audit bo", "<audit", "<outer"]
+
+
 def test_the_chains_are_typed_so_mypy_catches_the_wrong_middleware_or_arguments(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -62,6 +62,8 @@ def test_the_package_ships_its_type_marker_and_entry_points() -> None:
         "workflow",
         "metrics",
         "encryption",
+        "groups",
+        "profiling",
         "web",  # only for its command, `kiq web`
         "django",  # only for kiq_settings_source: settings.KIQ when DJANGO_SETTINGS_MODULE is set
     }
@@ -70,6 +72,7 @@ def test_the_package_ships_its_type_marker_and_entry_points() -> None:
     assert settings == {
         "metrics_port": "kiq.plugins.metrics:MetricsPlugin",
         "encryption_keys": "kiq.plugins.encryption:EncryptionPlugin",  # keys given: every push encrypts
+        "group_concurrency": "kiq.plugins.groups:GroupsPlugin",  # a limit given: grouped jobs are limited
     }
     assert (package / "contrib" / "web" / "static" / "kiq.js").exists()  # the dashboard's assets ship
     assert (package / "contrib" / "web" / "static" / "kiq.css").exists()

@@ -71,6 +71,8 @@ EXT = [
     "Fetched",
     "Fetcher",
     "JobObserver",
+    "JobSource",
+    "JobWriter",
     "Keyspace",
     "LuaScript",
     "QueueOrder",

@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 import redis
 
 import kiq
+from kiq.tabs import Document
 
 from ..http import Answer, Request
 from . import busy, iteration, metrics, overview, queues, sets
@@ -36,6 +37,12 @@ log = logging.getLogger("kiq.web")
 PAGE_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+# a plugin's Document served as HTML (kiq.tabs): its inline scripts run sandboxed in an opaque origin (no cookie, no
+# access to the dashboard), and nothing may load from the network: what a self-contained viewer needs, no more
+DOCUMENT_POLICY = (
+    "sandbox allow-scripts; default-src 'none'; script-src 'unsafe-inline'; "
+    "style-src 'unsafe-inline' data:; img-src data:; font-src data:; frame-ancestors 'none'; base-uri 'none'"
 )
 STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
 # authorize(request) -> True to serve; anything else (False, an exception) answers 403. ``request.native`` is the
@@ -118,7 +125,10 @@ class Dashboard:
             case ["metrics", *name] if name:
                 page = metrics.job_class_page(view, "/".join(name))
             case ["tabs", name, *rest] if name in self.tabs:
-                page = tab_page(view, self.tabs[name], "/".join(rest))
+                shown = tab_page(view, self.tabs[name], "/".join(rest))
+                if isinstance(shown, Document):
+                    return document_answer(shown)
+                page = shown
             case _:
                 raise NotFound("no such page")
         return self._page(view, page)
@@ -181,6 +191,19 @@ class Dashboard:
                 return Answer.text(404, "not found")
             self._static[name] = body
         return Answer(200, STATIC_TYPES[suffix], body, headers=(("Cache-Control", "max-age=300"),))
+
+
+def document_answer(document: Document) -> Answer:
+    """A tab's ``Document`` as it is: HTML shown sandboxed (DOCUMENT_POLICY), anything else saved as a file."""
+    headers: list[tuple[str, str]] = [("Referrer-Policy", "no-referrer")]
+    if document.filename is not None:
+        name = "".join(c if c.isalnum() or c in "._-" else "_" for c in document.filename)[:120] or "download"
+        headers.append(("Content-Disposition", f'attachment; filename="{name}"'))
+    if document.content_encoding is not None:
+        headers.append(("Content-Encoding", document.content_encoding))
+    html = document.content_type.split(";")[0].strip().lower() == "text/html"
+    policy = DOCUMENT_POLICY if html else "default-src 'none'; frame-ancestors 'none'; sandbox"
+    return Answer(200, document.content_type, document.body, policy, tuple(headers))
 
 
 def same_origin(request: Request, proxies: TrustedProxies) -> bool:

@@ -9,6 +9,7 @@ from kiq.tabs import (
     Cell,
     Code,
     DashboardLink,
+    Document,
     Facts,
     Graph,
     Heading,
@@ -49,14 +50,19 @@ def plugin_tabs(config: kiq.Config) -> dict[str, Tab]:
     return tabs
 
 
-def tab_page(view: View, tab: Tab, path: str) -> Page:
+def tab_page(view: View, tab: Tab, path: str) -> Page | Document:
+    """The tab's page in the dashboard's layout, or the ``Document`` it serves as it is."""
     request = TabRequest(path, view.query, view.config)
     try:
         shown = tab.render(request)
     except LookupError as exc:
         raise NotFound(str(exc) or "not found") from exc
+    if isinstance(shown, Document):
+        return shown
     if not isinstance(shown, TabView):
-        raise TypeError(f"the {tab.name!r} tab's render returned {type(shown).__name__}, not a kiq.tabs.TabView")
+        raise TypeError(
+            f"the {tab.name!r} tab's render returned {type(shown).__name__}, not a kiq.tabs.TabView or Document"
+        )
     base = f"tabs/{tab.name}"
     blocks = [_block(view, base, path, block) for block in shown.blocks]
     return Page(shown.title, Markup("".join(blocks)), section=base)

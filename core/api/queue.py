@@ -4,9 +4,10 @@ clear; and pause."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..config import config_or_default
+from ..errors import ConfigError
 from ..job_writes import forget_listed
 from ..keys import PAUSED, QUEUES, keyspace
 from ..paused_queues import is_paused, pause, unpause
@@ -74,6 +75,17 @@ class Queue:
             return []
         entries = self.config.redis.lrange(self.key, start, start + count - 1)
         return [JobRecord(str(entry), self.name, self.config) for entry in entries]
+
+    def group(self, name: str) -> Any:
+        """The job group ``name`` of this queue (its waiting jobs, concurrency, pause), as the plugin with job groups
+        has it (``kiq_queue_group``; the shipped one: ``plugins = ["groups"]``)."""
+        handle = self.config.plugins.hook.kiq_queue_group(queue=self.name, name=name, config=self.config)
+        if handle is None:
+            raise ConfigError(
+                f"Queue({self.name!r}).group({name!r}): no plugin has job groups; enable the groups plugin "
+                "(plugins = ['groups'] in the settings, or config.add_plugin('groups'))"
+            )
+        return handle
 
     @property
     def paused(self) -> bool:

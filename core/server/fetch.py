@@ -60,6 +60,7 @@ class BasicFetch(BatchFetch):
         self.capsule = capsule
         self.order = capsule.queue_order()
         self.keys = self.order.keyspace
+        self.source = capsule.job_source()  # a plugin's (kiq_job_source), or None: the queues' lists
 
     def retrieve_work(self) -> BasicUnitOfWork | None:
         fetched = self.next_job()
@@ -71,6 +72,8 @@ class BasicFetch(BatchFetch):
             time.sleep(max(0.0, block))
             return []
         groups = self.order.groups(keys)
+        if self.source is not None:
+            return self._pop_source(groups, wanted, block)
         for group in groups:
             if len(group) == 1:
                 jobs: list[str] | None = self.connection.command("RPOP", group[0], wanted)
@@ -85,6 +88,19 @@ class BasicFetch(BatchFetch):
             return []
         popped: list[str] | None = self.connection.command("BRPOP", *groups[0], round(min(block, TIMEOUT), 3))
         return [(self.keys.queue_name(popped[0]), popped[1])] if popped else []
+
+    def _pop_source(self, groups: list[list[str]], wanted: int, block: float) -> list[Fetched]:
+        """``pop`` from a plugin's ``JobSource``: slot group after slot group, then its wait on the first."""
+        source = self.source
+        assert source is not None
+        names = [[self.keys.queue_name(key) for key in group] for group in groups]
+        for queues in names:
+            jobs = source.pop(self.connection, queues, wanted)
+            if jobs:
+                return jobs
+        if block < MIN_BLOCK:
+            return []
+        return source.block(self.connection, names[0], round(min(block, TIMEOUT), 3))
 
     def bulk_requeue(self, units: Sequence[UnitOfWork]) -> None:
         """Push ``units`` back to their queues; raises what Redis refused with (unreachable, OOM, READONLY)."""

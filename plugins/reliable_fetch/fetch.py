@@ -127,6 +127,7 @@ class ReliableFetch(kiq.ext.BatchFetch):
         self.lists = {name: JobList.beside(self.keys, self.working, name) for name, _ in capsule.queues}
         self._working_keys = {name: job_list.key(self.keys) for name, job_list in self.lists.items()}
         self.order = capsule.queue_order()  # the paused queues left out
+        self.source = capsule.job_source()  # a plugin's (kiq_job_source, e.g. job groups), or None: the queues' lists
         self._batch_size: int = config.get("reliable_batch_size")  # a ConfigError without the plugin
         self.liveness = liveness or Liveness(config, capsule.identity)
         self._requeue_script = self.redis.register_script(scripts.REQUEUE.source)
@@ -251,6 +252,8 @@ class ReliableFetch(kiq.ext.BatchFetch):
         order = self.order.keys()
         if order:
             self.liveness.refresh_if_due()  # before any job can enter a working list (Liveness)
+        if self.source is not None:
+            return self._move_from_source(order, min(wanted, self._batch_size), block)
         for group in self.order.groups(order):  # one script per slot (a single group but in the queue layout)
             reply = self._move_from(group, min(wanted, self._batch_size))
             if reply:
@@ -278,6 +281,25 @@ class ReliableFetch(kiq.ext.BatchFetch):
         # off briefly
         time.sleep(min(self._idle.next(), block))
         return []
+
+    def _move_from_source(self, order: list[str], wanted: int, block: float) -> list[kiq.ext.Fetched]:
+        """The jobs of a plugin's ``JobSource``, which moves them into the working lists in its own script; the
+        acknowledgements pending go first, on their own."""
+        assert self.source is not None
+        self.flush_acks()
+        for group in self.order.groups(order):
+            names = [self.keys.queue_name(key) for key in group]
+            jobs = self.source.pop(self.connection, names, wanted, [self._working_keys[name] for name in names])
+            if jobs:
+                return jobs
+        if not order:  # every queue is paused: wait as a fetch would
+            time.sleep(max(0.0, min(block, BLOCK_SECONDS)))
+            return []
+        if block < self.min_block:
+            return []
+        names = [self.keys.queue_name(key) for key in self.order.groups(order)[0]]
+        timeout = round(min(block, BLOCK_SECONDS), 3)
+        return self.source.block(self.connection, names, timeout, [self._working_keys[name] for name in names])
 
     def _move_from(self, group: list[str], wanted: int) -> list[str | int]:
         """One fetch script over the queues (keys) of one slot, carrying the acknowledgements of the first one's
