@@ -59,7 +59,7 @@ def mount_web(
         headers = {name.lower(): value for name, value in request.headers.items()}
         answer = dashboard(Request(
             request.method, "/" + subpath, request.query_string.decode("latin-1"), headers,
-            request.get_data(cache=False), request.script_root + root, request,
+            request.get_data(cache=False), request.script_root + root, request, request.remote_addr or "",
         ))  # fmt: skip
         return flask.Response(answer.body, answer.status, answer.all_headers())
 

@@ -88,7 +88,8 @@ class WSGIRequest:
 @dataclass(frozen=True)
 class Request:
     """A request as an app sees it: ``path`` below the mount point, ``root`` the mount point as the browser sees
-    it (to build links), ``native`` the framework's own request object (for an ``authorize`` hook)."""
+    it (to build links), ``native`` the framework's own request object (for an ``authorize`` hook), ``client`` the
+    address of the peer that sent it (a proxy's, behind one; "" when the server does not say)."""
 
     method: str
     path: str
@@ -97,6 +98,7 @@ class Request:
     body: bytes
     root: str = ""
     native: Any = None
+    client: str = ""
 
 
 def wsgi_headers(environ: Mapping[str, Any]) -> dict[str, str]:
@@ -135,6 +137,7 @@ def serve_wsgi(
             answer = handle(Request(
                 method, wsgi_path(environ), environ.get("QUERY_STRING", ""), wsgi_headers(environ), body,
                 wsgi_path(environ, "SCRIPT_NAME"), native(environ) if native is not None else None,
+                str(environ.get("REMOTE_ADDR") or ""),
             ))  # fmt: skip
         start_response(answer.status_line, answer.all_headers())
         return [b"" if method == "HEAD" else answer.body]
@@ -177,6 +180,7 @@ def serve_asgi(handle: Callable[[Request], Answer], starlette_request: bool = Fa
                 body,
                 root,
                 native(scope, _replay(body)) if native is not None else None,
+                str((scope.get("client") or ("",))[0] or ""),
             )
             answer = await asyncio.to_thread(handle, request)
         await send({"type": "http.response.start", "status": answer.status, "headers": [

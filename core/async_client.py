@@ -43,8 +43,10 @@ def async_redis(config: Config) -> redis_async.Redis:
     key = (id(config), config.redis_url, config.slots)
     client = clients.get(key)
     if client is None:
+        # a push's WAIT (push_replicas) waits its own timeout before it replies
+        timeout = config.redis_timeout + (config.push_replicas_timeout if config.push_replicas else 0.0)
         client = clients[key] = connect_async(
-            config.redis_url, config.embedded_dir, POOL_SIZE, config.embedded, slots=config.slots
+            config.redis_url, config.embedded_dir, POOL_SIZE, config.embedded, slots=config.slots, timeout=timeout
         )
     return client
 

@@ -14,6 +14,7 @@ import functools
 import importlib.metadata
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from .hookspecs import JobWriter
 
 log = logging.getLogger("kiq")
+_CONNECTING = threading.Lock()  # making a config's Redis client (Config.redis)
 
 P = TypeVar("P")
 FETCHERS_GROUP = "kiq.fetchers"  # entry points: fetcher name -> the plugin that provides it
@@ -273,24 +275,38 @@ class Config:
         self.plugins.notify("kiq_error", exc=exc, context=context, config=self)
 
     # -- shared resources ---------------------------------------------------------------------------
+    def _connect(self) -> redis.Redis:
+        """A new client for this config's Redis (``redis`` makes it once)."""
+        from .redis import connect, is_cluster
+
+        threads = self.concurrency + sum(concurrency for _, concurrency in self.capsules.values())
+        # every processor may hold a connection (BRPOP); plus heartbeat, poller, the poller's wake-up subscription
+        # (held for good) and pushes from jobs
+        client = connect(
+            self.redis_url,
+            self.embedded_dir,
+            pool_size=threads + 6,
+            embedded=self.embedded,
+            slots=self.slots,
+            timeout=self.redis_timeout,
+        )
+        if self.push_replicas and is_cluster(client):
+            raise ConfigError(
+                f"push_replicas = {self.push_replicas} is not supported on a Redis Cluster (a WAIT would not reach "
+                "the node that took the push): set push_replicas = 0 (KIQ_PUSH_REPLICAS)"
+            )
+        return client
+
     @property
     def redis(self) -> redis.Redis:
-        """The pooled Redis client for this config (the embedded server when ``redis_url`` is unset)."""
+        """The pooled Redis client for this config (the embedded server when ``redis_url`` is unset). Made once,
+        under a lock: threads asking for it at once (pushers starting together) must share one client, as its pool
+        keys what kiq keeps per Redis (reliable push's held jobs: two pools held one thread's jobs in two buffers,
+        sent in either order)."""
         if self._redis is None:
-            from .redis import connect, is_cluster
-
-            threads = self.concurrency + sum(concurrency for _, concurrency in self.capsules.values())
-            # every processor may hold a connection (BRPOP); plus heartbeat, poller, the poller's wake-up subscription
-            # (held for good) and pushes from jobs
-            redis = connect(
-                self.redis_url, self.embedded_dir, pool_size=threads + 6, embedded=self.embedded, slots=self.slots
-            )
-            if self.push_replicas and is_cluster(redis):
-                raise ConfigError(
-                    f"push_replicas = {self.push_replicas} is not supported on a Redis Cluster (a WAIT would not reach "
-                    "the node that took the push): set push_replicas = 0 (KIQ_PUSH_REPLICAS)"
-                )
-            self._redis = redis
+            with _CONNECTING:
+                if self._redis is None:
+                    self._redis = self._connect()
         return self._redis
 
 

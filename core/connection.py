@@ -43,7 +43,7 @@ class DedicatedConnection:
             connection = self._connection or self._take()
             try:
                 connection.send_command(*args)  # type: ignore[no-untyped-call]
-                reply = connection.read_response()
+                reply = connection.read_response() if args[0] not in BLOCKING else _blocking_reply(connection, args)
                 if _large(reply):  # the reader keeps a buffer as large until its next read: free it now
                     connection.disconnect()  # type: ignore[no-untyped-call]  # the next command reconnects
                 return reply
@@ -98,6 +98,18 @@ class DedicatedConnection:
         self._seen = self._master_changes[0]
         self._connection = self._pool.get_connection()
         return self._connection
+
+
+# the commands that wait in Redis for their last argument's seconds (0: for ever) before they reply
+BLOCKING = frozenset({"BRPOP", "BLPOP", "BLMOVE", "BRPOPLPUSH", "BZPOPMIN", "BZPOPMAX"})
+
+
+def _blocking_reply(connection: Connection, args: tuple[Any, ...]) -> Any:
+    """The reply of a blocking command: the connection's timeout (``redis_timeout``) counts from the end of the
+    command's own wait, so a fetch that blocks 2 s is not taken for a hung server, and a hung server still is."""
+    block = float(args[-1])
+    limit = connection.socket_timeout
+    return connection.read_response(timeout=None if not block or limit is None else block + limit)
 
 
 def _large(reply: Any) -> bool:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import re
+import reprlib
 from collections.abc import Callable
 
 import redis
+
+MAX_ERROR_MESSAGE = 10_000  # Sidekiq keeps the first 10,000 characters of an error message
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class KiqError(Exception):
@@ -87,3 +92,30 @@ def error_class(exc: BaseException) -> str:
     builtins (``ValueError``), else ``module.QualName``."""
     cls = type(exc)
     return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+
+
+def error_message(exc: BaseException, limit: int = MAX_ERROR_MESSAGE) -> str:
+    """``str(exc)`` cut to ``limit`` characters and made valid UTF-8; the class name when empty. Never raises: a
+    message whose formatting fails (a ``RecursionError`` on a 5,000-deep value in its arguments, a ``__str__`` that
+    raises) is Sidekiq's text for it, so no error kiq records while handling a job's outcome can itself fail that
+    job again."""
+    try:
+        message = str(exc) or error_class(exc)
+    except Exception:
+        return "!!! ERROR MESSAGE THREW AN ERROR !!!"
+    return _LONE_SURROGATE.sub("\ufffd", message[:limit])
+
+
+def describe(value: object, limit: int = 100) -> str:
+    """A repr of ``value`` at most ``limit`` characters long, for an error message that names a value: built by
+    ``reprlib`` (a few levels deep, a few items each), so a 5,000-deep or 20 MB value costs no more than a small
+    one, and never raises (a ``__repr__`` that raises is named as such)."""
+    try:
+        text = _REPR.repr(value)
+    except Exception as exc:
+        text = f"<{type(value).__name__}: repr raised {type(exc).__name__}>"
+    return text if len(text) <= limit else text[: max(limit - 3, 0)] + "..."
+
+
+_REPR = reprlib.Repr()  # Python 3.11's takes no arguments
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 4, 200, 200, 60

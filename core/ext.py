@@ -20,14 +20,15 @@ apart from what their users call. Both lists are pinned by tests/test_public_api
 - payloads: ``dumps``/``loads`` (Sidekiq's JSON), ``parse_payload``, ``check_job`` (the push's check that every value
   is native JSON, for a client middleware that hides values from the check after it: encryption), ``new_jid``,
   ``new_public_id``, ``wire_time``/``epoch_seconds`` (times in the ``sidekiq_wire`` form and back), ``error_class``
-  (an error's Sidekiq name);
+  (an error's Sidekiq name), ``error_message``/``describe`` (an error's message and a value's repr, bounded,
+  never raising);
 - results: ``result_form``/``result_value`` (a job's return value to its JSON form by its return annotation, and
   back), ``ResultTypeError``;
 - the job running in this thread: ``hold_acknowledgement``, ``report_failure``.
 """
 
 from .backoff import Backoff
-from .errors import error_class
+from .errors import describe, error_class, error_message
 from .failures import MOVED, REFUSED, TRANSIENT, UNREACHABLE
 from .fetcher import Capsule, Fetcher, QueueOrder, UnitOfWork, pop_script, popped_jobs
 from .handoff import BatchFetch, Fetched
@@ -65,10 +66,12 @@ __all__ = [
     "Setting",
     "UnitOfWork",
     "check_job",
+    "describe",
     "dumps",
     "enqueue_keys",
     "epoch_seconds",
     "error_class",
+    "error_message",
     "hold_acknowledgement",
     "hold_write",
     "hookimpl",

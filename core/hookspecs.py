@@ -22,8 +22,9 @@ Two kinds of hooks, two failure rules:
 - **Notifications** (everything else) report what happens while kiq runs. kiq calls them through
   ``config.plugins.notify(name, **kwargs)`` (as must a plugin that calls one, e.g. ``kiq_job_dropped``), which runs
   each implementation on its own: one that raises is logged and reported to the ``kiq_error`` hooks, and the others
-  still run (a raising ``kiq_error`` implementation is only logged; a ``kiq_death`` one whose own Redis write was
-  refused is held, ``kiq.ext.hold_write``). A context manager it returns is entered the same way.
+  still run (a raising ``kiq_error`` implementation is only logged; a ``kiq_death`` or ``kiq_job_dropped`` one
+  whose own Redis write was refused is held, ``kiq.ext.hold_write``: a dropped workflow step fails its workflow once
+  Redis takes the write, not never). A context manager it returns is entered the same way.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ FailureRule = Literal["report", "log", "hold"]
 NOTIFICATIONS: Mapping[str, FailureRule] = {
     "kiq_error": "log", "kiq_death": "hold", "kiq_startup": "report", "kiq_quiet": "report",
     "kiq_shutdown": "report", "kiq_heartbeat": "report", "kiq_operation": "report", "kiq_push_bulk": "report",
-    "kiq_job_dropped": "report", "kiq_web_tabs": "report", "kiq_job_progress": "report", "kiq_metrics": "report",
+    "kiq_job_dropped": "hold", "kiq_web_tabs": "report", "kiq_job_progress": "report", "kiq_metrics": "report",
     "kiq_job_observer": "report", "kiq_loop_tick": "report", "kiq_swarm_stopping": "report",
     "kiq_swarm_child_exited": "report", "kiq_swarm_shutdown": "report", "kiq_redact_job": "report",
 }  # fmt: skip
@@ -330,7 +331,9 @@ def kiq_job_dropped(job: dict[str, Any], reason: str, config: Config) -> None:
     """A worker dropped a job without running it, and it did not die: a plugin's server middleware decided it must
     not run (e.g. the expiry plugin: its deadline passed before it started). Not a failure: no retry, no death hooks,
     and the job is acknowledged. ``reason`` says why, for logs and records (e.g. a tracking status); a plugin may also
-    release what the job held (e.g. a unique lock). Called by the plugin that drops the job."""
+    release what the job held (e.g. a unique lock). Called by the plugin that drops the job. An implementation whose
+    own Redis write is refused (an outage, maxmemory) is held in a worker and called again, alone, once Redis takes
+    writes (as a ``kiq_death`` one is)."""
 
 
 @hookspec

@@ -148,9 +148,12 @@ def _round_trip(connection: Connection, commands: Sequence[Sequence[Any]], raise
     connection.send_packed_command(_packed(connection, commands))  # type: ignore[no-untyped-call]
     replies: list[Any] = []
     error: redis.ResponseError | None = None
-    for _ in commands:
+    for command in commands:
         try:
-            replies.append(connection.read_response())
+            if command[0] == "WAIT" and connection.socket_timeout is not None:  # waits its own ms before replying
+                replies.append(connection.read_response(timeout=connection.socket_timeout + command[2] / 1000))
+            else:
+                replies.append(connection.read_response())
         except redis.ResponseError as exc:
             replies.append(exc)
             error = error or exc

@@ -28,6 +28,9 @@ log = logging.getLogger("kiq")
 # an error that would lose every other job of the same reply; written back, it is the same bytes again.
 ENCODING_ERRORS = "surrogateescape"
 
+DEFAULT_TIMEOUT = 5.0  # seconds a reply may take: the ``redis_timeout`` setting's default
+MAX_BLOCK = 2.0  # seconds a fetcher blocks in Redis at most (the fetcher seam's contract)
+
 # what ``redis_url`` may start with: redis-py's own schemes (which it matches as written), plus Sentinel, which
 # kiq parses itself
 CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://")
@@ -90,16 +93,24 @@ def _as_bytes(value: Any) -> bytes:
 
 
 def connect(
-    url: str | None, embedded_dir: str = ".kiq", pool_size: int = 20, embedded: bool = True, slots: Slots = "one"
+    url: str | None,
+    embedded_dir: str = ".kiq",
+    pool_size: int = 20,
+    embedded: bool = True,
+    slots: Slots = "one",
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> redis.Redis:
     """A pooled client for ``url`` (``redis://``, ``rediss://``, ``unix://``, ``redis+sentinel://``,
     ``redis+cluster://``), or for the embedded server when ``url`` is None (a ConfigError when ``embedded`` is off).
-    A cluster's client carries the keyspace of the ``slots`` layout (``kiq.ext.keyspace``)."""
-    url, options = _client_options(url, embedded_dir, pool_size, embedded)
+    A cluster's client carries the keyspace of the ``slots`` layout (``kiq.ext.keyspace``). ``timeout``: seconds a
+    reply may take (the ``redis_timeout`` setting; see ``_client_options``)."""
+    url, options = _client_options(url, embedded_dir, pool_size, embedded, timeout)
     if url.startswith(CLUSTER_SCHEMES):
         from redis.cluster import ClusterNode, RedisCluster
 
         options["connection_class"] = _SurrogateSafeConnection
+        # a cluster client sends each command itself, with no way to wait longer for one: its fetches block
+        options["socket_timeout"] = timeout + MAX_BLOCK
         return _cluster(url, options, slots, RedisCluster, ClusterNode)  # type: ignore[no-any-return]
     if HIREDIS_AVAILABLE:  # without hiredis, redis-py's own packer applies encoding_errors itself
         options["command_packer"] = _SurrogateSafePacker()
@@ -113,11 +124,16 @@ def connect(
 
 
 def connect_async(
-    url: str | None, embedded_dir: str = ".kiq", pool_size: int = 20, embedded: bool = True, slots: Slots = "one"
+    url: str | None,
+    embedded_dir: str = ".kiq",
+    pool_size: int = 20,
+    embedded: bool = True,
+    slots: Slots = "one",
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> redis_async.Redis:
     """``connect`` for asyncio (kiq.AsyncClient): the same URLs, options and decoding, on ``redis.asyncio``. Its
     connections belong to the event loop that opens them."""
-    url, options = _client_options(url, embedded_dir, pool_size, embedded)
+    url, options = _client_options(url, embedded_dir, pool_size, embedded, timeout)
     if url.startswith(CLUSTER_SCHEMES):
         from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
         from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
@@ -131,13 +147,21 @@ def connect_async(
     return redis_async.Redis(connection_pool=pool)
 
 
-def _client_options(url: str | None, embedded_dir: str, pool_size: int, embedded: bool) -> tuple[str, dict[str, Any]]:
-    """The URL to connect to (the embedded server's when ``url`` is None) and the client options kiq uses."""
+def _client_options(
+    url: str | None, embedded_dir: str, pool_size: int, embedded: bool, timeout: float
+) -> tuple[str, dict[str, Any]]:
+    """The URL to connect to (the embedded server's when ``url`` is None) and the client options kiq uses.
+
+    Every read and write has a ``timeout``: a hung server (SIGSTOPped, a frozen VM) answers nothing and keeps the
+    connection open, which without one blocks a job's outcome, a heartbeat or a stop forever instead of being an
+    outage (its writes held, logged once). The pools' connections make no retries of their own (redis-py's default
+    for them): a hung server would take every retry's timeout in turn, where one is enough to know."""
     options: dict[str, Any] = {
         "decode_responses": True,
         "encoding_errors": ENCODING_ERRORS,
         "max_connections": pool_size,
-        "socket_connect_timeout": 5,
+        "socket_connect_timeout": min(timeout, 5),
+        "socket_timeout": timeout,
         "health_check_interval": 30,
         **_library_name(),
     }

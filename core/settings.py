@@ -241,6 +241,13 @@ CORE_SETTINGS = [
     ),
     Setting.integer("push_replicas", 0, 0, "a push waits (WAIT) until this many replicas have it; 0: no wait"),
     Setting.number("push_replicas_timeout", 1.0, 0.001, "seconds a push waits for push_replicas"),
+    Setting.number(
+        "redis_timeout",
+        5.0,
+        0.1,
+        "seconds a Redis command may wait for its reply before the server counts as unreachable (a hung server's "
+        "outage); a blocking command (a fetch) waits its own block time plus this",
+    ),
     Setting.boolean("reliable_push", False, "a push that finds Redis unreachable is held in memory and sent later"),
     Setting.integer("reliable_push_limit", 10_000, 1, "jobs reliable push holds at most; past it a push raises"),
     Setting.integer("max_payload_bytes", 8 * MB, MIN_MAX_PAYLOAD_BYTES, "a push of a larger job's JSON is refused"),
@@ -296,6 +303,12 @@ CORE_SETTINGS = [
     Setting.choice("log_level", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR"), "log level of the worker"),
     Setting.choice("log_format", "plain", ("plain", "json"), "log line format of the worker"),
     Setting.names("web_allowed_hosts", [], "Host names kiq web answers besides loopback and its bound address"),
+    Setting.names(
+        "trusted_proxies",
+        [],
+        "addresses or networks of the reverse proxies whose X-Forwarded-* headers the dashboard believes (none by "
+        "default)",
+    ),
 ]
 
 

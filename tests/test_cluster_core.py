@@ -88,6 +88,7 @@ def test_queues_size_latency_page_delete_pause_and_clear(config: kiq.Config) -> 
 
     stats = Stats()
     assert stats.queues == {"beta": 3, "alpha": 1} and stats.enqueued == 4
+    config.queues = ["alpha", "beta"]  # known queues: labels of their own
     gauges = {(reading.name, reading.labels): reading.value for reading in FleetGauges(config).readings()}
     assert gauges["kiq_queue_size", (("queue", "beta"),)] == 3 and gauges["kiq_queue_size", (("queue", "alpha"),)] == 1
 

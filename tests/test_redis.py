@@ -358,3 +358,19 @@ def test_run_pipeline_writes_text_read_with_surrogateescape_back_as_its_bytes(co
         assert run_pipeline(config.redis, [("STRLEN", "copy")]) == [len(stored)]  # still in step
     finally:
         raw.close()
+
+
+def test_a_blocking_fetch_waits_its_block_time_past_the_connections_timeout(config: kiq.Config) -> None:
+    """``redis_timeout`` bounds a reply's wait; a blocking command's own wait comes on top, so an idle fetch is not
+    taken for a hung server (it was with a timeout shorter than the block: a TimeoutError every idle fetch)."""
+    client = connect(config.redis_url, timeout=0.2)
+    connection = DedicatedConnection(client)
+    try:
+        began = time.monotonic()
+        assert connection.command("BRPOP", "nothing", 0.5) is None
+        assert connection.command("BLMOVE", "nothing", "elsewhere", "RIGHT", "LEFT", 0.5) is None
+        assert time.monotonic() - began >= 1.0
+        assert client.connection_pool.connection_kwargs["socket_timeout"] == 0.2
+    finally:
+        connection.release()
+        client.close()

@@ -17,6 +17,7 @@ import pytest
 import redis
 
 import kiq
+from kiq import reliable_push
 from tests.jobs.basic import Record
 from tests.outage_support import AofRedis, aof_redis
 from tests.sentinel_support import free_port
@@ -223,3 +224,74 @@ def test_threads_pushing_across_an_outage_lose_nothing_and_keep_each_ones_order(
     keys = first_seen(queued_in_order(watch))
     for thread in range(threads):
         assert [key for key in keys if key.startswith(f"{thread}-")] == [f"{thread}-{n}" for n in range(each)]
+
+
+def out_of_order(keys: list[str], threads: int) -> list[str]:
+    """Every job that landed after a later push of its own thread (``keys``: as queued, oldest first, repeats kept)."""
+    late: list[str] = []
+    for thread in range(threads):
+        highest = -1
+        for key in keys:
+            owner, _, number = key.partition("-")
+            if owner == str(thread):
+                if int(number) < highest:
+                    late.append(f"{key} after {thread}-{highest}")
+                highest = max(highest, int(number))
+    return late
+
+
+@pytest.mark.parametrize("pushers", ["threads", "tasks"])
+def test_eight_pushers_across_a_4_s_outage_keep_each_ones_order_repeats_included(
+    server: AofRedis, pushers: str
+) -> None:
+    """8 threads (or asyncio tasks) x 400 pushes, starting while Redis is down for 4 s: each one's jobs land in the
+    order it pushed them, every copy counted. Reported as a thread's job 0 landing after its job 124: threads that
+    asked a fresh config for its client at once each made one, so a thread's first jobs were held for one
+    connection pool and its later ones for another, two buffers sent in either order. Thread switches as often as
+    Python allows make that race likely, as 8 threads on a loaded machine did."""
+    config = kiq.Config(redis_url=server.url, reliable_push=True)
+    count, each, counts = 8, 400, [0] * 8
+
+    def push(pusher: int) -> None:
+        client = kiq.Client(config)
+        for number in range(each):
+            assert client.push({"class": Record, "args": [f"{pusher}-{number}"]})
+            counts[pusher] += 1
+            time.sleep(0.002)
+
+    async def push_async() -> None:
+        client = kiq.AsyncClient(config)
+
+        async def task(pusher: int) -> None:
+            for number in range(each):
+                assert await client.push({"class": Record, "args": [f"{pusher}-{number}"]})
+                counts[pusher] += 1
+                await asyncio.sleep(0.002)
+
+        await asyncio.gather(*(task(pusher) for pusher in range(count)))
+        await client.close()
+
+    if pushers == "threads":
+        started = [threading.Thread(target=push, args=(pusher,)) for pusher in range(count)]
+    else:
+        started = [threading.Thread(target=lambda: asyncio.run(push_async()))]
+    server.stop("kill")
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for thread in started:
+            thread.start()
+        wait_until(lambda: min(counts) >= 20, 30, message="pushes held during the outage")
+    finally:
+        sys.setswitchinterval(interval)
+    assert len(reliable_push.held) == 1  # one buffer for the one Redis: the jobs leave it in the order pushed
+    time.sleep(4)  # the outage's length, not a wait for a condition
+    server.start()
+    for thread in started:
+        thread.join(60)
+    assert counts == [each] * count
+    watch = server.client()
+    wait_until(lambda: watch.llen("queue:default") >= count * each, 30, message="every held job sent")
+    keys = queued_in_order(watch)
+    assert set(keys) == {f"{pusher}-{n}" for pusher in range(count) for n in range(each)}
+    assert out_of_order(keys, count) == []

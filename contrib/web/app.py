@@ -10,6 +10,7 @@ cookie (double submit) from the dashboard's own origin; ``read_only`` hides the 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 import logging
 from collections.abc import Callable
@@ -58,6 +59,7 @@ class Dashboard:
         self.config = config or kiq.default_config()
         self.read_only = read_only
         self.authorize = authorize
+        self.proxies = TrustedProxies(self.config.trusted_proxies)
         self.tabs: dict[str, Tab] = plugin_tabs(self.config)
         self._static: dict[str, bytes] = {}
         self._scrapes: Callable[[str | None], tuple[bytes, str]] | None = None  # made at the first scrape
@@ -148,7 +150,8 @@ class Dashboard:
         request = view.request
         form = parse_qs(request.body.decode("utf-8", "replace"), keep_blank_values=True, max_num_fields=2000)
         token = (form.get(CSRF_FIELD) or [""])[-1]
-        if view.new_csrf or not hmac.compare_digest(token.encode(), view.csrf.encode()) or not same_origin(request):
+        valid = not view.new_csrf and hmac.compare_digest(token.encode(), view.csrf.encode())
+        if not valid or not same_origin(request, self.proxies):
             return Answer.text(403, "missing or wrong CSRF token: reload the page and retry")
         single = {name: values[-1] for name, values in form.items()}
         match parts:
@@ -203,10 +206,38 @@ def document_answer(document: Document) -> Answer:
     return Answer(200, document.content_type, document.body, policy, tuple(headers))
 
 
-def same_origin(request: Request) -> bool:
-    """False when the browser says the form came from another site (``Origin``); True when it says nothing."""
+def same_origin(request: Request, proxies: TrustedProxies) -> bool:
+    """False when the browser says the form came from another site (``Origin``); True when it says nothing. The
+    dashboard's own host is ``Host``, or ``X-Forwarded-Host`` only when the peer is a trusted proxy: a client can
+    send that header too, and a proxy that passes it on would otherwise let any ``Origin`` name itself."""
     origin = request.headers.get("origin")
     if not origin:
         return True
-    host = request.headers.get("x-forwarded-host") or request.headers.get("host", "")
+    host = request.headers.get("host", "")
+    if proxies.trusts(request.client):
+        host = request.headers.get("x-forwarded-host", "").split(",")[0].strip() or host
     return urlsplit(origin).netloc == host
+
+
+class TrustedProxies:
+    """The ``trusted_proxies`` setting: the addresses (or networks, ``10.0.0.0/8``) of the reverse proxies whose
+    ``X-Forwarded-*`` headers the dashboard believes. Empty (the default): it believes none."""
+
+    def __init__(self, entries: list[str]) -> None:
+        self.networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+        for entry in entries:
+            try:
+                self.networks.append(ipaddress.ip_network(entry.strip(), strict=False))
+            except ValueError:
+                raise kiq.ConfigError(
+                    f"trusted_proxies: {entry!r:.80} is not an IP address or network (e.g. 10.0.0.7 or 10.0.0.0/8)"
+                ) from None
+
+    def trusts(self, client: str) -> bool:
+        if not self.networks or not client:
+            return False
+        try:
+            address = ipaddress.ip_address(client)
+        except ValueError:
+            return False
+        return any(address in network for network in self.networks)

@@ -4,6 +4,11 @@ concurrency from the process registry; plus the plugins' ``"fleet"`` readings (k
 Public API: the metrics plugin's ports, ``kiq web``'s ``/metrics`` and the OTel plugin's observable gauges read
 them here, so each shows the same values.
 
+The ``queue`` label is bounded as the ``class`` label is: any producer can add a name to the ``queues`` set, so
+only the known queues (served by this config's capsules, or named by a registered job class's ``queue`` option)
+get a label of their own; every other name in the set is summed into ``queue="other"`` (its size the sum, its
+latency the oldest job's).
+
 Cheap on purpose, as Prometheus (or KEDA, or the OTel plugin's observable gauges) may ask every few seconds from
 every worker: two pipelined round trips per read (the names; then one ``LLEN`` and ``LINDEX -1`` per queue and one
 ``HMGET`` per process), and the result cached for ``CACHE_SECONDS``, so scrapes that come together read once.
@@ -16,8 +21,10 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from ..job_registry import registry
 from ..keys import DEAD, PROCESSES, QUEUES, RETRY, SCHEDULE, keyspace
 from ..payload import parse_job
+from ..plan import plan_of
 from ..readings import Reading
 from .records import latency
 
@@ -27,6 +34,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kiq")
 
 CACHE_SECONDS = 1.0
+OTHER = "other"  # the queue label of every queue name that is not a known queue
 
 
 class FleetGauges:
@@ -72,11 +80,16 @@ class FleetGauges:
             Reading("kiq_dead_set_size", dead, help="jobs in the dead set"),
             Reading("kiq_scheduled_set_size", scheduled, help="jobs in the schedule set"),
         ]
+        known = known_queues(self.config)
+        gauges: dict[str, tuple[int, float]] = {}  # label -> (size, latency)
         for index, name in enumerate(queues):
             size, oldest = results[2 * index], results[2 * index + 1]
-            labels = (("queue", name),)
+            label = name if name in known else OTHER
+            total, waited = gauges.get(label, (0, 0.0))
+            gauges[label] = (total + size, max(waited, latency(oldest)))
+        for label, (size, waited) in gauges.items():
+            labels = (("queue", label),)
             readings.append(Reading("kiq_queue_size", size, labels, help="jobs waiting in the queue (LLEN)"))
-            waited = max(0.0, latency(oldest))
             readings.append(
                 Reading("kiq_queue_latency_seconds", waited, labels, help="seconds the oldest waiting job has waited")
             )
@@ -98,6 +111,20 @@ class FleetGauges:
             Reading("kiq_busy_threads", busy, help="job threads (and async jobs) running a job now"),
             Reading("kiq_concurrency", concurrency, help="job threads of the workers"),
         ]
+
+
+def known_queues(config: Config) -> set[str]:
+    """The queues that get a ``queue`` label of their own: those ``config``'s capsules serve and those the job
+    classes registered in this process name (their ``queue`` option); a set that grows with code, not with data."""
+    known = {name for name, _ in config.queues}
+    for queues, _ in config.capsules.values():
+        known.update(name for name, _ in queues)
+    for name in registry.names():
+        job_class = registry.find(name)
+        queue = plan_of(job_class).options.get("queue") if job_class is not None else None
+        if isinstance(queue, str):
+            known.add(queue)
+    return known
 
 
 def plugin_readings(config: Config, scope: str) -> list[Reading]:

@@ -15,12 +15,25 @@ from typing import Any, TypeVar
 import redis
 
 from ..api import DeadSet, JobRecord, JobSet, Process, ProcessSet, Queue, RetrySet, ScheduledSet, SortedEntry, Stats
+from ..api.fleet import known_queues
 from ..config import Config
 from ..errors import KiqError
+from ..keys import QUEUES, keyspace
 from ..paused_queues import paused_names
 from ..payload import printable
 from ..settings import did_you_mean
-from .output import ago, duration, inspected_config, inspection_options, print_json, print_table, report, short, when
+from .output import (
+    ago,
+    duration,
+    inspected_config,
+    inspection_options,
+    names,
+    print_json,
+    print_table,
+    report,
+    short,
+    when,
+)
 
 SETS: dict[str, tuple[type[JobSet], str]] = {
     "retries": (RetrySet, "the retry set"),
@@ -119,7 +132,8 @@ def run_queues(args: argparse.Namespace, config: Config) -> int:
     if args.name:
         return _list_queue(args, known_queue(args.name, config))
     paused = paused_names(config.redis)
-    queues = [(queue.name, queue.size, queue.latency, queue.name in paused) for queue in Queue.all(config)]
+    listed, others = _listed_queues(config, everything=args.json)
+    queues = [(queue.name, queue.size, queue.latency, queue.name in paused) for queue in listed]
     if args.json:
         return print_json([
             {"name": name, "size": size, "latency": latency, "paused": is_paused}
@@ -129,7 +143,27 @@ def run_queues(args: argparse.Namespace, config: Config) -> int:
         ["QUEUE", "SIZE", "LATENCY", "PAUSED"],
         [[name, size, f"{latency:.2f}s", "paused" if is_paused else "-"] for name, size, latency, is_paused in queues],
     )
+    if others:
+        print(f"(and {others:,} paused names of no known queue, not listed: kiq queues --json lists every name)")
     return 0
+
+
+MAX_UNKNOWN_PAUSED = 10  # paused names of no known queue listed in the table (a paused queue cleared since)
+
+
+def _listed_queues(config: Config, everything: bool) -> tuple[list[Queue], int]:
+    """The queues ``kiq queues`` lists, and how many paused names it leaves out. Any producer can write names into
+    the paused set (1,000 of them, one of 100 KB): the table lists the queues Redis knows (the ``queues`` set) and
+    those this config serves or a registered class names, paused or not; other paused names (a queue paused,
+    then cleared) only while there are few of them, else it counts them. ``everything``: every name (``--json``)."""
+    every = Queue.all(config)
+    if everything:
+        return every, 0
+    known = known_queues(config) | set(config.redis.smembers(keyspace(config.redis).key(QUEUES)))
+    unknown = [queue for queue in every if queue.name not in known]
+    if len(unknown) <= MAX_UNKNOWN_PAUSED:
+        return every, 0
+    return [queue for queue in every if queue.name in known], len(unknown)
 
 
 PAUSE_ACTIONS = ("pause", "unpause")
@@ -144,7 +178,7 @@ def _pause(args: argparse.Namespace, action: str, name: str, config: Config) -> 
     else:
         paused = sorted(paused_names(config.redis))
         if name not in paused:
-            listed = ", ".join(paused) or "none"
+            listed = names(paused)
             raise KiqError(f"queue {name!r} is not paused{did_you_mean(name, paused)}; the paused queues are: {listed}")
         changed = Queue(name, config).unpause()
         text = f"unpaused queue {name!r}"
@@ -157,7 +191,7 @@ def known_queue(name: str, config: Config) -> Queue:
     known = [queue.name for queue in Queue.all(config)]
     queue = Queue(name, config)
     if name not in known and queue.size == 0:
-        listed = ", ".join(known) or "none"
+        listed = names(known)
         raise KiqError(f"no queue {name!r}{did_you_mean(name, known)}; the queues are: {listed}")
     return queue
 

@@ -31,11 +31,16 @@ def print_json(data: Any) -> int:
     return 0
 
 
+MAX_CELL = 100  # characters of a table cell: a 100 KB queue name another producer wrote is cut, not padded to
+
+
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """``rows`` aligned under ``headers``; each cell printable and at most ``MAX_CELL`` characters, so one huge value
+    cannot pad every line of the table to its width."""
     if not rows:
         print("(none)")
         return
-    cells = [list(headers), *[[printable(str(cell)) for cell in row] for row in rows]]
+    cells = [list(headers), *[[cut(printable(str(cell)), MAX_CELL) for cell in row] for row in rows]]
     widths = [max(len(row[column]) for row in cells) for column in range(len(headers))]
     for row in cells:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
@@ -57,8 +62,18 @@ def _escaped(char: str) -> str:
 
 def short(text: str, limit: int) -> str:
     """``text`` on one line, cut to ``limit`` characters."""
-    text = " ".join(text.split())
+    return cut(" ".join(text.split()), limit)
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, an ellipsis saying so."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def names(items: Sequence[str], limit: int = 20, width: int = 60) -> str:
+    """Names for a message: the first ``limit``, each printable and cut to ``width``, then how many more."""
+    shown = ", ".join(repr(cut(printable(name), width)) for name in items[:limit]) or "none"
+    return shown if len(items) <= limit else f"{shown} and {len(items) - limit:,} more"
 
 
 TIME_UNITS = (("d", 86400), ("h", 3600), ("m", 60))

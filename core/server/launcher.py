@@ -173,8 +173,8 @@ class Launcher:
         keeper = self.keeper
         if not keeper.held:
             return
-        log.warning("waiting up to %.1f s for Redis to take %d held job outcomes", deadline - time.monotonic(),
-                    keeper.held)  # fmt: skip
+        left = max(0.0, deadline - time.monotonic())
+        log.warning("waiting up to %.1f s for Redis to take %d held job outcomes", left, keeper.held)
         if keeper.wait(self._cut_short.is_set, deadline - time.monotonic()):
             return
         self.unwritten = keeper.give_up()

@@ -29,7 +29,6 @@ import json
 import logging
 import math
 import random
-import re
 import time
 import traceback
 import zlib
@@ -39,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import redis
 
 from .. import sink
-from ..errors import JobTimeout, Shutdown, error_class
+from ..errors import JobTimeout, Shutdown, error_class, error_message
 from ..failures import TRANSIENT
 from ..keys import RETRY, keyspace, poller_wake
 from ..logging import note_failure_outcome
@@ -52,10 +51,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("kiq.retry")
 
-MAX_ERROR_MESSAGE = 10_000  # Sidekiq keeps the first 10,000 characters of an error message
 MAX_COUNT = 2**31  # a retry_count beyond this was not written by a retrier; it would only overflow the delay
 MAX_DELAY = 100 * 365 * 24 * 3600  # seconds: a retry_in answer beyond a century is taken as a century
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # What counts as a job failure: every Exception, and SystemExit (a job calling sys.exit() failed; it must not
 # silently end a processor thread). KeyboardInterrupt/GeneratorExit are not failures of a job.
 _FAILURES = (Exception, SystemExit, JobTimeout)
@@ -171,7 +168,7 @@ class JobRetry:
         retry = job["retry"]
         max_attempts = retry if type(retry) is int else self.config.max_retries
         job["queue"] = fields.text("retry_queue") or queue
-        job["error_message"] = _error_message(exc)
+        job["error_message"] = error_message(exc)
         job["error_class"] = error_class(exc)
         now = time.time()
         stamp = wire_time(now, self.config.sidekiq_wire)
@@ -369,15 +366,6 @@ def _raise_if_caused_by_shutdown(exc: BaseException) -> None:
             raise Shutdown("job interrupted by shutdown") from exc
         seen.add(id(cause))
         cause = cause.__cause__ if cause.__cause__ is not None else cause.__context__
-
-
-def _error_message(exc: BaseException) -> str:
-    """``str(exc)`` cut to 10,000 characters and made valid UTF-8; Ruby-like, the class name when empty."""
-    try:
-        message = str(exc) or error_class(exc)
-    except Exception:
-        return "!!! ERROR MESSAGE THREW AN ERROR !!!"
-    return _LONE_SURROGATE.sub("\ufffd", message[:MAX_ERROR_MESSAGE])
 
 
 def _backtrace_lines(exc: BaseException) -> list[str]:

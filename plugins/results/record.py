@@ -33,21 +33,21 @@ def value_record(job: dict[str, Any], value: Any) -> tuple[str, str | None]:
     job_class = kiq.registry.find(name) if isinstance(name, str) else None
     try:
         form = value if job_class is None else kiq.ext.result_form(job_class, value)
-    except kiq.ext.ResultTypeError as exc:
-        message = f"{exc} (job {job.get('jid')}); no result was stored"
+    except Exception as exc:  # ResultTypeError, or a converter failing on a value too deep: named, bounded
+        message = f"{kiq.ext.error_message(exc, 1000)} (job {job.get('jid')}); no result was stored"
         return error_record(message), message
     try:
         # a converted value names its class (result_form returns anything else as it was), for its reader
         text = kiq.ext.dumps({"value": form} if form is value else {"value": form, "class": name})
         same = kiq.ext.loads(text)["value"] == form
-    except (TypeError, ValueError, RecursionError) as exc:
-        problem = f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # a 5,000-deep value too (RecursionError): named, never the job's error
+        problem = f"{type(exc).__name__}: {kiq.ext.error_message(exc, 200)}"
     else:
         if same:
             return text, None
         problem = "it would not come back equal from JSON (a tuple, a non-string key, NaN or infinity?)"
     message = (
-        f"{name} {job.get('jid')} returned {type(value).__name__} {value!r:.100}, which is not strict JSON "
+        f"{name} {job.get('jid')} returned {type(value).__name__} {kiq.ext.describe(value)}, which is not strict JSON "
         f"({problem}); no result was stored: annotate perform's return type (e.g. -> Decimal) to keep a Decimal, "
         "datetime, UUID, dataclass..."
     )

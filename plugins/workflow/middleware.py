@@ -51,29 +51,31 @@ def unusable(job: dict[str, Any]) -> str | None:
 
 
 def error_text(exc: BaseException | None, job: dict[str, Any]) -> str:
+    """A step's error as its status and on_error handler get it: bounded (10,000 characters), never raising."""
     if exc is None:
-        return str(job.get("error_message") or "killed")
-    return f"{kiq.ext.error_class(exc)}: {exc}"
+        return kiq.ext.error_message(Exception(job.get("error_message") or "killed"))
+    return f"{kiq.ext.error_class(exc)}: {kiq.ext.error_message(exc)}"
 
 
 def result_text(value: Any, job: dict[str, Any], job_class: type) -> str:
     """The step's value as the JSON text its successors get: its JSON form by its return annotation (a successor's
     annotated parameter reads it back as that type); a value that is not strict JSON (or not the annotated type)
-    fails the step."""
+    fails the step. Only ``WorkflowError`` leaves it: a 5,000-deep list (``RecursionError``) is named in a few
+    characters, not retried."""
     try:
         value = kiq.ext.result_form(job_class, value)
-    except kiq.ext.ResultTypeError as error:
-        raise WorkflowError(f"workflow step {job.get('wf_step')}: {error}") from None
+    except Exception as error:  # ResultTypeError, or a converter failing on a value too deep: named, bounded
+        raise WorkflowError(f"workflow step {job.get('wf_step')}: {kiq.ext.error_message(error, 1000)}") from None
     try:
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         text.encode()  # a lone surrogate has no UTF-8 form: neither Redis nor Ruby could take it
         return text
-    except (TypeError, ValueError, RecursionError) as error:
+    except Exception as error:
         raise WorkflowError(
-            f"workflow step {job.get('wf_step')} ({job.get('class')}) returned {value!r:.80}, which is not strict "
-            f"JSON ({error}); a step's result goes to the steps after it: return str, int, float, bool, None, "
-            "list or dict, or annotate perform's return type (e.g. -> Decimal) to pass a Decimal, datetime, UUID, "
-            "dataclass..."
+            f"workflow step {job.get('wf_step')} ({job.get('class')}) returned {kiq.ext.describe(value, 80)}, which "
+            f"is not strict JSON ({type(error).__name__}: {kiq.ext.error_message(error, 200)}); a step's result goes "
+            "to the steps after it: return str, int, float, bool, None, list or dict, or annotate perform's return "
+            "type (e.g. -> Decimal) to pass a Decimal, datetime, UUID, dataclass..."
         ) from None
 
 
@@ -141,6 +143,10 @@ class WorkflowServerMiddleware(kiq.ServerMiddleware):
             succeed()
         except kiq.ext.TRANSIENT as refusal:
             self.hold(succeed, job, refusal)
+        except Exception as bug:  # the step program's own error (e.g. a graph another hand corrupted), not the job's:
+            # its retries would meet it again, so the step ends now, in the dead set with the reason
+            problem = f"recording its result failed: {kiq.ext.error_class(bug)}: {kiq.ext.error_message(bug, 500)}"
+            self.bury(job, problem)
 
     def hold(self, write: Callable[[], None], job: dict[str, Any], refusal: BaseException) -> None:
         """Redis refused the step's outcome: the worker writes it once Redis takes it (``kiq.ext.hold_write``), and only

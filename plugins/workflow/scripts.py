@@ -5,7 +5,9 @@ and running it twice for the same step changes nothing the second time:
   reaches 0 is pushed (``LPUSH``, its payload joined from its pieces and the results it waits for) in the same run.
   A worker killed after the run has pushed the successors already; one killed before it leaves the step
   unacknowledged, so it runs again (reliable fetch) and this run happens then. Two members finishing at once are
-  two runs, one after the other: only the second sees the count reach 0.
+  two runs, one after the other: only the second sees the count reach 0. A step whose joined payload would be
+  over ``max_payload_bytes`` (a chord body given four 6 MB results) is not pushed: it dies, failing the workflow,
+  with an error that names its size, the limit and the fix.
 - ``failed``: an attempt raised and a retry is pending (recorded for the status only).
 - ``died``: the step is dead. Unless its death is tolerated (a chord member with ``allow_failures``: recorded as
   a None result, then as ``succeeded``), the workflow fails: its state is the once-only marker, checked and set in
@@ -32,12 +34,12 @@ from .keys import workflow_key
 
 # KEYS: the workflow's key and ``kiq.ext.enqueue_keys``. ARGV: the change, the step id, the time (epoch seconds, as
 # text), the time as a pushed job's enqueued_at (kiq.ext.wire_time: the sidekiq_wire setting's form), the retention,
-# its own arguments.
+# max_payload_bytes, the workflow id, its own arguments.
 SOURCE = (
     kiq.ext.ENQUEUE_LUA
     + """
 local op, step, now, enqueued_at = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local ttl = tonumber(ARGV[5])
+local ttl, limit, workflow_id = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 local base = KEYS[1]
 local function key(part) return base .. ':' .. part end
 
@@ -73,11 +75,35 @@ local function intact(graph)
   return true
 end
 
+-- the workflow fails: its state is the once-only marker; its on_error handler gets (workflow id, jid, error)
+local function fail(error, handler_input)
+  redis.call('HSET', base, 'state', 'failed', 'finished_at', now, 'error', error)
+  local handler = redis.call('HGET', base, 'on_error')
+  if handler then push(redis.call('HGET', base, 'on_error_queue'), join(cjson.decode(handler), handler_input)) end
+  return 3
+end
+
+-- a successor whose payload, joined from the results it waits for, is over max_payload_bytes is never pushed (a
+-- chord of four 6 MB results would be a 24 MB job): it dies, failing the workflow, and says why
+local function oversized(waiting, found, size)
+  local message = 'WorkflowError: the payload of workflow step ' .. waiting .. ' (' .. tostring(found['class'])
+    .. ') would be ' .. size .. ' bytes with the results of the steps before it, more than max_payload_bytes = '
+    .. limit .. '; not pushed. Pass large results by reference (a file or object URL, a database id), or raise '
+    .. 'max_payload_bytes (KIQ_MAX_PAYLOAD_BYTES)'
+  redis.call('HSET', key('state'), waiting, 'dead')
+  redis.call('HSET', key('error'), waiting, message)
+  redis.call('HDEL', key('payload'), waiting)
+  local error = cjson.encode({jid = found['jid'], class = found['class'], message = message})
+  return fail(error, cjson.encode(workflow_id) .. ',' .. cjson.encode(found['jid']) .. ',' .. error)
+end
+
 local function finish(graph)
   for _, waiting in ipairs(graph['next']) do
     if redis.call('HINCRBY', key('wait'), waiting, -1) == 0 then
       local found = cjson.decode(redis.call('HGET', key('steps'), waiting))
-      push(found['queue'], join(cjson.decode(redis.call('HGET', key('payload'), waiting)), ''))
+      local job = join(cjson.decode(redis.call('HGET', key('payload'), waiting)), '')
+      if #job > limit then return oversized(waiting, found, #job) end
+      push(found['queue'], job)
       redis.call('HDEL', key('payload'), waiting)
       redis.call('HSET', key('state'), waiting, 'enqueued')
     end
@@ -109,23 +135,20 @@ if not intact(graph) then return -1 end
 local change = 1
 if op == 'succeeded' then
   redis.call('HSET', key('state'), step, 'succeeded')
-  redis.call('HSET', key('result'), step, ARGV[6])
+  redis.call('HSET', key('result'), step, ARGV[8])
   if state == 'running' then change = finish(graph) end
 elseif op == 'failed' then
   redis.call('HSET', key('state'), step, 'failed')
-  redis.call('HSET', key('error'), step, ARGV[6])
+  redis.call('HSET', key('error'), step, ARGV[8])
 elseif op == 'died' then
   redis.call('HSET', key('state'), step, 'dead')
-  redis.call('HSET', key('error'), step, ARGV[6])
+  redis.call('HSET', key('error'), step, ARGV[8])
   if state == 'running' then
     if graph['tolerant'] then
       redis.call('HSET', key('result'), step, 'null')
       change = finish(graph)
     else
-      redis.call('HSET', base, 'state', 'failed', 'finished_at', now, 'error', ARGV[7])
-      change = 3
-      local handler = redis.call('HGET', base, 'on_error')
-      if handler then push(redis.call('HGET', base, 'on_error_queue'), join(cjson.decode(handler), ARGV[8])) end
+      change = fail(ARGV[9], ARGV[10])
     end
   end
 end
@@ -159,7 +182,8 @@ class Steps:
         keys = SCRIPT.keys(self.keyspace, workflow_id)
         now = time.time()
         enqueued_at = repr(kiq.ext.wire_time(now, self.config.sidekiq_wire))
-        argv: list[Any] = [op, step, repr(now), enqueued_at, self.config.get("workflow_retention"), *args]
+        retention, limit = self.config.get("workflow_retention"), self.config.get("max_payload_bytes")
+        argv: list[Any] = [op, step, repr(now), enqueued_at, retention, limit, workflow_id, *args]
         try:
             return max(int(self.script(keys=keys, args=argv)), UNCHANGED)  # -1: no such step, nothing written
         except redis.ResponseError as error:

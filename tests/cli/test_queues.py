@@ -122,3 +122,22 @@ def test_a_paused_queue_stays_listed_while_empty(cli: Cli, r: redis.Redis) -> No
     assert {queue["name"]: queue["paused"] for queue in cli.json("queues")} == {"low": True}
     assert cli("queues", "unpause", "low").strip() == "unpaused queue 'low'"
     assert cli.json("queues") == []
+
+
+def test_garbage_in_the_paused_set_is_counted_not_printed(cli: Cli, r: redis.Redis) -> None:
+    """Any producer can write names into ``kiq:paused``: 1,000 of no queue and one of 100 KB printed 100 MB (each row
+    padded to the widest name). The table lists the known queues, names cut, and counts the others."""
+    fill(r, "low", "a")
+    fill(r, "x" * 100_000, "b")  # a real queue with a huge name: listed, its name cut
+    r.sadd("kiq:paused", *(f"junk-{n}" for n in range(1000)), "y" * 100_000, "low")
+    out = cli("queues")
+    assert len(out) < 5_000, len(out)
+    rows = [line.split() for line in out.splitlines()]
+    assert rows[0] == ["QUEUE", "SIZE", "LATENCY", "PAUSED"]
+    assert [row[0] for row in rows[1:3]] == ["low", "x" * 99 + "…"] and rows[1][3] == "paused"
+    assert out.splitlines()[-1] == (
+        "(and 1,001 paused names of no known queue, not listed: kiq queues --json lists every name)"
+    )
+    assert len(cli.json("queues")) == 1003  # every name, for a script
+    refused = cli("queues", "unpause", "nope", code=2)
+    assert len(refused) < 2_000 and "and 982 more" in refused, refused[-200:]

@@ -11,9 +11,11 @@ import uuid
 from typing import Any
 
 import kiq
+from tests.jobs import deep
 
 # what ReturnsThis returns for each name: values that are not strict JSON, and one that is
 VALUES: dict[str, Any] = {
+    "deep": deep(5000),
     "set": {1, 2},
     "tuple": (1, 2),
     "nan": math.nan,

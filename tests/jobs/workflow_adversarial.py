@@ -11,6 +11,7 @@ from typing import Any
 
 import kiq
 import kiq.ext
+from tests.jobs import deep
 
 RUNS = "wf-adv:runs"  # HASH: "<class>:<workflow id>:<step>" -> runs
 BODIES = "wf-adv:bodies"  # LIST: JSON {"wf", "results"} of each chord body run
@@ -44,6 +45,7 @@ ODD_VALUES: dict[str, Any] = {
     "inf": float("inf"),
     "bytes": b"\x00\xff",
     "surrogate": "a\ud800b",
+    "deep": deep(5000),  # json.dumps and repr raise RecursionError
     "nul": "a\x00b",  # strict JSON ("\u0000"): a valid result
 }
 

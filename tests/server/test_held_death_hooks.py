@@ -13,8 +13,11 @@ import pytest
 import redis
 
 import kiq
+import kiq.ext
+from kiq.plugins import workflow
 from kiq.server import dead
 from kiq.server.outcomes import OutcomeKeeper, RedisOutage
+from tests.jobs.workflow_adversarial import Value
 from tests.outage_support import config_at_maxmemory
 
 JOB = {"class": "Audited", "jid": "0123456789abcdef01234567", "args": [1]}
@@ -97,3 +100,23 @@ def test_outside_a_worker_a_refused_death_hook_is_reported_as_before(full: tuple
     config.add_plugin(Errors())
     dead.notify_death(config, dict(JOB), None)  # no OutcomeKeeper: the API, a web request
     assert errors == ["plugin 'AuditLog' failed in kiq_death: OutOfMemoryError"]
+
+
+def test_a_dropped_workflow_step_whose_death_redis_refused_fails_its_workflow_once_redis_takes_writes(
+    full: tuple[kiq.Config, redis.Redis],
+) -> None:
+    """``kiq_job_dropped`` (an expired step, dropped unrun) fails the step's workflow; refused by Redis, that write
+    is held like a death hook's (it was only reported, and the workflow stayed ``running`` until it expired)."""
+    config, admin = full
+    config.add_plugin("workflow")
+    admin.config_set("maxmemory", 0)
+    started = workflow.chain(Value.s(1), Value.s()).perform_async(config=config)
+    step = kiq.ext.loads(admin.lindex("queue:default", 0))
+    admin.config_set("maxmemory", 1)  # from here Redis refuses the step script's writes
+    keeper = OutcomeKeeper(config, RedisOutage(config))
+    config.plugins.notify("kiq_job_dropped", job=step, reason="expired", config=config)
+    assert keeper.held == 1  # held, not only reported
+    admin.config_set("maxmemory", 0)
+    assert keeper.wait(lambda: False, 30)
+    found = workflow.status(started.id, config)
+    assert found is not None and found.state == "failed" and found.step("0").state == "dead"

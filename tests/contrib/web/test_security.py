@@ -24,6 +24,7 @@ import pytest
 import redis
 
 import kiq
+import kiq.contrib.web
 from kiq.contrib.web import Request
 from kiq.iteration import state as iteration_state
 
@@ -280,6 +281,35 @@ def test_a_post_without_an_origin_header_is_accepted_with_the_token(dashboard: D
         fields = offered(parse(browser.get("/dead").text), BY_ID["dead-delete-all"])
         assert post_form(browser, "/dead", fields).status_code == 303
     assert r.zcard("dead") == 0
+
+
+def test_x_forwarded_host_is_believed_only_from_a_trusted_proxy(
+    dashboard: Dashboard, e2e_config: kiq.Config, r: redis.Redis
+) -> None:
+    """A client (or a proxy that passes the client's header on) sending ``X-Forwarded-Host: evil.example`` with
+    ``Origin: http://evil.example`` and a valid token is refused; the header counts once ``trusted_proxies`` names
+    the peer (here the test itself, on 127.0.0.1), and then a hostile ``Host`` is not what is compared."""
+    hostile = {"Origin": "http://evil.example", "X-Forwarded-Host": "evil.example"}
+    with httpx.Client(base_url=dashboard()) as browser:
+        fields = offered(parse(browser.get("/dead").text), BY_ID["dead-delete-all"])
+        refused = post_form(browser, "/dead", fields, hostile)
+        assert refused.status_code == 403 and "CSRF" in refused.text, (refused.status_code, refused.text)
+        assert r.zcard("dead") == len(DEAD)
+    e2e_config.trusted_proxies = ["127.0.0.0/8"]
+    with httpx.Client(base_url=dashboard()) as browser:
+        fields = offered(parse(browser.get("/dead").text), BY_ID["dead-delete-all"])
+        spoofed_host = {"Origin": "http://evil.example", "Host": "evil.example", "X-Forwarded-Host": "dash.example"}
+        assert post_form(browser, "/dead", fields, spoofed_host).status_code == 403
+        assert r.zcard("dead") == len(DEAD)
+        proxied = {"Origin": "https://dash.example", "X-Forwarded-Host": "dash.example"}
+        assert post_form(browser, "/dead", fields, proxied).status_code == 303
+    assert r.zcard("dead") == 0
+
+
+def test_trusted_proxies_must_be_addresses(e2e_config: kiq.Config) -> None:
+    e2e_config.trusted_proxies = ["proxy.example"]
+    with pytest.raises(kiq.ConfigError, match=r"trusted_proxies: 'proxy\.example' is not an IP address"):
+        kiq.contrib.web.Dashboard(e2e_config)
 
 
 def pages() -> list[str]:

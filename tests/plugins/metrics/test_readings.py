@@ -79,6 +79,7 @@ def test_a_bad_reading_is_refused_with_the_rule_it_breaks(arguments: tuple[objec
 
 
 def test_the_dashboard_answers_a_scraper_with_the_fleet_and_a_browser_with_its_page(config: kiq.Config) -> None:
+    config.queues = ["default", "reports"]  # a known queue: a label of its own
     Fine.set(queue="reports").perform_bulk([[] for _ in range(4)])
     config.redis.hset("vm:1:abc", mapping={"info": kiq.ext.dumps({"concurrency": 7}), "busy": 2})
     config.redis.sadd("processes", "vm:1:abc")
@@ -113,6 +114,37 @@ def test_the_fleet_gauges_are_read_once_per_second_whatever_the_scrapes(config: 
     time.sleep(1.05)
     sizes = [reading.value for reading in gauges.readings() if reading.name == "kiq_queue_size"]
     assert sizes == [2]
+
+
+class Critical(kiq.Job):
+    kiq_name = "ReadingsCritical"
+    kiq_options = {"queue": "critical"}
+
+    def perform(self) -> None:
+        pass
+
+
+def test_the_queue_label_is_bounded_to_known_queues_and_every_other_name_is_summed_as_other(
+    config: kiq.Config,
+) -> None:
+    """Any producer can add names to the ``queues`` set (3,000 one-job queues gave 6,000 series): only the queues
+    this config serves and those registered classes name get a label; the rest are one ``queue="other"``."""
+    config.queues = ["default", "served"]
+    r = config.redis
+    r.sadd("queues", *(f"junk-{n}" for n in range(300)), "served", "critical", "\udcff\x00" + "x" * 1000)
+    for n in range(300):
+        r.lpush(f"queue:junk-{n}", kiq.ext.dumps({"class": "X", "enqueued_at": time.time() - n}))
+    r.lpush("queue:served", "{}", "{}")
+    Fine.perform_async()
+    samples = fleet_scrape(config)
+    labels = {dict(labels)["queue"] for name, labels in samples if name == "kiq_queue_size"}
+    # default and served (served here), critical (a registered class names it), then other; no name of junk
+    assert {"default", "served", "critical", "other"} <= labels, sorted(labels)[:10]
+    assert not [label for label in labels if label.startswith("junk-") or "x" * 100 in label]
+    assert value(samples, "kiq_queue_size", queue="other") == 300
+    assert value(samples, "kiq_queue_size", queue="served") == 2
+    assert value(samples, "kiq_queue_size", queue="default") == 1
+    assert value(samples, "kiq_queue_latency_seconds", queue="other") >= 299  # the oldest of them
 
 
 def test_batches_open_counts_the_batches_not_complete_yet(config: kiq.Config) -> None:

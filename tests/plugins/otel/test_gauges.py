@@ -11,6 +11,7 @@ __all__ = ["telemetry"]  # the fixture, shared with the middleware's tests
 
 
 def test_the_fleets_gauges_are_observable_instruments(config: kiq.Config, telemetry: Telemetry) -> None:
+    config.queues = ["default", "reports"]  # a known queue: a label of its own
     Greet.set(queue="reports").perform_bulk([["a"], ["b"], ["c"]])
     Greet.set(queue="later").perform_in(3600, "d")
     sizes = {point.attributes[QUEUE]: point.value for point in telemetry.points("kiq.queue.size")}

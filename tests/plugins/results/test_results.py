@@ -63,7 +63,7 @@ def test_a_reader_waits_for_the_result_when_asked(config: kiq.Config) -> None:
         result(jid, wait=-1)
 
 
-@pytest.mark.parametrize("name", ["set", "tuple", "nan", "datetime", "bytes", "int key"])
+@pytest.mark.parametrize("name", ["set", "tuple", "nan", "datetime", "bytes", "int key", "deep"])
 def test_a_value_that_is_not_strict_json_is_an_error_recorded_as_the_result(
     config: kiq.Config, r: redis.Redis, name: str, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -19,7 +19,7 @@ from tests.jobs.workflow_adversarial import BODIES, HANDLED, RUNS, Collect, Hand
 
 from .conftest import drain
 
-NOT_JSON = ["set", "object", "nan", "inf", "bytes", "surrogate"]
+NOT_JSON = ["set", "object", "nan", "inf", "bytes", "surrogate", "deep"]
 
 
 def dead_jobs(r: redis.Redis) -> list[dict[str, object]]:
@@ -47,6 +47,28 @@ def test_a_result_that_is_not_json_fails_the_workflow_naming_the_step_and_the_fi
     assert r.hget(RUNS, f"WfAdvReturns:{wf.id}:0.1") == "1"  # ran once
     assert r.llen("queue:default") == 0
     assert "0.1" in caplog.text  # the worker's log says which step
+
+
+def test_a_chord_body_over_max_payload_bytes_is_never_pushed_and_fails_the_workflow_saying_why(
+    config: kiq.Config,
+) -> None:
+    # four members of 3,000 bytes each, under a limit of 8,000: each alone fits, the body with all four would not
+    # (the same as four 6 MB results under the default 8 MiB, at a test's cost)
+    config.max_payload_bytes = 8_000
+    r = config.redis
+    wf = chord([Value.s("x" * 3_000) for _ in range(4)], Collect.s()).on_error(Handler.s()).perform_async()
+    drain(config)
+    with pytest.raises(workflow.WorkflowFailed) as failed:
+        wf.result()
+    message = str(failed.value)
+    assert "workflow step 1 (WfAdvCollect)" in message and "more than max_payload_bytes = 8000" in message, message
+    assert "Pass large results by reference" in message, message
+    assert r.llen(BODIES) == 0 and r.llen("queue:default") == 0 and r.zcard("schedule") == 0  # never pushed
+    assert r.llen(HANDLED) == 1  # on_error once, told which step
+    handled = json.loads(r.lindex(HANDLED, 0))["args"]
+    assert handled[:2] == [wf.id, failed.value.error["jid"]] and "max_payload_bytes" in handled[2]["message"]
+    found = workflow.status(wf.id)
+    assert found is not None and found.step("1").state == "dead"
 
 
 def test_a_nul_in_a_result_is_strict_json_and_passes_exactly(config: kiq.Config) -> None:
@@ -86,6 +108,21 @@ def test_workflow_fields_of_the_wrong_type_send_the_job_to_dead_and_the_worker_r
     assert wf.result() == 1  # the real workflow ran on
     assert r.zcard("retry") == 0
     assert not [key for key in r.scan_iter("kiq:wf:*") if r.ttl(key) == -1]  # no key left without its expiry
+
+
+def test_a_step_whose_outcome_the_step_program_cannot_record_goes_to_dead_at_once_not_into_retries(
+    config: kiq.Config,
+) -> None:
+    """kiq's own code failing on a step's outcome (here the step program, on a successor's graph entry another
+    hand overwrote) is not the job's error: the step is not retried 25 times; it goes to the dead set saying why."""
+    r = config.redis
+    wf = (Value.s(1) | Value.s()).perform_async()
+    r.hset(workflow_key(kiq.ext.keyspace(r), wf.id, "steps"), "1", "not json")
+    drain(config)
+    assert r.zcard("retry") == 0
+    (dead,) = [job for job in dead_jobs(r) if job.get("wf_step") == "0"]
+    assert "recording its result failed" in str(dead["error_message"]), dead["error_message"]
+    assert len(str(dead["error_message"])) < 2_000
 
 
 def test_a_step_whose_workflow_expired_while_it_was_queued_ends_without_resurrecting_it(config: kiq.Config) -> None:
