@@ -287,6 +287,7 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="kiq-soak-"))
     print(f"soak: {args.minutes} min at {args.rate}/s, work dir {workdir}", flush=True)
     soak = Soak(args.minutes, args.rate, workdir)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped early: still stop the worker and the server
     try:
         result = soak.run(args.drain_seconds)
     finally:
