@@ -97,10 +97,12 @@ def connect(
     A cluster's client carries the keyspace of the ``slots`` layout (``kiq.ext.keyspace``)."""
     url, options = _client_options(url, embedded_dir, pool_size, embedded)
     if url.startswith(CLUSTER_SCHEMES):
-        from redis.cluster import ClusterNode, RedisCluster
+        from redis.cluster import ClusterNode
+
+        from .resharding import ReshardingCluster
 
         options["connection_class"] = _SurrogateSafeConnection
-        return _cluster(url, options, slots, RedisCluster, ClusterNode)  # type: ignore[no-any-return]
+        return _cluster(url, options, slots, ReshardingCluster, ClusterNode)  # type: ignore[no-any-return]
     if HIREDIS_AVAILABLE:  # without hiredis, redis-py's own packer applies encoding_errors itself
         options["command_packer"] = _SurrogateSafePacker()
     if url.startswith("redis+sentinel://"):
@@ -120,9 +122,10 @@ def connect_async(
     url, options = _client_options(url, embedded_dir, pool_size, embedded)
     if url.startswith(CLUSTER_SCHEMES):
         from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
-        from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
-        return _cluster(url, options, slots, AsyncRedisCluster, AsyncClusterNode)  # type: ignore[no-any-return]
+        from .resharding import AsyncReshardingCluster
+
+        return _cluster(url, options, slots, AsyncReshardingCluster, AsyncClusterNode)  # type: ignore[no-any-return]
     if url.startswith("redis+sentinel://"):
         from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 
