@@ -5,11 +5,11 @@ While a slot migrates key by key (``redis-cli --cluster reshard``, a managed ser
 between two primaries. redis-py follows the ``ASK`` and ``MOVED`` redirections, and retries a ``TRYAGAIN`` (a
 command or script whose keys are split) for about half a second, then gives up with ``ClusterError: TTL
 exhausted``; a transaction (``pipeline(transaction=True)``: MULTI/EXEC) whose commands are redirected is
-discarded whole, and redis-py raises the redirection; and a Lua script that meets a key its node no longer has stops with an error reply ("... access a
-non local key in a cluster node"). None of these ran the command (a kiq script stops before it writes anything
-such a stop could lose: core/scripts.py's rules), so each is sent again after a short pause, growing, for up to
-``PATIENCE`` seconds; past that, ``kiq.failures.SlotMigrating`` (one of ``kiq.failures.MOVED``) is raised, and the
-caller holds the write and retries it as after any outage.
+discarded whole, and redis-py raises the redirection; and a Lua script that meets a key its node no longer has
+stops with an error reply ("... access a non local key in a cluster node"). None of these ran the command (a kiq
+script stops before it writes anything such a stop could lose: core/scripts.py's rules), so each is sent again
+after a short pause, growing, for up to ``PATIENCE`` seconds; past that, ``kiq.failures.SlotMigrating`` (one of
+``kiq.failures.MOVED``) is raised, and the caller holds the write and retries it as after any outage.
 """
 
 from __future__ import annotations

@@ -16,8 +16,9 @@ Every change refreshes the workflow's expiry (``workflow_retention``). A call de
 KEYS (on a Redis Cluster all in kiq's shared slot): while that slot migrates to another node key by key, Redis runs
 the program only on the node that has all of them (else TRYAGAIN: kiq.resharding sends it again), so it never
 writes half a change, nor reads a key the other node still has as missing. A key the program empties (the last
-pending payload) is not touched again in the same run. A step is pushed by ``kiq.ext.ENQUEUE_LUA``: in the cluster's ``queue`` layout, where a queue's list
-is in a slot of its own, it goes into the schedule set, due now, and a poller pushes it.
+pending payload) is not touched again in the same run. A step is pushed by ``kiq.ext.ENQUEUE_LUA``: in the
+cluster's ``queue`` layout, where a queue's list is in a slot of its own, it goes into the schedule set, due now,
+and a poller pushes it.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ import kiq.ext
 
 from .keys import all_keys
 
-# KEYS: the workflow's key, its parts (keys.PARTS, in that order) and ``kiq.ext.enqueue_keys``. ARGV: the change, the step id, the time (epoch seconds, as
-# text), the time as a pushed job's enqueued_at (kiq.ext.wire_time: the sidekiq_wire setting's form), the retention,
-# its own arguments.
+# KEYS: the workflow's key, its parts (keys.PARTS, in that order) and ``kiq.ext.enqueue_keys``. ARGV: the change,
+# the step id, the time (epoch seconds, as text), the time as a pushed job's enqueued_at (kiq.ext.wire_time: the
+# sidekiq_wire setting's form), the retention, its own arguments.
 SOURCE = (
     kiq.ext.ENQUEUE_LUA
     + """
