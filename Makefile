@@ -38,7 +38,7 @@ demo: $(MODULES)
 # KIQ_TEST_REDIS_URL's server and its own PostgreSQL schema (tests/support.py, tests/conftest.py). worksteal: a
 # process that runs out of tests takes some from a busy one (a few tests take 10-30 s). `make pytest` runs in this
 # process only (one file, -k). The tests marked soak (long Redis outages) are left out (pyproject's addopts):
-# `make soak` runs them.
+# `make soak` runs them, after the hour-long soak.
 TEST_PROCESSES ?= 4
 test: lint site $(MODULES)
 	$(PY) -m pytest -n $(TEST_PROCESSES) --dist worksteal $(PYTEST_ARGS)
@@ -46,7 +46,16 @@ test: lint site $(MODULES)
 pytest: $(MODULES)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-soak: $(MODULES)
+# `make soak`: the hour under a mixed load and faults (bench/soak.py; SOAK_MINUTES, default 60; a report and a plot
+# in bench/results/soak-*), then the tests marked soak. Its plot needs matplotlib: the soak dependency group.
+SOAK_MINUTES ?= 60
+SOAK_STAMP := $(VENV)/.soak-stamp
+$(SOAK_STAMP): pyproject.toml $(STAMP)
+	$(INSTALL) --group soak
+	touch $@
+
+soak: $(MODULES) $(SOAK_STAMP)
+	$(PY) -m bench.soak --minutes $(SOAK_MINUTES) $(SOAK_ARGS)
 	$(PY) -m pytest -n $(TEST_PROCESSES) -m soak $(PYTEST_ARGS)
 
 SOURCES := $(wildcard core plugins contrib tests bench examples)

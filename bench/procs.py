@@ -32,7 +32,7 @@ def tree(root: int) -> list[int]:
     return found
 
 
-def _status_kib(pid: int, field: str) -> int:
+def status_value(pid: int, field: str) -> int:
     try:
         for line in (PROC / str(pid) / "status").read_text().splitlines():
             if line.startswith(field + ":"):
@@ -44,9 +44,9 @@ def _status_kib(pid: int, field: str) -> int:
 
 def rss_kib(root: int) -> int:
     """Resident memory of the tree now."""
-    return sum(_status_kib(pid, "VmRSS") for pid in tree(root))
+    return sum(status_value(pid, "VmRSS") for pid in tree(root))
 
 
 def peak_rss_kib(root: int) -> int:
     """The sum of each live process's own peak (VmHWM): an upper bound of the tree's peak."""
-    return sum(_status_kib(pid, "VmHWM") for pid in tree(root))
+    return sum(status_value(pid, "VmHWM") for pid in tree(root))

@@ -33,7 +33,8 @@ class RedisServer:
             raise RuntimeError(f"port {self.port} is already in use; pick another with --port")
         if shutil.which(self.binary) is None:
             raise RuntimeError(f"{self.binary} not found (Debian: apt-get install redis-server)")
-        self._dir = Path(tempfile.mkdtemp(prefix="kiq-bench-redis-"))
+        if self._dir is None:  # else a restart: the same directory, so a server that persists finds its data
+            self._dir = Path(tempfile.mkdtemp(prefix="kiq-bench-redis-"))
         args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
         args += ["--dir", str(self._dir), "--logfile", str(self._dir / "redis.log"), *self.options]
         self._process = subprocess.Popen(args, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -56,6 +57,16 @@ class RedisServer:
 
     def version(self) -> str:
         return str(self.client().info("server")["redis_version"])
+
+    def restart(self, down: float) -> None:
+        """A graceful SHUTDOWN (a server with ``--appendonly yes`` writes its data out), ``down`` seconds without a
+        server, then the same server again on the same port and directory."""
+        if self._process is not None:
+            self._process.terminate()
+            self._process.wait(30)
+            self._process = None
+        time.sleep(down)
+        self.start()
 
     def stop(self) -> None:
         if self._process is not None:

@@ -106,12 +106,14 @@ def connect(
     reply may take (the ``redis_timeout`` setting; see ``_client_options``)."""
     url, options = _client_options(url, embedded_dir, pool_size, embedded, timeout)
     if url.startswith(CLUSTER_SCHEMES):
-        from redis.cluster import ClusterNode, RedisCluster
+        from redis.cluster import ClusterNode
+
+        from .resharding import ReshardingCluster
 
         options["connection_class"] = _SurrogateSafeConnection
         # a cluster client sends each command itself, with no way to wait longer for one: its fetches block
         options["socket_timeout"] = timeout + MAX_BLOCK
-        return _cluster(url, options, slots, RedisCluster, ClusterNode)  # type: ignore[no-any-return]
+        return _cluster(url, options, slots, ReshardingCluster, ClusterNode)  # type: ignore[no-any-return]
     if HIREDIS_AVAILABLE:  # without hiredis, redis-py's own packer applies encoding_errors itself
         options["command_packer"] = _SurrogateSafePacker()
     if url.startswith("redis+sentinel://"):
@@ -136,9 +138,10 @@ def connect_async(
     url, options = _client_options(url, embedded_dir, pool_size, embedded, timeout)
     if url.startswith(CLUSTER_SCHEMES):
         from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
-        from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
-        return _cluster(url, options, slots, AsyncRedisCluster, AsyncClusterNode)  # type: ignore[no-any-return]
+        from .resharding import AsyncReshardingCluster
+
+        return _cluster(url, options, slots, AsyncReshardingCluster, AsyncClusterNode)  # type: ignore[no-any-return]
     if url.startswith("redis+sentinel://"):
         from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 

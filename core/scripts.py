@@ -4,7 +4,12 @@ script against the rules that make it run on a Redis Cluster (tests/test_scripts
 - a script reads and writes only keys that a call declares in ``KEYS``, or keys it builds by appending to a declared
   key (``KEYS[1] .. ':pending'``: a key's hash tag is at its start, so the result stays in that key's slot) — never a
   key named by a literal (``'queue:' .. name`` would be a key of no particular slot);
-- the keys one call declares fall in one hash slot in every layout (``keys`` is called with sample names).
+- the keys one call declares fall in one hash slot in every layout (``keys`` is called with sample names);
+- a script survives a resharding (kiq.resharding): while its slot migrates key by key, Redis runs a script only on
+  the node that has every key it declares (else ``TRYAGAIN``, and the whole script is sent again), and stops it at
+  a command on a key that node does not have, after the writes before it (Lua does not roll back). So a script
+  declares every key it touches, or declares a key that never exists (``ENQUEUE_LUA``'s queue prefix, the batch
+  prefix) so that it never runs while its slot moves; and it touches a key it may have emptied (deleted) no more.
 """
 
 from __future__ import annotations
@@ -59,7 +64,9 @@ def registered_scripts() -> list[LuaScript]:
 # Pushed as the client pushes (SADD queues, LPUSH queue:<name>, with ``enqueued_at``); but in the ``queue`` layout a
 # queue's list is in a slot of its own, out of the script's reach: the job goes into the schedule set, due ``now``,
 # and a worker's poller pushes it at once (atomic: at least once), woken by the PUBLISH on ``kiq:poller-wake``
-# (kiq.keys.POLLER_WAKE, in the schedule key's tag: ``{kiq}schedule`` -> ``{kiq}kiq:poller-wake``).
+# (kiq.keys.POLLER_WAKE, in the schedule key's tag: ``{kiq}schedule`` -> ``{kiq}kiq:poller-wake``). The prefix key
+# ``queue:`` never exists: a script declaring it is refused whole (TRYAGAIN) while kiq's slot migrates, so the queue
+# key it builds on it is never one the node has lost.
 ENQUEUE_LUA = """
 local function enqueue(k, queue, job, now, enqueued_at)
   if KEYS[k + 1] then

@@ -8,7 +8,7 @@ from redis import exceptions
 
 import kiq
 import kiq.ext
-from kiq.failures import MOVED, REFUSED, TRANSIENT, UNREACHABLE, describe
+from kiq.failures import MOVED, REFUSED, TRANSIENT, UNREACHABLE, SlotMigrating, describe, migrating
 from tests.sentinel_support import free_port
 
 
@@ -75,3 +75,22 @@ def test_the_categories_hold_what_redis_py_raises_for_them() -> None:
         assert issubclass(error, MOVED) and issubclass(error, TRANSIENT), error
     assert issubclass(exceptions.SlotNotCoveredError, UNREACHABLE)  # no node serves the slot
     assert kiq.ext.TRANSIENT == TRANSIENT  # the plugin-author surface names the same tuple
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        exceptions.TryAgainError("Multiple keys request during rehashing of slot"),
+        exceptions.ClusterError("TTL exhausted."),
+        exceptions.ResponseError("Script attempted to access a non local key in a cluster node script: 1f, on @x:3."),
+        exceptions.ResponseError("Attempted to access a non local key in a cluster node script: on @user_script:1."),
+    ],
+    ids=["tryagain", "ttl-exhausted", "redis-script", "valkey-script"],
+)
+def test_a_slot_being_moved_is_a_resharding_and_transient(error: Exception) -> None:
+    """What Redis 7 and Valkey 9 answer while a slot migrates (tests/test_cluster_resharding.py meets them live)."""
+    assert migrating(error)
+    assert "moving a slot to another node (a resharding)" in describe(error)
+    assert isinstance(SlotMigrating("x"), MOVED) and isinstance(SlotMigrating("x"), TRANSIENT)
+    assert not migrating(exceptions.ResponseError("ERR wrong number of arguments"))
+    assert not migrating(exceptions.ClusterError("Cluster mode is not enabled"))

@@ -7,7 +7,9 @@ Every script returns ``{granted, seconds, microseconds, wait_ms}``: 1 or 0, Redi
 refused, how long until a retry may succeed.
 
 Every key is in kiq's shared slot on a Redis Cluster (``kiq.ext.keyspace``): a script's limiter and the registry share
-it, and every limiter's script runs on the clock of the one primary that holds that slot.
+it, and every limiter's script runs on the clock of the one primary that holds that slot. A command that may empty
+(delete) a key comes after the script's last other use of that key: while the slot migrates, a node no longer
+serves a key it does not have, and a script stopped there after its first write would have written half a decision.
 """
 
 from __future__ import annotations
@@ -34,14 +36,15 @@ CONCURRENT = kiq.ext.lua_script(
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 redis.call('HSET', KEYS[2], ARGV[4], ARGV[5])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
+if redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf') < tonumber(ARGV[1]) then
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
   if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
   end
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
   return {1, t[1], t[2], 0}
 end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)  -- last: it may empty (delete) the key
 return {0, t[1], t[2], 50}
 """,
     limiter_keys,
@@ -57,13 +60,15 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 local interval = tonumber(ARGV[2])
 redis.call('HSET', KEYS[2], ARGV[4], ARGV[5])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - interval)
-if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
+local since = '(' .. (now - interval)
+if redis.call('ZCOUNT', KEYS[1], since, '+inf') < tonumber(ARGV[1]) then
   redis.call('ZADD', KEYS[1], now, ARGV[3])
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - interval)
   return {1, t[1], t[2], 0}
 end
-local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local oldest = redis.call('ZRANGEBYSCORE', KEYS[1], since, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - interval)  -- last: it may empty (delete) the key
 return {0, t[1], t[2], math.max(1, math.ceil(tonumber(oldest[2]) + interval - now))}
 """,
     limiter_keys,

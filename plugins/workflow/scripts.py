@@ -14,10 +14,13 @@ and running it twice for the same step changes nothing the second time:
   the run that pushes the on_error handler, so it is pushed once.
 - ``skipped``: a step found its workflow failed before it ran.
 
-Every change refreshes the workflow's expiry (``workflow_retention``). A call declares the workflow's key
-``kiq:wf:<id>`` in KEYS, and the program appends to it for the workflow's other keys (on a Redis Cluster all in
-kiq's shared slot). A step is pushed by ``kiq.ext.ENQUEUE_LUA``: in the cluster's ``queue`` layout, where a queue's list
-is in a slot of its own, it goes into the schedule set, due now, and a poller pushes it.
+Every change refreshes the workflow's expiry (``workflow_retention``). A call declares every key of the workflow in
+KEYS (on a Redis Cluster all in kiq's shared slot): while that slot migrates to another node key by key, Redis runs
+the program only on the node that has all of them (else TRYAGAIN: kiq.resharding sends it again), so it never
+writes half a change, nor reads a key the other node still has as missing. A key the program empties (the last
+pending payload) is not touched again in the same run. A step is pushed by ``kiq.ext.ENQUEUE_LUA``: in the
+cluster's ``queue`` layout, where a queue's list is in a slot of its own, it goes into the schedule set, due now,
+and a poller pushes it.
 """
 
 from __future__ import annotations
@@ -30,24 +33,27 @@ import redis
 import kiq
 import kiq.ext
 
-from .keys import workflow_key
+from .keys import all_keys
 
-# KEYS: the workflow's key and ``kiq.ext.enqueue_keys``. ARGV: the change, the step id, the time (epoch seconds, as
-# text), the time as a pushed job's enqueued_at (kiq.ext.wire_time: the sidekiq_wire setting's form), the retention,
-# max_payload_bytes, the workflow id, its own arguments.
+# KEYS: the workflow's key, its parts (keys.PARTS, in that order) and ``kiq.ext.enqueue_keys``. ARGV: the change,
+# the step id, the time (epoch seconds, as text), the time as a pushed job's enqueued_at (kiq.ext.wire_time: the
+# sidekiq_wire setting's form), the retention, max_payload_bytes, the workflow id, its own arguments.
 SOURCE = (
     kiq.ext.ENQUEUE_LUA
     + """
 local op, step, now, enqueued_at = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local ttl, limit, workflow_id = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 local base = KEYS[1]
-local function key(part) return base .. ':' .. part end
+local PARTS = {steps = 2, payload = 3, wait = 4, state = 5, result = 6, error = 7}
+local function key(part) return KEYS[PARTS[part]] end
+local payload_gone = false  -- this run emptied the payload hash: Redis deleted it
 
 local function keep()
   redis.call('EXPIRE', base, ttl)
-  for _, part in ipairs({'steps', 'payload', 'wait', 'state', 'result', 'error'}) do
+  for _, part in ipairs({'steps', 'wait', 'state', 'result', 'error'}) do
     redis.call('EXPIRE', key(part), ttl)
   end
+  if not payload_gone then redis.call('EXPIRE', key('payload'), ttl) end
 end
 
 local function join(pieces, given)
@@ -61,7 +67,7 @@ local function join(pieces, given)
   return table.concat(out)
 end
 
-local function push(queue, job) enqueue(2, queue, job, now, enqueued_at) end
+local function push(queue, job) enqueue(8, queue, job, now, enqueued_at) end
 
 -- every successor's count, and the pieces of each it would push, still there: Redis expires a workflow's keys one
 -- by one, and a step that ends in between must write nothing rather than half a workflow
@@ -92,6 +98,7 @@ local function oversized(waiting, found, size)
     .. 'max_payload_bytes (KIQ_MAX_PAYLOAD_BYTES)'
   redis.call('HSET', key('state'), waiting, 'dead')
   redis.call('HSET', key('error'), waiting, message)
+  payload_gone = redis.call('HLEN', key('payload')) == 1
   redis.call('HDEL', key('payload'), waiting)
   local error = cjson.encode({jid = found['jid'], class = found['class'], message = message})
   return fail(error, cjson.encode(workflow_id) .. ',' .. cjson.encode(found['jid']) .. ',' .. error)
@@ -104,6 +111,7 @@ local function finish(graph)
       local job = join(cjson.decode(redis.call('HGET', key('payload'), waiting)), '')
       if #job > limit then return oversized(waiting, found, #job) end
       push(found['queue'], job)
+      payload_gone = redis.call('HLEN', key('payload')) == 1
       redis.call('HDEL', key('payload'), waiting)
       redis.call('HSET', key('state'), waiting, 'enqueued')
     end
@@ -157,7 +165,7 @@ return change
 """
 )
 SCRIPT = kiq.ext.lua_script(
-    "workflow.step", SOURCE, lambda keys, workflow_id: [workflow_key(keys, workflow_id), *kiq.ext.enqueue_keys(keys)]
+    "workflow.step", SOURCE, lambda keys, workflow_id: [*all_keys(keys, workflow_id), *kiq.ext.enqueue_keys(keys)]
 )
 
 # what a run answers (the program's return value): the metrics count steps and workflows from it, with no read
