@@ -9,14 +9,15 @@ Speed without giving up the guarantee:
 - one Lua call, on the fetching thread's own connection, moves one job for each idle thread (at most
   ``reliable_batch_size``), handed out by ``kiq.ext.BatchFetch``: a process never holds more jobs than it has
   idle threads, so it does not sit on jobs that idle processes could run;
-- acknowledgements ride along with the next fetch under load (one round trip for both; the oldest finished jobs
-  leave the list in one ``LTRIM``: scripts.py); whatever no fetch carried within ``ACK_DELAY`` (an idle worker
-  blocked in ``BLMOVE``, every thread on a long job) is sent by the acknowledgement thread (acks.py), so a finished
-  job leaves the working list within ``ACK_DELAY`` plus a round trip, and only a kill in that instant can run it
-  again (and count it as interrupted);
-- a fetch whose reply may have been lost (a broken connection, a timeout: Redis killed mid-call) makes the next
-  fetch reconcile the working list with the jobs this fetcher knows it holds (inflight.py), so a job Redis moved
-  for it is not stranded there until the worker stops.
+- a finished job leaves by count, not by comparing strings: this process is its working lists' only writer, so
+  its ledger (ledger.py) knows their order, and the finished oldest entries leave with one ``LTRIM`` that rides
+  along with the next fetch under load (one round trip for both); whatever no fetch carried within ``ACK_DELAY``
+  (an idle worker blocked in ``BLMOVE``, every thread on a long job) is sent by the acknowledgement thread (acks.py),
+  so a finished job leaves the working list within ``ACK_DELAY`` plus a round trip, and only a kill in that
+  instant can run it again (and count it as interrupted);
+- a command whose reply may have been lost (a broken connection, a timeout: Redis killed mid-call) makes the next
+  fetch reconcile the working lists with the ledger by comparing strings (reconcile.py), so a job Redis moved for
+  it is not stranded there until the worker stops, and the ledger knows the order again.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from redis import exceptions as redis_errors
 
@@ -33,9 +35,10 @@ import kiq
 import kiq.ext
 
 from . import scripts
-from .acks import PendingAcks
-from .inflight import InFlight, reconcile
+from .acks import AckSender
 from .keys import JobList, alive_key, liveness_ttl_ms, working_key
+from .ledger import Ledger
+from .reconcile import reconcile
 from .recovery import put_back, recover_orphans
 
 log = logging.getLogger("kiq.reliable_fetch")
@@ -129,10 +132,9 @@ class ReliableFetch(kiq.ext.BatchFetch):
         self.order = capsule.queue_order()  # the paused queues left out
         self._batch_size: int = config.get("reliable_batch_size")  # a ConfigError without the plugin
         self.liveness = liveness or Liveness(config, capsule.identity)
-        self._requeue_script = self.redis.register_script(scripts.REQUEUE.source)
-        # finished jobs whose LREM is not sent yet
-        self.acks = PendingAcks(self.redis, self._working_keys.values(), name=capsule.name)
-        self.in_flight = InFlight()  # fetched, not yet acknowledged or requeued
+        # the order of the working lists and which of their jobs are finished (a job leaves by count)
+        self.ledger = Ledger(dict.fromkeys(self._working_keys.values()))
+        self.acks = AckSender(self.redis, self.ledger, name=capsule.name)
         self._acks_at_once = False  # no fetch is coming to carry them (quiet, closing)
         self._idle = kiq.ext.Backoff(*IDLE_BACKOFF)
         self._out_of_memory = False  # Redis refused BLMOVE at maxmemory: poll instead of blocking
@@ -147,36 +149,25 @@ class ReliableFetch(kiq.ext.BatchFetch):
         return ReliableUnit(self, fetched[0], fetched[1], self._working_keys[fetched[0]])
 
     def acknowledge(self, unit: ReliableUnit) -> None:
-        self.acks.add(unit.working_key, unit.job)  # sent with the next fetch, or by the acknowledgement thread
-        # after: a reconciliation finds it in one or the other (inflight.py)
-        self.in_flight.discard((unit.working_key, unit.job))
-        if self._acks_at_once:  # no fetch is coming: send it now (with any other still waiting)
-            self.flush_acks()
+        # sent with the next fetch, or by the acknowledgement thread
+        if self.ledger.finish(unit.working_key, unit.job):
+            if self._acks_at_once:  # no fetch is coming: send it now (with any other still waiting)
+                self.flush_acks()
+            else:
+                self.acks.due()
 
     def requeue(self, unit: ReliableUnit) -> None:
         """Back to the fetch end of its queue (it runs next), if it is still ours."""
-        keys = scripts.REQUEUE.keys(self.keys, self.working, unit.queue_name)
-        try:
-            self._requeue_script(keys=keys, args=[unit.job, "front"])
-        except kiq.ext.UNREACHABLE:
-            self.in_flight.unsure = True  # still listed, maybe: the next fetch puts it back if so
-            raise
-        finally:
-            self.in_flight.discard((unit.working_key, unit.job))  # after the requeue: it left the list first
+        self._requeue([unit])
 
     def bulk_requeue(self, units: Sequence[kiq.ext.UnitOfWork]) -> None:
         """Give the in-flight ``units`` back to the fetch end of their queues (a stop ran out of time)."""
         if not units:
             return
-        # the last pushed runs first: the in-flight ones newest first
-        commands = [scripts.requeue_command(self.keys, self.working, unit.queue_name, unit.job, "front")
-                    for unit in reversed(units)]  # fmt: skip
         try:
-            kiq.ext.run_pipeline(self.redis, commands)
+            self._requeue([cast(ReliableUnit, unit) for unit in units])
         except redis_errors.RedisError as exc:
             log.error("could not requeue %d running jobs (%s); they stay in %s", len(units), exc, self.working)
-        for unit in units:
-            self.in_flight.discard((self._working_keys[unit.queue_name], unit.job))
 
     def close(self, timeout: float = 3 * BLOCK_SECONDS) -> None:
         """Stop for good: pending acknowledgements are sent, any job still listed goes back to its queue, and the
@@ -188,10 +179,13 @@ class ReliableFetch(kiq.ext.BatchFetch):
         # leaves its jobs in the working list, which the put_back below returns)
         super().close(timeout)
         self.acks.stop()
-        acks = self.acks.take_all()
         last = self.liveness.leave()
         try:
-            self.acks.send(acks)
+            try:
+                self.flush_acks()
+            finally:
+                if self.ledger.unsure:  # the finished ones leave, by comparing strings
+                    reconcile(self)
             # anything still listed was handed to a thread and not finished: better twice than never
             for job_list in dict.fromkeys(self.lists.values()):
                 put_back(self.config, job_list, count_interruption=False)
@@ -229,21 +223,21 @@ class ReliableFetch(kiq.ext.BatchFetch):
 
     # -- the round trip kiq.ext.BatchFetch hands out -------------------------------------------------------
     def pop(self, wanted: int, block: float) -> list[kiq.ext.Fetched]:
-        """The leader's fetch: first the reconciliation a lost reply calls for, then the jobs, each one known
-        (``in_flight``) before any thread can take it."""
-        if self.in_flight.unsure:
+        """The leader's fetch: first the reconciliation a lost reply calls for, then the jobs, each one in the ledger
+        before any thread can take it."""
+        if self.ledger.unsure:
             reconcile(self)
         broken = self.connection.broken
         try:
             fetched = self._move(wanted, block)
         except kiq.ext.UNREACHABLE:
-            self.in_flight.unsure = True
+            self.ledger.unsure = True
             raise
         if self.connection.broken != broken:  # sent again on a new connection: the first may have moved jobs
-            self.in_flight.unsure = True
+            self.ledger.unsure = True
         if fetched:
             working = self._working_keys
-            self.in_flight.add((working[queue], job) for queue, job in fetched)
+            self.ledger.fetched((working[queue], job) for queue, job in fetched)
         return fetched
 
     # -- internals -------------------------------------------------------------------------------------
@@ -251,12 +245,13 @@ class ReliableFetch(kiq.ext.BatchFetch):
         order = self.order.keys()
         if order:
             self.liveness.refresh_if_due()  # before any job can enter a working list (Liveness)
-        for group in self.order.groups(order):  # one script per slot (a single group but in the queue layout)
-            reply = self._move_from(group, min(wanted, self._batch_size))
-            if reply:
-                self._idle.reset()
-                self._out_of_memory = False  # try blocking again the next time the queue is empty
-                return kiq.ext.popped_jobs(reply, self.keys)
+        with self.ledger.writing:  # the fetch may carry a trim
+            for group in self.order.groups(order):  # one script per slot (a single group but in the queue layout)
+                reply = self._move_from(group, min(wanted, self._batch_size))
+                if reply:
+                    self._idle.reset()
+                    self._out_of_memory = False  # try blocking again the next time the queue is empty
+                    return kiq.ext.popped_jobs(reply, self.keys)
         if block < self.min_block:
             return []
         queues = self.order.distinct
@@ -280,16 +275,55 @@ class ReliableFetch(kiq.ext.BatchFetch):
         return []
 
     def _move_from(self, group: list[str], wanted: int) -> list[str | int]:
-        """One fetch script over the queues (keys) of one slot, carrying the acknowledgements of the first one's
-        working list (the other lists' wait for a fetch that starts with them, or for the acknowledgement thread)."""
+        """One fetch script over the queues (keys) of one slot, carrying the trim of the first one's working list
+        (the other lists' wait for a fetch that starts with them, or for the acknowledgement thread); its reply
+        without the trim's result. Called holding ``ledger.writing``."""
         names = [self.keys.queue_name(key) for key in group]
         working = self._working_keys[names[0]]
-        acks = self.acks.take(working)
+        count, newest = self.ledger.take_cut(working)
         try:
             reply: list[str | int] = self.connection.script(
-                scripts.FETCH.source, scripts.FETCH.keys(self.keys, self.working, names), [wanted, *acks]
+                scripts.FETCH.source, scripts.FETCH.keys(self.keys, self.working, names), [wanted, count, newest]
             )
-        except BaseException:
-            self.acks.restore(working, acks)
+        except redis_errors.ResponseError:
+            self.ledger.restore(working)  # refused before it ran (the trim is its last step)
             raise
-        return reply
+        except BaseException:
+            self.ledger.unsure = True  # the trim ran, maybe
+            raise
+        if reply[0] == -1:
+            self.ledger.unsure = True  # the list is not as the ledger says
+        elif count:
+            self.ledger.confirm(working)
+        return reply[1:]
+
+    def _requeue(self, units: list[ReliableUnit]) -> None:
+        """Give ``units`` back to the fetch end of their queues, if they are still listed (the last pushed runs
+        first: the newest first), after the trims pending on their lists (an LREM must not meet an entry a trim
+        counted); one round trip."""
+        with self.ledger.writing:
+            commands: list[Any] = []
+            trims: list[str] = []
+            for key in dict.fromkeys(unit.working_key for unit in units):
+                count, newest = self.ledger.take_cut(key)
+                if count:
+                    commands.append(scripts.trim_command(key, count, newest))
+                    trims.append(key)
+            commands += [scripts.requeue_command(self.keys, self.working, unit.queue_name, unit.job, "front")
+                         for unit in reversed(units)]  # fmt: skip
+            try:
+                replies = kiq.ext.run_pipeline(self.redis, commands)
+            except BaseException:
+                for unit in units:  # still listed, maybe: the next fetch puts each back if so
+                    self.ledger.forget(unit.working_key, unit.job)
+                raise
+            for key, reply in zip(trims, replies, strict=False):
+                if reply < 0:
+                    self.ledger.unsure = True
+                else:
+                    self.ledger.confirm(key)
+            for unit, moved in zip(reversed(units), replies[len(trims) :], strict=True):
+                if moved:
+                    self.ledger.removed(unit.working_key, unit.job, finished=False)
+                else:
+                    self.ledger.forget(unit.working_key, unit.job)  # not listed: the ledger was wrong

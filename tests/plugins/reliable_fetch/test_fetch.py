@@ -87,30 +87,48 @@ def test_an_acknowledgement_rides_on_the_next_fetch(make_fetch: MakeFetch, r: re
 
 
 @pytest.mark.parametrize(
-    ("listed", "acknowledged", "left"),
+    ("listed", "count", "newest", "left", "cut"),
     [
-        (["j5", "j4", "j3", "j2", "j1"], ["j1", "j2"], ["j5", "j4", "j3"]),  # the oldest: one LTRIM
-        (["j5", "j4", "j3", "j2", "j1"], ["j2", "j1", "j4"], ["j5", "j3"]),  # one finished out of order
-        (["j3", "j2", "j1"], ["j3"], ["j2", "j1"]),  # only the newest
-        (["d", "x", "d"], ["d"], ["d", "x"]),  # identical payloads are distinct units: one goes
-        (["d", "x", "d"], ["d", "d"], ["x"]),
-        (["j2", "j1"], ["gone", "j1"], ["j2"]),  # one no longer listed (requeued meanwhile): nothing else goes
-        (["j1"], ["j1", "j1"], []),  # acknowledged twice: the one listed goes, nothing breaks
+        (["j5", "j4", "j3", "j2", "j1"], 2, "j2", ["j5", "j4", "j3"], 2),  # the two oldest: one LTRIM
+        (["j3", "j2", "j1"], 3, "j3", [], 3),  # all of them
+        (["j3", "j2", "j1"], 0, "", ["j3", "j2", "j1"], 0),  # nothing finished
+        (["j3", "j2", "j1"], 2, "j1", ["j3", "j2", "j1"], -1),  # not the list the ledger knows: nothing is cut
+        (["j1"], 2, "j1", ["j1"], -1),  # shorter than the ledger says (recovered meanwhile): nothing is cut
     ],
 )
-def test_the_fetch_script_removes_exactly_the_acknowledged_jobs(
-    r: redis.Redis, listed: list[str], acknowledged: list[str], left: list[str]
+def test_the_fetch_script_trims_the_finished_oldest_jobs_by_count_only_from_the_list_the_ledger_knows(
+    r: redis.Redis, listed: list[str], count: int, newest: str, left: list[str], cut: int
 ) -> None:
-    """The fetch script takes the acknowledged jobs off the old end in one LTRIM when they are the oldest, and by
-    LREM otherwise: never a job that was not acknowledged, one entry per acknowledgement."""
+    """The fetch script cuts the finished oldest jobs by count, after checking only the newest of them: never a job
+    of a list that is not the one the fetcher's ledger knows (a -1 then makes it compare strings)."""
     from kiq.plugins.reliable_fetch import scripts
 
     r.rpush(WORKING, *listed)  # newest first, as the fetch's LPUSH leaves them
     keys = scripts.FETCH.keys(kiq.ext.keyspace(r), WORKING, ["default"])
     assert keys == [WORKING, "queue:default"]  # standalone: Sidekiq's names
-    fetched = r.eval(scripts.FETCH.source, len(keys), *keys, 1, *acknowledged)
-    assert fetched == []  # the queue is empty
+    fetched = r.eval(scripts.FETCH.source, len(keys), *keys, 1, count, newest)
+    assert fetched == [cut]  # the queue is empty
     assert r.lrange(WORKING, 0, -1) == left
+
+
+def test_the_fetch_script_trims_after_it_pushed(r: redis.Redis) -> None:
+    """The trim comes last: a trim that empties the working list cannot come before the push (on a cluster, a push
+    into a missing key of a slot being migrated is refused after the pop: issue 42)."""
+    from kiq.plugins.reliable_fetch import scripts
+
+    r.rpush(WORKING, "j1")
+    r.lpush("queue:default", "j2")
+    keys = scripts.FETCH.keys(kiq.ext.keyspace(r), WORKING, ["default"])
+    monitor = r.monitor()
+    with monitor:
+        r.eval(scripts.FETCH.source, len(keys), *keys, 5, 1, "j1")
+        commands = []
+        while not commands or commands[-1] != "ltrim":
+            command = monitor.next_command()["command"].split()[0].lower()
+            if command in ("rpop", "lpush", "ltrim"):
+                commands.append(command)
+    assert commands == ["rpop", "lpush", "ltrim"]
+    assert r.lrange(WORKING, 0, -1) == ["j2"]
 
 
 def test_a_fetch_refreshes_the_liveness_key_once_per_tenth_of_its_ttl(make_fetch: MakeFetch, r: redis.Redis) -> None:
