@@ -60,6 +60,38 @@ class DedicatedConnection:
                 raise
         raise AssertionError("unreachable")
 
+    def pipeline(self, *commands: tuple[Any, ...]) -> list[Any]:
+        """``commands`` in one round trip (one after the other on a cluster), their replies in order; an error reply
+        is raised once every reply was read. Not sent again after a broken connection (``broken`` counts it)."""
+        if self._cluster is not None:
+            return [self._cluster_command(command) for command in commands]
+        if self._master_changes[0] != self._seen and self._connection is not None:
+            self._connection.disconnect()  # type: ignore[no-untyped-call]
+            self.release()
+        connection = self._connection or self._take()
+        replies: list[Any] = []
+        try:
+            connection.send_packed_command(connection.pack_commands(commands))  # type: ignore[no-untyped-call]
+            for _ in commands:
+                try:
+                    replies.append(connection.read_response())
+                except redis.ResponseError as exc:
+                    replies.append(exc)
+        except redis.ConnectionError:
+            self.broken += 1
+            self.release()
+            raise
+        except BaseException:
+            connection.disconnect()  # type: ignore[no-untyped-call]  # a reply may be half read
+            self.release()
+            raise
+        if any(_large(reply) for reply in replies):
+            connection.disconnect()  # type: ignore[no-untyped-call]
+        for reply in replies:
+            if isinstance(reply, redis.ResponseError):
+                raise reply
+        return replies
+
     def script(self, source: str, keys: list[str], args: list[Any]) -> Any:
         """``EVALSHA``, loading the script first if the server does not know it yet."""
         sha = _sha1(source)

@@ -36,10 +36,11 @@ import kiq.ext
 
 from . import scripts
 from .acks import AckSender
-from .keys import JobList, alive_key, liveness_ttl_ms, working_key
+from .keys import JobList, alive_key, liveness_ttl_ms, queue_list_name, working_key
 from .ledger import Ledger
 from .reconcile import reconcile
 from .recovery import put_back, recover_orphans
+from .waiting import Moved, ParkedMoves
 
 log = logging.getLogger("kiq.reliable_fetch")
 
@@ -127,7 +128,14 @@ class ReliableFetch(kiq.ext.BatchFetch):
         self.keys = kiq.ext.keyspace(self.redis)
         self.working = working_key(capsule.identity, capsule.name)  # the name of its working lists
         # queue name -> the list its jobs wait in (one for all but in the queue layout) and that list's key
-        self.lists = {name: JobList.beside(self.keys, self.working, name) for name, _ in capsule.queues}
+        # (standalone, several queues: one list per queue, as each has a move parked on it: waiting.py)
+        per_queue = not self.keys.cluster and len(capsule.queues) > 1
+        self.lists = {
+            name: JobList(queue_list_name(self.working, name), None)
+            if per_queue
+            else JobList.beside(self.keys, self.working, name)
+            for name, _ in capsule.queues
+        }
         self._working_keys = {name: job_list.key(self.keys) for name, job_list in self.lists.items()}
         self.order = capsule.queue_order()  # the paused queues left out
         self._batch_size: int = config.get("reliable_batch_size")  # a ConfigError without the plugin
@@ -138,6 +146,8 @@ class ReliableFetch(kiq.ext.BatchFetch):
         self._acks_at_once = False  # no fetch is coming to carry them (quiet, closing)
         self._idle = kiq.ext.Backoff(*IDLE_BACKOFF)
         self._out_of_memory = False  # Redis refused BLMOVE at maxmemory: poll instead of blocking
+        self._drained = False  # the last job came by blocking with none behind it: the next fetch blocks at once
+        self._waits = None if self.keys.cluster else ParkedMoves(self.redis)
         self.liveness.join()
 
     # -- the fetcher seam ------------------------------------------------------------------------------
@@ -181,6 +191,8 @@ class ReliableFetch(kiq.ext.BatchFetch):
         self.acks.stop()
         last = self.liveness.leave()
         try:
+            if self._waits is not None:
+                self._waits.close()  # what a parked move brought is listed: put back below
             try:
                 self.flush_acks()
             finally:
@@ -245,18 +257,31 @@ class ReliableFetch(kiq.ext.BatchFetch):
         order = self.order.keys()
         if order:
             self.liveness.refresh_if_due()  # before any job can enter a working list (Liveness)
+        waits = self._waits
+        if waits is not None:
+            # moves that came in meanwhile first: the working lists' order is theirs
+            if jobs := self._landed(waits.ready()):
+                return jobs
+            if self._drained and block >= self.min_block and not self._out_of_memory:
+                return self._wait(order, block)  # light load: a job came by blocking, none behind it: block again
+            # before a script: no move under way into the lists it pushes to
+            if jobs := self._landed(waits.end()):
+                return jobs
         with self.ledger.writing:  # the fetch may carry a trim
             for group in self.order.groups(order):  # one script per slot (a single group but in the queue layout)
                 reply = self._move_from(group, min(wanted, self._batch_size))
                 if reply:
                     self._idle.reset()
                     self._out_of_memory = False  # try blocking again the next time the queue is empty
+                    self._drained = False
                     return kiq.ext.popped_jobs(reply, self.keys)
         if block < self.min_block:
             return []
+        if waits is not None and order and not self._out_of_memory:
+            return self._wait(order, block)
         queues = self.order.distinct
         if len(queues) == 1 and not self._out_of_memory:
-            # a single queue: block inside Redis (there is no other queue this could starve)
+            # a single queue on a cluster: block inside Redis (there is no other queue this could starve)
             name = self.keys.queue_name(queues[0])
             timeout = round(min(block, BLOCK_SECONDS), 3)
             try:
@@ -264,15 +289,45 @@ class ReliableFetch(kiq.ext.BatchFetch):
                     "BLMOVE", queues[0], self._working_keys[name], "RIGHT", "LEFT", timeout
                 )
             except redis_errors.OutOfMemoryError:
-                # at maxmemory Redis refuses BLMOVE up front even on an empty queue; the script still works
-                log.warning("Redis is out of memory (maxmemory): polling the queue instead of blocking on it")
-                self._out_of_memory = True
+                self._refused_at_maxmemory()
                 return []
             return [(name, job)] if job is not None else []
-        # several queues (or Redis out of memory): no Redis 6.2 command blocks on all of them and moves, so back
-        # off briefly
+        # several queues on a cluster (or Redis out of memory): back off briefly
         time.sleep(min(self._idle.next(), block))
         return []
+
+    def _wait(self, order: list[str], block: float) -> list[kiq.ext.Fetched]:
+        """Block on every queue of ``order`` at once (waiting.py) for up to ``block`` s."""
+        waits = self._waits
+        assert waits is not None
+        moves = [(key, self._working_keys[self.keys.queue_name(key)]) for key in order]
+        deadline = time.monotonic() + min(block, BLOCK_SECONDS)
+        try:
+            while (left := deadline - time.monotonic()) >= self.min_block:
+                if jobs := self._landed(waits.wait(moves, left)):
+                    return jobs
+            jobs = self._landed(waits.end())  # an empty wait leaves no move parked
+        except redis_errors.OutOfMemoryError:
+            self.ledger.unsure = True  # replies read with it may be lost: compare
+            self._refused_at_maxmemory()
+            return []
+        except BaseException:
+            self.ledger.unsure = True  # a move's reply may be lost
+            raise
+        self._drained = bool(jobs) and self._drained
+        return jobs
+
+    def _landed(self, landed: list[Moved]) -> list[kiq.ext.Fetched]:
+        """The jobs parked moves brought; with no backlog behind them, the next fetch blocks at once."""
+        jobs = [(self.keys.queue_name(moved.queue), moved.job) for moved in landed if moved.job is not None]
+        if jobs:
+            self._drained = not any(moved.backlog for moved in landed)
+        return jobs
+
+    def _refused_at_maxmemory(self) -> None:
+        # at maxmemory Redis refuses BLMOVE up front even on an empty queue; the script still works
+        log.warning("Redis is out of memory (maxmemory): polling the queue instead of blocking on it")
+        self._out_of_memory = True
 
     def _move_from(self, group: list[str], wanted: int) -> list[str | int]:
         """One fetch script over the queues (keys) of one slot, carrying the trim of the first one's working list
@@ -282,9 +337,8 @@ class ReliableFetch(kiq.ext.BatchFetch):
         working = self._working_keys[names[0]]
         count, newest = self.ledger.take_cut(working)
         try:
-            reply: list[str | int] = self.connection.script(
-                scripts.FETCH.source, scripts.FETCH.keys(self.keys, self.working, names), [wanted, count, newest]
-            )
+            keys = [key for name in names for key in (self._working_keys[name], self.keys.queue(name))]
+            reply: list[str | int] = self.connection.script(scripts.FETCH.source, keys, [wanted, count, newest])
         except redis_errors.ResponseError:
             self.ledger.restore(working)  # refused before it ran (the trim is its last step)
             raise
@@ -309,8 +363,8 @@ class ReliableFetch(kiq.ext.BatchFetch):
                 if count:
                     commands.append(scripts.trim_command(key, count, newest))
                     trims.append(key)
-            commands += [scripts.requeue_command(self.keys, self.working, unit.queue_name, unit.job, "front")
-                         for unit in reversed(units)]  # fmt: skip
+            commands += [scripts.requeue_command(self.keys, self.lists[unit.queue_name].name, unit.queue_name,
+                                                 unit.job, "front") for unit in reversed(units)]  # fmt: skip
             try:
                 replies = kiq.ext.run_pipeline(self.redis, commands)
             except BaseException:
