@@ -1,9 +1,10 @@
 """BasicFetch (Sidekiq's basic fetch, made cheaper per job), and which fetcher the ``fetch`` setting names.
 
-One round trip takes as many jobs as the capsule has idle processor threads (``RPOP key count``, or a Lua script
-over several queues in Sidekiq's strict, random or weighted order), and only when every queue is empty does a
-thread block in ``BRPOP`` (at most 2 s, so a quiet or stop is noticed within 2 s). A job is out of Redis once
-fetched, so a crash loses the jobs in hand, never more than one per thread (as Sidekiq's BRPOP per thread); a
+One round trip takes as many jobs as the capsule has idle processor threads: on Redis 7 one ``BLMPOP`` over the
+queues in Sidekiq's strict, random or weighted order, which blocks at once when every queue is empty (at most 2 s,
+so a quiet or stop is noticed within 2 s) and takes a batch when one has jobs; before Redis 7 (and on a cluster)
+``RPOP key count`` or a Lua script over several queues, then ``BRPOP`` when every queue is empty. A job is out of
+Redis once fetched, so a crash loses the jobs in hand, never more than one per thread (as Sidekiq's BRPOP per thread); a
 stop pushes them back with ``RPUSH`` (the end fetches take from, so they run next). The ``reliable`` plugin keeps
 fetched jobs in Redis until they are acknowledged.
 """
@@ -14,6 +15,8 @@ import importlib
 import logging
 import time
 from collections.abc import Sequence
+
+from redis.exceptions import ResponseError
 
 from ..errors import ConfigError
 from ..failures import TRANSIENT
@@ -60,6 +63,7 @@ class BasicFetch(BatchFetch):
         self.capsule = capsule
         self.order = capsule.queue_order()
         self.keys = self.order.keyspace
+        self._multi_pop = True  # BLMPOP (Redis 7) until the server says it has none
 
     def retrieve_work(self) -> BasicUnitOfWork | None:
         fetched = self.next_job()
@@ -71,6 +75,10 @@ class BasicFetch(BatchFetch):
             time.sleep(max(0.0, block))
             return []
         groups = self.order.groups(keys)
+        if self._multi_pop and not self.keys.cluster:
+            popped_at_once = self._multi_pop_from(keys, wanted, block)
+            if popped_at_once is not None:
+                return popped_at_once
         for group in groups:
             if len(group) == 1:
                 jobs: list[str] | None = self.connection.command("RPOP", group[0], wanted)
@@ -85,6 +93,27 @@ class BasicFetch(BatchFetch):
             return []
         popped: list[str] | None = self.connection.command("BRPOP", *groups[0], round(min(block, TIMEOUT), 3))
         return [(self.keys.queue_name(popped[0]), popped[1])] if popped else []
+
+    def _multi_pop_from(self, keys: list[str], wanted: int, block: float) -> list[Fetched] | None:
+        """Redis 7: one command, blocking at once (``BLMPOP``; ``LMPOP`` when not to block) and taking up to
+        ``wanted`` jobs from the first queue in ``keys`` that has any: at light load one blocking command per job,
+        under load a batch per round trip. None on an older Redis (then never again: the pop and ``BRPOP`` serve)."""
+        try:
+            if block >= MIN_BLOCK:
+                timeout = round(min(block, TIMEOUT), 3)
+                reply = self.connection.command("BLMPOP", timeout, len(keys), *keys, "RIGHT", "COUNT", wanted)
+            else:
+                reply = self.connection.command("LMPOP", len(keys), *keys, "RIGHT", "COUNT", wanted)
+        except ResponseError as exc:
+            if "unknown command" not in str(exc).lower():
+                raise
+            self._multi_pop = False
+            return None
+        if not reply:
+            return []
+        name: str = self.keys.queue_name(reply[0])
+        jobs: list[str] = reply[1]
+        return [(name, job) for job in jobs]
 
     def bulk_requeue(self, units: Sequence[UnitOfWork]) -> None:
         """Push ``units`` back to their queues; raises what Redis refused with (unreachable, OOM, READONLY)."""
