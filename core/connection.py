@@ -136,8 +136,9 @@ def _large(reply: Any) -> bool:
     """Whether a reply holds a text over ``LARGE_VALUE``: then a dedicated connection reconnects, as hiredis keeps a
     read buffer as large as the largest reply until the connection reads again, which a fetch that blocks may not do
     for seconds, while the job runs with its own copies."""
-    if type(reply) is list:
-        return any(type(value) is str and len(value) > LARGE_VALUE for value in reply)
+    if type(reply) is list:  # a list of jobs, or (BLMPOP) a key and a list of jobs
+        return any(_large(value) if type(value) is list else type(value) is str and len(value) > LARGE_VALUE
+                   for value in reply)  # fmt: skip
     return type(reply) is str and len(reply) > LARGE_VALUE
 
 

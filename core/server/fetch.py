@@ -1,9 +1,10 @@
 """BasicFetch (Sidekiq's basic fetch, made cheaper per job), and which fetcher the ``fetch`` setting names.
 
-One round trip takes as many jobs as the capsule has idle processor threads: on Redis 7 one ``BLMPOP`` over the
-queues in Sidekiq's strict, random or weighted order, which blocks at once when every queue is empty (at most 2 s,
-so a quiet or stop is noticed within 2 s) and takes a batch when one has jobs; before Redis 7 (and on a cluster)
-``RPOP key count`` or a Lua script over several queues, then ``BRPOP`` when every queue is empty. A job is out of
+One round trip takes as many jobs as the capsule has idle processor threads: on Redis 7 a fetch that may wait is one
+``BLMPOP`` over the queues in Sidekiq's strict, random or weighted order, which blocks at once when every queue is
+empty (at most 2 s, so a quiet or stop is noticed within 2 s) and takes a batch from the first queue with jobs;
+otherwise (before Redis 7, on a cluster, a fetch that may not wait) ``RPOP key count`` or a Lua script over several
+queues, then ``BRPOP`` when every queue is empty. A job is out of
 Redis once fetched, so a crash loses the jobs in hand, never more than one per thread (as Sidekiq's BRPOP per thread); a
 stop pushes them back with ``RPUSH`` (the end fetches take from, so they run next). The ``reliable`` plugin keeps
 fetched jobs in Redis until they are acknowledged.
@@ -75,7 +76,7 @@ class BasicFetch(BatchFetch):
             time.sleep(max(0.0, block))
             return []
         groups = self.order.groups(keys)
-        if self._multi_pop and not self.keys.cluster:
+        if self._multi_pop and not self.keys.cluster and block >= MIN_BLOCK:
             popped_at_once = self._multi_pop_from(keys, wanted, block)
             if popped_at_once is not None:
                 return popped_at_once
@@ -95,15 +96,12 @@ class BasicFetch(BatchFetch):
         return [(self.keys.queue_name(popped[0]), popped[1])] if popped else []
 
     def _multi_pop_from(self, keys: list[str], wanted: int, block: float) -> list[Fetched] | None:
-        """Redis 7: one command, blocking at once (``BLMPOP``; ``LMPOP`` when not to block) and taking up to
-        ``wanted`` jobs from the first queue in ``keys`` that has any: at light load one blocking command per job,
-        under load a batch per round trip. None on an older Redis (then never again: the pop and ``BRPOP`` serve)."""
+        """Redis 7: one command, blocking at once (``BLMPOP``) and taking up to ``wanted`` jobs from the first queue
+        in ``keys`` that has any: at light load one blocking command per job, under load a batch per round trip.
+        None on an older Redis (then never again: the pop and ``BRPOP`` serve)."""
         try:
-            if block >= MIN_BLOCK:
-                timeout = round(min(block, TIMEOUT), 3)
-                reply = self.connection.command("BLMPOP", timeout, len(keys), *keys, "RIGHT", "COUNT", wanted)
-            else:
-                reply = self.connection.command("LMPOP", len(keys), *keys, "RIGHT", "COUNT", wanted)
+            timeout = round(min(block, TIMEOUT), 3)
+            reply = self.connection.command("BLMPOP", timeout, len(keys), *keys, "RIGHT", "COUNT", wanted)
         except ResponseError as exc:
             if "unknown command" not in str(exc).lower():
                 raise

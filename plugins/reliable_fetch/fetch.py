@@ -23,7 +23,6 @@ Speed without giving up the guarantee:
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,8 +35,9 @@ import kiq.ext
 
 from . import scripts
 from .acks import AckSender
-from .keys import JobList, alive_key, liveness_ttl_ms, queue_list_name, working_key
+from .keys import JobList, queue_list_name, working_key
 from .ledger import Ledger
+from .liveness import Liveness
 from .reconcile import reconcile
 from .recovery import put_back, recover_orphans
 from .waiting import Moved, ParkedMoves
@@ -46,53 +46,6 @@ log = logging.getLogger("kiq.reliable_fetch")
 
 BLOCK_SECONDS = 1.0  # the longest retrieve_work waits for a job, so that a stop is prompt
 IDLE_BACKOFF = (0.05, 0.5)  # with several queues all empty: sleep, doubling from the first to the second value
-
-
-class Liveness:
-    """A process's liveness key (``kiq:alive:<identity>``), shared by the fetchers of its capsules: refreshed by
-    each, deleted when the last one closes. The plugin keeps one per process.
-
-    Why a fetch refreshes it: recovery claims a working list only once its owner's key is gone, so the key must
-    outlive every job that enters the list, or a live process's running jobs would be run again. The key is in
-    kiq's shared slot and, in the queue layout, the working lists are not, so the fetch cannot refresh it in its
-    own script; a fetch refreshes it in a command of its own, before it moves jobs, whenever a tenth of its TTL
-    has passed since the last refresh was sent. A refresh sets the expiry to at least (its sending + TTL), and the
-    move is sent only after its reply: a job enters a working list with 90 % of the TTL still ahead of the key, as
-    when both were in one script, unless that thread stalls for most of a TTL between the two commands (then, as
-    for any process whose heartbeat stalls that long, its jobs may run twice: never lost). Recovery, which moves
-    jobs back to their queues, is what at-least-once rests on; the liveness key only keeps it off live processes.
-    """
-
-    def __init__(self, config: kiq.Config, identity: str) -> None:
-        keys = kiq.ext.keyspace(config.redis)
-        self.key = keys.key(alive_key(identity))
-        self._keys = scripts.ALIVE.keys(keys, identity)
-        self.ttl_ms = liveness_ttl_ms(config)
-        self._script = config.redis.register_script(scripts.ALIVE.source)
-        self._users = 0
-        self._lock = threading.Lock()
-        self._refreshed = -float("inf")  # time.monotonic() of the last refresh sent
-
-    def join(self) -> None:
-        with self._lock:
-            self._users += 1
-        self.refresh()  # before the first job enters a working list
-
-    def refresh(self) -> None:
-        self._refreshed = time.monotonic()  # before sending: the key expires no sooner than this plus its TTL
-        self._script(keys=self._keys, args=[self.ttl_ms])
-
-    def refresh_if_due(self) -> None:
-        """Before a fetch: refresh the key once a tenth of its TTL has passed since the last refresh (not a
-        round trip per fetch; the heartbeat refreshes it too)."""
-        if time.monotonic() - self._refreshed >= self.ttl_ms / 10_000:
-            self.refresh()
-
-    def leave(self) -> bool:
-        """True when the caller was the last user (and should delete the key)."""
-        with self._lock:
-            self._users -= 1
-            return self._users == 0
 
 
 @dataclass(eq=False, slots=True)
@@ -335,6 +288,10 @@ class ReliableFetch(kiq.ext.BatchFetch):
         without the trim's result. Called holding ``ledger.writing``."""
         names = [self.keys.queue_name(key) for key in group]
         working = self._working_keys[names[0]]
+        if late := self.ledger.late_apart(working):
+            # jobs finished out of order leave before new ones come (a worker never lists more jobs than it has
+            # threads, at maxmemory too): plain LREMs, in one round trip
+            self._remove_late(working, late)
         count, newest = self.ledger.take_cut(working)
         try:
             keys = [key for name in names for key in (self._working_keys[name], self.keys.queue(name))]
@@ -350,6 +307,20 @@ class ReliableFetch(kiq.ext.BatchFetch):
         elif count:
             self.ledger.confirm(working)
         return reply[1:]
+
+    def _remove_late(self, working: str, late: list[str]) -> None:
+        try:
+            replies = self.connection.pipeline(*[("LREM", working, -1, job) for job in late])
+        except redis_errors.ResponseError:
+            return  # refused (nothing written): the acknowledgement sender tries them again
+        except BaseException:
+            self.ledger.unsure = True
+            raise
+        for job, removed in zip(late, replies, strict=True):
+            if removed:
+                self.ledger.removed(working, job, finished=True)
+            else:
+                self.ledger.unsure = True
 
     def _requeue(self, units: list[ReliableUnit]) -> None:
         """Give ``units`` back to the fetch end of their queues, if they are still listed (the last pushed runs

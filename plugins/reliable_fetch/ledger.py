@@ -105,6 +105,16 @@ class Ledger:
             listed.cut[:0] = listed.sending
             listed.sending.clear()
 
+    def late_apart(self, key: str) -> list[str]:
+        """``late`` but for the jobs equal to one a trim still counts (an LREM sent before that trim must not meet
+        it: those wait for the acknowledgement sender, which trims first)."""
+        with self._lock:
+            listed = self.lists[key]
+            if not listed.late:
+                return []
+            counted = set(listed.cut)
+            return [entry.job for entry in listed.entries if entry.done and entry.job not in counted]
+
     def late(self, key: str) -> list[str]:
         """The finished jobs of ``key`` that an older running one keeps listed: each leaves by LREM."""
         with self._lock:

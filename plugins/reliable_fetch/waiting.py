@@ -22,6 +22,8 @@ from typing import Any
 
 from redis import exceptions as redis_errors
 
+LARGE_JOB = 1 << 20  # characters: a job this large frees its connection's read buffer (as kiq's fetch connection)
+
 
 @dataclass(slots=True)
 class Moved:
@@ -40,11 +42,13 @@ class Parked:
     def __init__(self, connection: Any, working: str) -> None:
         self.connection = connection
         self.working = working
-        connection.send_command("CLIENT", "ID")
-        self.id: int = connection.read_response()
+        self.id = 0  # the connection's CLIENT ID, read again after each reconnection
         self.outstanding = False
 
     def park(self, queue: str, timeout: float) -> None:
+        if not self.id or self.connection._sock is None:  # (re)connected: its id is new
+            self.connection.send_command("CLIENT", "ID")
+            self.id = self.connection.read_response()
         self.connection.send_packed_command(
             self.connection.pack_commands(
                 [("BLMOVE", queue, self.working, "RIGHT", "LEFT", round(timeout, 3)), ("LLEN", queue)]
@@ -63,6 +67,10 @@ class Parked:
         backlog = self.connection.read_response()
         if refused is not None:
             raise refused
+        if job is not None and len(job) > LARGE_JOB:
+            # the reader keeps a buffer as large as the largest reply until it reads again, which a parked move
+            # may not do for long, while the job runs with its own copies: free it (the next park reconnects)
+            self.connection.disconnect()
         return Moved(queue, job, backlog)
 
     def fileno(self) -> int:

@@ -246,6 +246,33 @@ def test_a_job_pushed_while_blocking_is_fetched(make_fetch: MakeFetch, r: redis.
     assert r.lrange(WORKING, 0, -1) == [jobs[0]]
 
 
+def test_a_job_pushed_to_any_of_several_empty_queues_wakes_the_fetch_at_once(
+    make_fetch: MakeFetch, r: redis.Redis
+) -> None:
+    """Several queues, all empty for a while: the fetch blocks on every one of them (it slept 50 ms doubling to
+    500 ms before, issue 43), so a job pushed to any, the last in the order too, is taken at once; each queue's jobs
+    wait in a working list of their own (the order of each is known to the ledger)."""
+    fetch = make_fetch([("critical", 0), ("default", 0), ("low", 0)])
+    fetch.block_seconds = 5.0
+    waits = []
+    for queue in ("low", "critical", "default", "low"):
+        assert short_block(fetch, 0.6).retrieve_work() is None  # idle past the old backoff's longest sleep
+        fetch.block_seconds = 5.0
+        got: list[ReliableUnit | None] = []
+        thread = threading.Thread(target=lambda: got.append(fetch.retrieve_work()))
+        thread.start()
+        time.sleep(0.3)  # blocking by now
+        started = time.monotonic()
+        [job] = push(r, queue, 1)
+        thread.join(5)
+        waits.append(time.monotonic() - started)
+        assert got and got[0] is not None and got[0].job == job
+        assert r.lrange(f"{WORKING}~{queue}", 0, -1) == [job]
+        got[0].acknowledge()
+    # the old backoff's waits were up to 500 ms each; generous for a loaded machine, far below that
+    assert sorted(waits)[len(waits) // 2] < 0.15, waits
+
+
 def test_concurrent_threads_get_distinct_jobs_and_nothing_is_hoarded(make_fetch: MakeFetch, r: redis.Redis) -> None:
     push(r, "default", 50)
     fetch = make_fetch()
