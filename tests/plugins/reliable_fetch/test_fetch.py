@@ -246,6 +246,10 @@ def test_a_job_pushed_while_blocking_is_fetched(make_fetch: MakeFetch, r: redis.
     assert r.lrange(WORKING, 0, -1) == [jobs[0]]
 
 
+def _append_work(fetch: ReliableFetch, got: list[ReliableUnit | None]) -> None:
+    got.append(fetch.retrieve_work())
+
+
 def test_a_job_pushed_to_any_of_several_empty_queues_wakes_the_fetch_at_once(
     make_fetch: MakeFetch, r: redis.Redis
 ) -> None:
@@ -259,7 +263,7 @@ def test_a_job_pushed_to_any_of_several_empty_queues_wakes_the_fetch_at_once(
         assert short_block(fetch, 0.6).retrieve_work() is None  # idle past the old backoff's longest sleep
         fetch.block_seconds = 5.0
         got: list[ReliableUnit | None] = []
-        thread = threading.Thread(target=lambda: got.append(fetch.retrieve_work()))
+        thread = threading.Thread(target=_append_work, args=(fetch, got))
         thread.start()
         time.sleep(0.3)  # blocking by now
         started = time.monotonic()
