@@ -20,7 +20,7 @@ from typing import Any
 import kiq
 import kiq.ext
 
-from .ledger import Ledger
+from .ledger import Entry, Ledger
 from .scripts import trim_command
 
 log = logging.getLogger("kiq.reliable_fetch")
@@ -38,14 +38,14 @@ def send_acks(redis: Any, ledger: Ledger) -> None:
     if ledger.unsure:
         return
     commands: list[Any] = []
-    sent: list[tuple[str, str | None]] = []  # per command: (list, None for its trim or the job of an LREM)
+    sent: list[tuple[str, Entry | None]] = []  # per command: (list, None for its trim or the entry of an LREM)
     for key in ledger.lists:
         count, newest = ledger.take_cut(key)
         if count:
             commands.append(trim_command(key, count, newest))
             sent.append((key, None))
         for late in ledger.late(key):
-            commands.append(("LREM", key, -1, late))
+            commands.append(("LREM", key, -1, late.job))
             sent.append((key, late))
     if not commands:
         return
@@ -54,22 +54,25 @@ def send_acks(redis: Any, ledger: Ledger) -> None:
     except BaseException:
         # not sent, or sent with the replies lost: sent again later (a trim already done then finds its newest
         # entry gone, cuts nothing and makes the ledger unsure; an LREM already done finds nothing, the same)
-        for key in dict.fromkeys(key for key, job in sent if job is None):
+        for key in dict.fromkeys(key for key, entry in sent if entry is None):
             ledger.restore(key)
+        ledger.unsure = ledger.unsure or any(entry is not None for _, entry in sent)  # LREMs done, maybe
         raise
     refused: Exception | None = None
-    for (key, job), reply in zip(sent, replies, strict=True):
+    for (key, entry), reply in zip(sent, replies, strict=True):
         if isinstance(reply, Exception):
             refused = refused or reply
-            if job is None:
+            if entry is None:
                 ledger.restore(key)  # a script refused runs nothing
-        elif job is None:
+            else:
+                ledger.unsure = True  # a refused LREM's entry is no longer counted by a trim: compare
+        elif entry is None:
             if reply < 0:
                 ledger.unsure = True  # the list is not as the ledger says
             else:
                 ledger.confirm(key)
         elif reply == 1:
-            ledger.removed(key, job, finished=True)
+            ledger.removed(key, entry.job, finished=True, entry=entry)
         else:
             ledger.unsure = True
     if refused is not None:

@@ -36,7 +36,7 @@ import kiq.ext
 from . import scripts
 from .acks import AckSender
 from .keys import JobList, queue_list_name, working_key
-from .ledger import Ledger
+from .ledger import Entry, Ledger
 from .liveness import Liveness
 from .reconcile import reconcile
 from .recovery import put_back, recover_orphans
@@ -212,14 +212,14 @@ class ReliableFetch(kiq.ext.BatchFetch):
             self.liveness.refresh_if_due()  # before any job can enter a working list (Liveness)
         waits = self._waits
         if waits is not None:
-            # moves that came in meanwhile first: the working lists' order is theirs
-            if jobs := self._landed(waits.ready()):
-                return jobs
             if self._drained and block >= self.min_block and not self._out_of_memory:
                 return self._wait(order, block)  # light load: a job came by blocking, none behind it: block again
-            # before a script: no move under way into the lists it pushes to
-            if jobs := self._landed(waits.end()):
-                return jobs
+            try:  # before a script: no move under way into the lists it pushes to
+                if jobs := self._landed(waits.end()):
+                    return jobs
+            except BaseException:
+                self.ledger.unsure = True  # a move's reply may be lost
+                raise
         with self.ledger.writing:  # the fetch may carry a trim
             for group in self.order.groups(order):  # one script per slot (a single group but in the queue layout)
                 reply = self._move_from(group, min(wanted, self._batch_size))
@@ -308,17 +308,15 @@ class ReliableFetch(kiq.ext.BatchFetch):
             self.ledger.confirm(working)
         return reply[1:]
 
-    def _remove_late(self, working: str, late: list[str]) -> None:
+    def _remove_late(self, working: str, late: list[Entry]) -> None:
         try:
-            replies = self.connection.pipeline(*[("LREM", working, -1, job) for job in late])
-        except redis_errors.ResponseError:
-            return  # refused (nothing written): the acknowledgement sender tries them again
+            replies = self.connection.pipeline(*[("LREM", working, -1, entry.job) for entry in late])
         except BaseException:
-            self.ledger.unsure = True
+            self.ledger.unsure = True  # some removed, maybe
             raise
-        for job, removed in zip(late, replies, strict=True):
+        for entry, removed in zip(late, replies, strict=True):
             if removed:
-                self.ledger.removed(working, job, finished=True)
+                self.ledger.removed(working, entry.job, finished=True, entry=entry)
             else:
                 self.ledger.unsure = True
 

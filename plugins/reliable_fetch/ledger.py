@@ -28,11 +28,12 @@ from collections.abc import Iterable
 class Entry:
     """One job in a working list, as the ledger sees it."""
 
-    __slots__ = ("done", "job")
+    __slots__ = ("done", "job", "removing")
 
     def __init__(self, job: str) -> None:
         self.job = job
         self.done = False
+        self.removing = False  # finished out of order, its LREM on its way: a trim must not count it
 
 
 class ListLedger:
@@ -105,7 +106,7 @@ class Ledger:
             listed.cut[:0] = listed.sending
             listed.sending.clear()
 
-    def late_apart(self, key: str) -> list[str]:
+    def late_apart(self, key: str) -> list[Entry]:
         """``late`` but for the jobs equal to one a trim still counts (an LREM sent before that trim must not meet
         it: those wait for the acknowledgement sender, which trims first)."""
         with self._lock:
@@ -113,19 +114,22 @@ class Ledger:
             if not listed.late:
                 return []
             counted = set(listed.cut)
-            return [entry.job for entry in listed.entries if entry.done and entry.job not in counted]
+            return _removing([entry for entry in listed.entries if entry.done and entry.job not in counted])
 
-    def late(self, key: str) -> list[str]:
-        """The finished jobs of ``key`` that an older running one keeps listed: each leaves by LREM."""
+    def late(self, key: str) -> list[Entry]:
+        """The finished entries of ``key`` that an older running one keeps listed, now on their way out: each leaves
+        by LREM (call holding ``writing``; then ``removed`` for each, or the ledger is made unsure)."""
         with self._lock:
             listed = self.lists[key]
-            return [entry.job for entry in listed.entries if entry.done] if listed.late else []
+            return _removing([entry for entry in listed.entries if entry.done]) if listed.late else []
 
-    def removed(self, key: str, job: str, finished: bool) -> None:
+    def removed(self, key: str, job: str, finished: bool, entry: Entry | None = None) -> None:
         """``LREM key -1 job`` (alone or in a requeue) removed one entry: the oldest equal one, finished or not.
-        One entry of that payload fewer: a finished one (``finished``) or a running one (a requeue)."""
+        One entry of that payload fewer: a finished one (``entry``, from ``late``) or a running one (a requeue)."""
         with self._lock:
             listed = self.lists[key]
+            if entry is not None and not any(listed_entry is entry for listed_entry in listed.entries):
+                return  # the older ones finished meanwhile: the cut left it out, as it was leaving
             equal = [entry for entry in listed.entries if entry.job == job]
             if not equal or (finished and not any(entry.done for entry in equal)):
                 self.unsure = True
@@ -182,5 +186,13 @@ def _cut(listed: ListLedger) -> None:
     """Move the finished oldest entries to ``cut`` (called with the lock held)."""
     entries = listed.entries
     while entries and entries[0].done:
-        listed.cut.append(entries.popleft().job)
+        entry = entries.popleft()
         listed.late -= 1
+        if not entry.removing:  # one on its way out by LREM is not the trim's to count
+            listed.cut.append(entry.job)
+
+
+def _removing(entries: list[Entry]) -> list[Entry]:
+    for entry in entries:
+        entry.removing = True
+    return entries

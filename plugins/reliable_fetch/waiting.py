@@ -153,9 +153,9 @@ class ParkedMoves:
         for queue in queues:
             try:
                 moved.append(self._parked[queue].read(queue))
-            except redis_errors.ResponseError:
-                raise
+            except redis_errors.OutOfMemoryError:
+                raise  # the fetcher polls from now on; the connections are fine
             except BaseException:
-                self.drop()
+                self.drop()  # broken, or talking to a replica after a failover: new connections next time
                 raise
         return moved
