@@ -99,7 +99,9 @@ class ReliableFetch(kiq.ext.BatchFetch):
         self._acks_at_once = False  # no fetch is coming to carry them (quiet, closing)
         self._idle = kiq.ext.Backoff(*IDLE_BACKOFF)
         self._out_of_memory = False  # Redis refused BLMOVE at maxmemory: poll instead of blocking
-        self._drained = False  # the last job came by blocking with none behind it: the next fetch blocks at once
+        # the last fetch left the queues empty (a job came by blocking with none behind it, or a batch took fewer
+        # than asked): the next fetch blocks at once, with no empty script before
+        self._drained = False
         self._waits = None if self.keys.cluster else ParkedMoves(self.redis)
         self.liveness.join()
 
@@ -221,13 +223,15 @@ class ReliableFetch(kiq.ext.BatchFetch):
                 self.ledger.unsure = True  # a move's reply may be lost
                 raise
         with self.ledger.writing:  # the fetch may carry a trim
+            asked = min(wanted, self._batch_size)
             for group in self.order.groups(order):  # one script per slot (a single group but in the queue layout)
-                reply = self._move_from(group, min(wanted, self._batch_size))
+                reply = self._move_from(group, asked)
                 if reply:
                     self._idle.reset()
                     self._out_of_memory = False  # try blocking again the next time the queue is empty
-                    self._drained = False
-                    return kiq.ext.popped_jobs(reply, self.keys)
+                    jobs = kiq.ext.popped_jobs(reply, self.keys)
+                    self._drained = len(jobs) < asked  # fewer than asked: the queues are empty now
+                    return jobs
         if block < self.min_block:
             return []
         if waits is not None and order and not self._out_of_memory:
