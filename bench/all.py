@@ -23,6 +23,10 @@ Runs, one after the other, each in its own process (their own private redis-serv
 9. ``cluster``: bench/cluster.py, kiq on a 3-primary Redis Cluster (``slots = "one"`` and ``"queue"``) against one
    standalone redis-server: the drain and the Redis CPU per job (basic and reliable fetch), and how the commands
    spread over the primaries when three queues sit on three of them.
+10. ``latency``: bench/latency.py, latency and cost per job at the loads production runs: one raw pipelined pusher
+   for every system (kiq basic and reliable, Ruby Sidekiq; one queue and three) at 1,000, 3,000 and 6,000 jobs/s
+   (and 20/s over three queues), each job recording its latency in a local file; p50/p99, worker and Redis CPU
+   per job at each rate.
 
 Then prints and saves (``bench/results/bench-all-DATE-TIME.json`` and ``.md``, the no-op chart as ``.png``) every
 table, the features' costs and the issue's targets, each measured value with met / not met. A part that fails is
@@ -51,6 +55,7 @@ from bench import (
     cost,
     groups_cost,
     iteration_cost,
+    latency,
     machine,
     processes,
     profile,
@@ -66,7 +71,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TRACKING_URL = "postgresql+psycopg://kiq:kiq@127.0.0.1:5433/kiq"
 OVERHEAD_SCHEMA = "kiq_bench_overhead"  # tracking_overhead.py's tables, apart from the no-op run's (kiq_bench)
 QUICK_SYSTEMS = "kiq_basic,kiq_no_metrics,kiq_reliable,kiq_otel,kiq_tracking,kiq_batch,sidekiq"
-PARTS = ("noop", "io", "processes", "plugins", "tracking", "profile", "workflow", "cost", "cluster", "groups")
+PARTS = ("noop", "io", "processes", "plugins", "tracking", "profile", "workflow", "cost", "cluster", "groups", "latency")
 
 # the issue's targets (performance rounds 2 and 3; the cost ones are bench/cost.py's), and round 1's I/O ones
 LATENCY_IDLE_P99_MS = 2.0
@@ -155,6 +160,9 @@ def commands(args: argparse.Namespace, work: Path, plugins_port: int) -> dict[st
                     *(["--no-pin"] if args.no_pin else []), "--out", str(work), "--json", str(work / "cluster.json")],
         "groups": [args.kiq_python, "-m", "bench.groups_cost", "--jobs", "5000" if quick else "20000",
                    "--runs", "1" if quick else "3", "--port", str(args.port + 6), "--json", str(work / "groups.json")],
+        "latency": [sys.executable, "-m", "bench.latency", *(["--quick"] if quick else []), "--port",
+                    str(args.port + 7), "--kiq-python", args.kiq_python, "--out", str(work / "latency"),
+                    "--json", str(work / "latency.json")],
     }  # fmt: skip
 
 
@@ -280,6 +288,7 @@ def markdown(run: dict[str, Any]) -> str:
         ("cost", "Cost per job, and how far one Redis carries a fleet (bench/cost.py)", cost.markdown),
         ("cluster", "A 3-primary Redis Cluster against one redis-server (bench/cluster.py)", cluster_report.markdown),
         ("groups", "Job groups (bench/groups_cost.py)", groups_cost.markdown),
+        ("latency", "Latency and cost per job at the loads production runs (bench/latency.py)", latency.markdown),
     ]
     for name, title, render in sections:
         if name not in parts and name not in errors:

@@ -60,6 +60,38 @@ class DedicatedConnection:
                 raise
         raise AssertionError("unreachable")
 
+    def pipeline(self, *commands: tuple[Any, ...]) -> list[Any]:
+        """``commands`` in one round trip (one after the other on a cluster), their replies in order; an error reply
+        is raised once every reply was read. Not sent again after a broken connection (``broken`` counts it)."""
+        if self._cluster is not None:
+            return [self._cluster_command(command) for command in commands]
+        if self._master_changes[0] != self._seen and self._connection is not None:
+            self._connection.disconnect()  # type: ignore[no-untyped-call]
+            self.release()
+        connection = self._connection or self._take()
+        replies: list[Any] = []
+        try:
+            connection.send_packed_command(connection.pack_commands(commands))  # type: ignore[no-untyped-call]
+            for _ in commands:
+                try:
+                    replies.append(connection.read_response())
+                except redis.ResponseError as exc:
+                    replies.append(exc)
+        except redis.ConnectionError:
+            self.broken += 1
+            self.release()
+            raise
+        except BaseException:
+            connection.disconnect()  # type: ignore[no-untyped-call]  # a reply may be half read
+            self.release()
+            raise
+        if any(_large(reply) for reply in replies):
+            connection.disconnect()  # type: ignore[no-untyped-call]
+        for reply in replies:
+            if isinstance(reply, redis.ResponseError):
+                raise reply
+        return replies
+
     def script(self, source: str, keys: list[str], args: list[Any]) -> Any:
         """``EVALSHA``, loading the script first if the server does not know it yet."""
         sha = _sha1(source)
@@ -101,13 +133,13 @@ class DedicatedConnection:
 
 
 # the commands that wait in Redis for their last argument's seconds (0: for ever) before they reply
-BLOCKING = frozenset({"BRPOP", "BLPOP", "BLMOVE", "BRPOPLPUSH", "BZPOPMIN", "BZPOPMAX"})
+BLOCKING = frozenset({"BRPOP", "BLPOP", "BLMOVE", "BRPOPLPUSH", "BZPOPMIN", "BZPOPMAX", "BLMPOP"})
 
 
 def _blocking_reply(connection: Connection, args: tuple[Any, ...]) -> Any:
     """The reply of a blocking command: the connection's timeout (``redis_timeout``) counts from the end of the
     command's own wait, so a fetch that blocks 2 s is not taken for a hung server, and a hung server still is."""
-    block = float(args[-1])
+    block = float(args[1] if args[0] == "BLMPOP" else args[-1])  # BLMPOP names its timeout first
     limit = connection.socket_timeout
     return connection.read_response(timeout=None if not block or limit is None else block + limit)
 
@@ -116,8 +148,9 @@ def _large(reply: Any) -> bool:
     """Whether a reply holds a text over ``LARGE_VALUE``: then a dedicated connection reconnects, as hiredis keeps a
     read buffer as large as the largest reply until the connection reads again, which a fetch that blocks may not do
     for seconds, while the job runs with its own copies."""
-    if type(reply) is list:
-        return any(type(value) is str and len(value) > LARGE_VALUE for value in reply)
+    if type(reply) is list:  # a list of jobs, or (BLMPOP) a key and a list of jobs
+        return any(_large(value) if type(value) is list else type(value) is str and len(value) > LARGE_VALUE
+                   for value in reply)  # fmt: skip
     return type(reply) is str and len(reply) > LARGE_VALUE
 
 

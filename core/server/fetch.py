@@ -1,9 +1,11 @@
 """BasicFetch (Sidekiq's basic fetch, made cheaper per job), and which fetcher the ``fetch`` setting names.
 
-One round trip takes as many jobs as the capsule has idle processor threads (``RPOP key count``, or a Lua script
-over several queues in Sidekiq's strict, random or weighted order), and only when every queue is empty does a
-thread block in ``BRPOP`` (at most 2 s, so a quiet or stop is noticed within 2 s). A job is out of Redis once
-fetched, so a crash loses the jobs in hand, never more than one per thread (as Sidekiq's BRPOP per thread); a
+One round trip takes as many jobs as the capsule has idle processor threads: on Redis 7 a fetch that may wait is one
+``BLMPOP`` over the queues in Sidekiq's strict, random or weighted order, which blocks at once when every queue is
+empty (at most 2 s, so a quiet or stop is noticed within 2 s) and takes a batch from the first queue with jobs;
+otherwise (before Redis 7, on a cluster, a fetch that may not wait) ``RPOP key count`` or a Lua script over several
+queues, then ``BRPOP`` when every queue is empty. A job is out of
+Redis once fetched, so a crash loses the jobs in hand, never more than one per thread (as Sidekiq's BRPOP per thread); a
 stop pushes them back with ``RPUSH`` (the end fetches take from, so they run next). The ``reliable`` plugin keeps
 fetched jobs in Redis until they are acknowledged.
 """
@@ -14,6 +16,8 @@ import importlib
 import logging
 import time
 from collections.abc import Sequence
+
+from redis.exceptions import ResponseError
 
 from ..errors import ConfigError
 from ..failures import TRANSIENT
@@ -61,6 +65,7 @@ class BasicFetch(BatchFetch):
         self.order = capsule.queue_order()
         self.keys = self.order.keyspace
         self.source = capsule.job_source()  # a plugin's (kiq_job_source), or None: the queues' lists
+        self._multi_pop = True  # BLMPOP (Redis 7) until the server says it has none
 
     def retrieve_work(self) -> BasicUnitOfWork | None:
         fetched = self.next_job()
@@ -74,6 +79,10 @@ class BasicFetch(BatchFetch):
         groups = self.order.groups(keys)
         if self.source is not None:
             return self._pop_source(groups, wanted, block)
+        if self._multi_pop and not self.keys.cluster and block >= MIN_BLOCK:
+            popped_at_once = self._multi_pop_from(keys, wanted, block)
+            if popped_at_once is not None:
+                return popped_at_once
         for group in groups:
             if len(group) == 1:
                 jobs: list[str] | None = self.connection.command("RPOP", group[0], wanted)
@@ -101,6 +110,24 @@ class BasicFetch(BatchFetch):
         if block < MIN_BLOCK:
             return []
         return source.block(self.connection, names[0], round(min(block, TIMEOUT), 3))
+
+    def _multi_pop_from(self, keys: list[str], wanted: int, block: float) -> list[Fetched] | None:
+        """Redis 7: one command, blocking at once (``BLMPOP``) and taking up to ``wanted`` jobs from the first queue
+        in ``keys`` that has any: at light load one blocking command per job, under load a batch per round trip.
+        None on an older Redis (then never again: the pop and ``BRPOP`` serve)."""
+        try:
+            timeout = round(min(block, TIMEOUT), 3)
+            reply = self.connection.command("BLMPOP", timeout, len(keys), *keys, "RIGHT", "COUNT", wanted)
+        except ResponseError as exc:
+            if "unknown command" not in str(exc).lower():
+                raise
+            self._multi_pop = False
+            return None
+        if not reply:
+            return []
+        name: str = self.keys.queue_name(reply[0])
+        jobs: list[str] = reply[1]
+        return [(name, job) for job in jobs]
 
     def bulk_requeue(self, units: Sequence[UnitOfWork]) -> None:
         """Push ``units`` back to their queues; raises what Redis refused with (unreachable, OOM, READONLY)."""

@@ -10,7 +10,8 @@ from __future__ import annotations
 import kiq
 import kiq.ext
 
-from .fetch import Liveness, ReliableFetch, ReliableUnit
+from .fetch import ReliableFetch, ReliableUnit
+from .liveness import Liveness
 from .recovery import InterruptedJobError, Recovery, recover_orphans
 
 __all__ = ["InterruptedJobError", "Recovery", "ReliableFetch", "ReliableFetchPlugin", "ReliableUnit", "recover_orphans"]

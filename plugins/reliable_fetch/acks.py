@@ -1,12 +1,13 @@
-"""The acknowledgements of one reliable fetcher: a finished job leaves its working list (``LREM``) within
-``ACK_DELAY`` plus a round trip, whether the worker is busy or idle.
+"""The acknowledgements of one reliable fetcher: a finished job leaves its working list within ``ACK_DELAY`` plus a
+round trip, whether the worker is busy or idle.
 
-Under load the next fetch carries them (the fetch script removes them before it moves new jobs: one round trip
-for both, as before). A sender thread, woken by the first acknowledgement after a quiet spell, sends whatever is
-still pending ``ACK_DELAY`` later in one pipelined round trip, so a worker that goes idle (its fetch blocked in
-``BLMOVE``, or every thread on a long job) does not keep a finished job listed, where a crash would run it again
-and count it against the interrupt cap. The delay costs nothing on the busy path (fetches take the acks first, and
-the thread wakes at most once per delay); a shorter one would race the fetches for them.
+A finished job is marked in the ledger (ledger.py); the finished oldest entries leave by count. Under load the next
+fetch carries that trim (one round trip for both). A sender thread, woken by the first acknowledgement after a quiet
+spell, sends whatever is still pending ``ACK_DELAY`` later in one pipelined round trip (the trims, and an ``LREM``
+per job finished while an older one runs), so a worker that goes idle (its fetch blocked, or every thread on a long
+job) does not keep a finished job listed, where a crash would run it again and count it against the interrupt cap.
+The delay costs nothing on the busy path (fetches take the trims first, and the thread wakes at most once per delay);
+a shorter one would race the fetches for them.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
-from collections.abc import Iterable
 from typing import Any
 
 import kiq
 import kiq.ext
+
+from .ledger import Entry, Ledger
+from .scripts import trim_command
 
 log = logging.getLogger("kiq.reliable_fetch")
 
@@ -27,76 +29,80 @@ ACK_DELAY = 0.01  # seconds a finished job's acknowledgement waits for a fetch t
 RETRY_BACKOFF = (0.05, 1.0)  # Redis refused the acknowledgements: try again after this, doubling up to the second
 
 
-class PendingAcks:
-    """Finished jobs whose ``LREM`` has not reached Redis yet, by working list (a fetcher has one per queue in the
-    queue layout, else one), and the thread that sends them if no fetch does."""
+def send_acks(redis: Any, ledger: Ledger) -> None:
+    """Every finished job of ``ledger`` off its working lists, in one round trip (call holding ``ledger.writing``):
+    per list its trim first (an ``LREM`` scans from the old end: it must not meet an entry the trim counted), then
+    the jobs finished out of order. What Redis refused stays pending (the error is raised); a list not as the ledger
+    says makes it unsure, and the next fetch reconciles the lists. Unsure already: nothing is sent (the
+    reconciliation compares every entry)."""
+    if ledger.unsure:
+        return
+    commands: list[Any] = []
+    sent: list[tuple[str, Entry | None]] = []  # per command: (list, None for its trim or the entry of an LREM)
+    for key in ledger.lists:
+        count, newest = ledger.take_cut(key)
+        if count:
+            commands.append(trim_command(key, count, newest))
+            sent.append((key, None))
+        for late in ledger.late(key):
+            commands.append(("LREM", key, -1, late.job))
+            sent.append((key, late))
+    if not commands:
+        return
+    try:
+        replies = kiq.ext.run_pipeline(redis, commands, raise_on_error=False)
+    except BaseException:
+        # not sent, or sent with the replies lost: sent again later (a trim already done then finds its newest
+        # entry gone, cuts nothing and makes the ledger unsure; an LREM already done finds nothing, the same)
+        for key in dict.fromkeys(key for key, entry in sent if entry is None):
+            ledger.restore(key)
+        ledger.unsure = ledger.unsure or any(entry is not None for _, entry in sent)  # LREMs done, maybe
+        raise
+    refused: Exception | None = None
+    for (key, entry), reply in zip(sent, replies, strict=True):
+        if isinstance(reply, Exception):
+            refused = refused or reply
+            if entry is None:
+                ledger.restore(key)  # a script refused runs nothing
+            else:
+                ledger.unsure = True  # a refused LREM's entry is no longer counted by a trim: compare
+        elif entry is None:
+            if reply < 0:
+                ledger.unsure = True  # the list is not as the ledger says
+            else:
+                ledger.confirm(key)
+        elif reply == 1:
+            ledger.removed(key, entry.job, finished=True, entry=entry)
+        else:
+            ledger.unsure = True
+    if refused is not None:
+        raise refused
 
-    def __init__(self, redis: Any, working_keys: Iterable[str], delay: float = ACK_DELAY, name: str = "") -> None:
+
+class AckSender:
+    """The thread that sends the acknowledgements no fetch carried within ``delay``."""
+
+    def __init__(self, redis: Any, ledger: Ledger, delay: float = ACK_DELAY, name: str = "") -> None:
         self.redis = redis
+        self.ledger = ledger
         self.name = name
         self.delay = delay
-        # appended by the job threads without a lock (the hand-off engine's lock is busy enough), taken by whoever
-        # sends them next: a fetch, the sender thread, a heartbeat or the close; one deque per list, all made here
-        self._jobs: dict[str, deque[str]] = {key: deque() for key in working_keys}
         self._due = threading.Event()
-        # held while acknowledgements are taken and sent by anyone but a fetch (and by a reconciliation, which must
-        # see every finished job either pending or gone from the list: inflight.py)
-        self.sending = threading.Lock()
         self._stopped = False
         self._sender: threading.Thread | None = None
         self._start_lock = threading.Lock()
 
-    def add(self, working_key: str, job: str) -> None:
-        self._jobs[working_key].append(job)
+    def due(self) -> None:
+        """A job finished: send it within ``delay`` unless a fetch carries it first."""
         if self._sender is None:
             self._start()
-        # set already: the sender's next pass takes this one too (it clears the flag before it takes the acks)
+        # set already: the sender's next pass takes this one too (it clears the flag before it sends)
         if not self._due.is_set():
             self._due.set()  # a lock and a notify: skipped on the busy path, where it is almost always set
 
-    def take(self, working_key: str) -> list[str]:
-        """The pending acknowledgements of a list, taken: a fetch (without ``sending``) and the sender may take at
-        once; each ``popleft`` is atomic, so every job is taken by exactly one of them."""
-        jobs = self._jobs[working_key]
-        taken: list[str] = []
-        for _ in range(len(jobs)):  # one appended meanwhile stays for the next taker
-            try:
-                taken.append(jobs.popleft())
-            except IndexError:  # the other taker emptied it first
-                break
-        return taken
-
-    def take_all(self) -> dict[str, list[str]]:
-        return {key: jobs for key in self._jobs if (jobs := self.take(key))}
-
-    def pending(self) -> list[tuple[str, str]]:
-        """(working list, job) of every acknowledgement not sent yet."""
-        # list(deque): one C call under the GIL, appends cannot interleave
-        return [(key, job) for key, jobs in self._jobs.items() for job in list(jobs)]
-
-    def restore(self, working_key: str, jobs: list[str]) -> None:
-        """Give back acknowledgements that could not be sent (an ``LREM`` of a job already gone is a no-op)."""
-        self._jobs[working_key].extendleft(reversed(jobs))
-
-    def send(self, jobs: dict[str, list[str]]) -> None:
-        """One round trip for all of ``jobs`` (by working list); on an error they are pending again and the error
-        is raised."""
-        if not jobs:
-            return
-        try:
-            pipe = self.redis.pipeline(transaction=False)  # on a cluster, one per node the lists are on
-            for key, listed in jobs.items():
-                for job in listed:
-                    pipe.lrem(key, -1, job)
-            pipe.execute()
-        except BaseException:
-            for key, listed in jobs.items():
-                self.restore(key, listed)
-            raise
-
     def flush(self) -> None:
-        with self.sending:
-            self.send(self.take_all())
+        with self.ledger.writing:
+            send_acks(self.redis, self.ledger)
 
     def stop(self, timeout: float = 2.0) -> None:
         """The sender thread ends (the caller sends what is left)."""
@@ -123,7 +129,7 @@ class PendingAcks:
             self._due.clear()  # an acknowledgement added from here on sets it again: the next pass sends it
             try:
                 self.flush()
-            except Exception as exc:  # the sender outlives any error; the jobs stay pending
+            except Exception as exc:  # the sender outlives any error; the jobs stay listed, the fetch reconciles
                 if failing is None:
                     # an unreachable Redis is the worker's outage, logged once by its fetch: not a line more here
                     level = logging.DEBUG if isinstance(exc, kiq.ext.UNREACHABLE) else logging.WARNING

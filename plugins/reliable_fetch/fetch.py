@@ -9,23 +9,24 @@ Speed without giving up the guarantee:
 - one Lua call, on the fetching thread's own connection, moves one job for each idle thread (at most
   ``reliable_batch_size``), handed out by ``kiq.ext.BatchFetch``: a process never holds more jobs than it has
   idle threads, so it does not sit on jobs that idle processes could run;
-- acknowledgements ride along with the next fetch under load (one round trip for both; the oldest finished jobs
-  leave the list in one ``LTRIM``: scripts.py); whatever no fetch carried within ``ACK_DELAY`` (an idle worker
-  blocked in ``BLMOVE``, every thread on a long job) is sent by the acknowledgement thread (acks.py), so a finished
-  job leaves the working list within ``ACK_DELAY`` plus a round trip, and only a kill in that instant can run it
-  again (and count it as interrupted);
-- a fetch whose reply may have been lost (a broken connection, a timeout: Redis killed mid-call) makes the next
-  fetch reconcile the working list with the jobs this fetcher knows it holds (inflight.py), so a job Redis moved
-  for it is not stranded there until the worker stops.
+- a finished job leaves by count, not by comparing strings: this process is its working lists' only writer, so
+  its ledger (ledger.py) knows their order, and the finished oldest entries leave with one ``LTRIM`` that rides
+  along with the next fetch under load (one round trip for both); whatever no fetch carried within ``ACK_DELAY``
+  (an idle worker blocked in ``BLMOVE``, every thread on a long job) is sent by the acknowledgement thread (acks.py),
+  so a finished job leaves the working list within ``ACK_DELAY`` plus a round trip, and only a kill in that
+  instant can run it again (and count it as interrupted);
+- a command whose reply may have been lost (a broken connection, a timeout: Redis killed mid-call) makes the next
+  fetch reconcile the working lists with the ledger by comparing strings (reconcile.py), so a job Redis moved for
+  it is not stranded there until the worker stops, and the ledger knows the order again.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from redis import exceptions as redis_errors
 
@@ -33,62 +34,18 @@ import kiq
 import kiq.ext
 
 from . import scripts
-from .acks import PendingAcks
-from .inflight import InFlight, reconcile
-from .keys import JobList, alive_key, liveness_ttl_ms, working_key
+from .acks import AckSender
+from .keys import JobList, queue_list_name, working_key
+from .ledger import Entry, Ledger
+from .liveness import Liveness
+from .reconcile import reconcile
 from .recovery import put_back, recover_orphans
+from .waiting import Moved, ParkedMoves
 
 log = logging.getLogger("kiq.reliable_fetch")
 
 BLOCK_SECONDS = 1.0  # the longest retrieve_work waits for a job, so that a stop is prompt
 IDLE_BACKOFF = (0.05, 0.5)  # with several queues all empty: sleep, doubling from the first to the second value
-
-
-class Liveness:
-    """A process's liveness key (``kiq:alive:<identity>``), shared by the fetchers of its capsules: refreshed by
-    each, deleted when the last one closes. The plugin keeps one per process.
-
-    Why a fetch refreshes it: recovery claims a working list only once its owner's key is gone, so the key must
-    outlive every job that enters the list, or a live process's running jobs would be run again. The key is in
-    kiq's shared slot and, in the queue layout, the working lists are not, so the fetch cannot refresh it in its
-    own script; a fetch refreshes it in a command of its own, before it moves jobs, whenever a tenth of its TTL
-    has passed since the last refresh was sent. A refresh sets the expiry to at least (its sending + TTL), and the
-    move is sent only after its reply: a job enters a working list with 90 % of the TTL still ahead of the key, as
-    when both were in one script, unless that thread stalls for most of a TTL between the two commands (then, as
-    for any process whose heartbeat stalls that long, its jobs may run twice: never lost). Recovery, which moves
-    jobs back to their queues, is what at-least-once rests on; the liveness key only keeps it off live processes.
-    """
-
-    def __init__(self, config: kiq.Config, identity: str) -> None:
-        keys = kiq.ext.keyspace(config.redis)
-        self.key = keys.key(alive_key(identity))
-        self._keys = scripts.ALIVE.keys(keys, identity)
-        self.ttl_ms = liveness_ttl_ms(config)
-        self._script = config.redis.register_script(scripts.ALIVE.source)
-        self._users = 0
-        self._lock = threading.Lock()
-        self._refreshed = -float("inf")  # time.monotonic() of the last refresh sent
-
-    def join(self) -> None:
-        with self._lock:
-            self._users += 1
-        self.refresh()  # before the first job enters a working list
-
-    def refresh(self) -> None:
-        self._refreshed = time.monotonic()  # before sending: the key expires no sooner than this plus its TTL
-        self._script(keys=self._keys, args=[self.ttl_ms])
-
-    def refresh_if_due(self) -> None:
-        """Before a fetch: refresh the key once a tenth of its TTL has passed since the last refresh (not a
-        round trip per fetch; the heartbeat refreshes it too)."""
-        if time.monotonic() - self._refreshed >= self.ttl_ms / 10_000:
-            self.refresh()
-
-    def leave(self) -> bool:
-        """True when the caller was the last user (and should delete the key)."""
-        with self._lock:
-            self._users -= 1
-            return self._users == 0
 
 
 @dataclass(eq=False, slots=True)
@@ -124,19 +81,29 @@ class ReliableFetch(kiq.ext.BatchFetch):
         self.keys = kiq.ext.keyspace(self.redis)
         self.working = working_key(capsule.identity, capsule.name)  # the name of its working lists
         # queue name -> the list its jobs wait in (one for all but in the queue layout) and that list's key
-        self.lists = {name: JobList.beside(self.keys, self.working, name) for name, _ in capsule.queues}
+        # (standalone, several queues: one list per queue, as each has a move parked on it: waiting.py)
+        per_queue = not self.keys.cluster and len(capsule.queues) > 1
+        self.lists = {
+            name: JobList(queue_list_name(self.working, name), None)
+            if per_queue
+            else JobList.beside(self.keys, self.working, name)
+            for name, _ in capsule.queues
+        }
         self._working_keys = {name: job_list.key(self.keys) for name, job_list in self.lists.items()}
         self.order = capsule.queue_order()  # the paused queues left out
         self.source = capsule.job_source()  # a plugin's (kiq_job_source, e.g. job groups), or None: the queues' lists
         self._batch_size: int = config.get("reliable_batch_size")  # a ConfigError without the plugin
         self.liveness = liveness or Liveness(config, capsule.identity)
-        self._requeue_script = self.redis.register_script(scripts.REQUEUE.source)
-        # finished jobs whose LREM is not sent yet
-        self.acks = PendingAcks(self.redis, self._working_keys.values(), name=capsule.name)
-        self.in_flight = InFlight()  # fetched, not yet acknowledged or requeued
+        # the order of the working lists and which of their jobs are finished (a job leaves by count)
+        self.ledger = Ledger(dict.fromkeys(self._working_keys.values()))
+        self.acks = AckSender(self.redis, self.ledger, name=capsule.name)
         self._acks_at_once = False  # no fetch is coming to carry them (quiet, closing)
         self._idle = kiq.ext.Backoff(*IDLE_BACKOFF)
         self._out_of_memory = False  # Redis refused BLMOVE at maxmemory: poll instead of blocking
+        # the last fetch left the queues empty (a job came by blocking with none behind it, or a batch took fewer
+        # than asked): the next fetch blocks at once, with no empty script before
+        self._drained = False
+        self._waits = None if self.keys.cluster else ParkedMoves(self.redis)
         self.liveness.join()
 
     # -- the fetcher seam ------------------------------------------------------------------------------
@@ -148,36 +115,25 @@ class ReliableFetch(kiq.ext.BatchFetch):
         return ReliableUnit(self, fetched[0], fetched[1], self._working_keys[fetched[0]])
 
     def acknowledge(self, unit: ReliableUnit) -> None:
-        self.acks.add(unit.working_key, unit.job)  # sent with the next fetch, or by the acknowledgement thread
-        # after: a reconciliation finds it in one or the other (inflight.py)
-        self.in_flight.discard((unit.working_key, unit.job))
-        if self._acks_at_once:  # no fetch is coming: send it now (with any other still waiting)
-            self.flush_acks()
+        # sent with the next fetch, or by the acknowledgement thread
+        if self.ledger.finish(unit.working_key, unit.job):
+            if self._acks_at_once:  # no fetch is coming: send it now (with any other still waiting)
+                self.flush_acks()
+            else:
+                self.acks.due()
 
     def requeue(self, unit: ReliableUnit) -> None:
         """Back to the fetch end of its queue (it runs next), if it is still ours."""
-        keys = scripts.REQUEUE.keys(self.keys, self.working, unit.queue_name)
-        try:
-            self._requeue_script(keys=keys, args=[unit.job, "front"])
-        except kiq.ext.UNREACHABLE:
-            self.in_flight.unsure = True  # still listed, maybe: the next fetch puts it back if so
-            raise
-        finally:
-            self.in_flight.discard((unit.working_key, unit.job))  # after the requeue: it left the list first
+        self._requeue([unit])
 
     def bulk_requeue(self, units: Sequence[kiq.ext.UnitOfWork]) -> None:
         """Give the in-flight ``units`` back to the fetch end of their queues (a stop ran out of time)."""
         if not units:
             return
-        # the last pushed runs first: the in-flight ones newest first
-        commands = [scripts.requeue_command(self.keys, self.working, unit.queue_name, unit.job, "front")
-                    for unit in reversed(units)]  # fmt: skip
         try:
-            kiq.ext.run_pipeline(self.redis, commands)
+            self._requeue([cast(ReliableUnit, unit) for unit in units])
         except redis_errors.RedisError as exc:
             log.error("could not requeue %d running jobs (%s); they stay in %s", len(units), exc, self.working)
-        for unit in units:
-            self.in_flight.discard((self._working_keys[unit.queue_name], unit.job))
 
     def close(self, timeout: float = 3 * BLOCK_SECONDS) -> None:
         """Stop for good: pending acknowledgements are sent, any job still listed goes back to its queue, and the
@@ -189,10 +145,15 @@ class ReliableFetch(kiq.ext.BatchFetch):
         # leaves its jobs in the working list, which the put_back below returns)
         super().close(timeout)
         self.acks.stop()
-        acks = self.acks.take_all()
         last = self.liveness.leave()
         try:
-            self.acks.send(acks)
+            if self._waits is not None:
+                self._waits.close()  # what a parked move brought is listed: put back below
+            try:
+                self.flush_acks()
+            finally:
+                if self.ledger.unsure:  # the finished ones leave, by comparing strings
+                    reconcile(self)
             # anything still listed was handed to a thread and not finished: better twice than never
             for job_list in dict.fromkeys(self.lists.values()):
                 put_back(self.config, job_list, count_interruption=False)
@@ -230,21 +191,21 @@ class ReliableFetch(kiq.ext.BatchFetch):
 
     # -- the round trip kiq.ext.BatchFetch hands out -------------------------------------------------------
     def pop(self, wanted: int, block: float) -> list[kiq.ext.Fetched]:
-        """The leader's fetch: first the reconciliation a lost reply calls for, then the jobs, each one known
-        (``in_flight``) before any thread can take it."""
-        if self.in_flight.unsure:
+        """The leader's fetch: first the reconciliation a lost reply calls for, then the jobs, each one in the ledger
+        before any thread can take it."""
+        if self.ledger.unsure:
             reconcile(self)
         broken = self.connection.broken
         try:
             fetched = self._move(wanted, block)
         except kiq.ext.UNREACHABLE:
-            self.in_flight.unsure = True
+            self.ledger.unsure = True
             raise
         if self.connection.broken != broken:  # sent again on a new connection: the first may have moved jobs
-            self.in_flight.unsure = True
+            self.ledger.unsure = True
         if fetched:
             working = self._working_keys
-            self.in_flight.add((working[queue], job) for queue, job in fetched)
+            self.ledger.fetched((working[queue], job) for queue, job in fetched)
         return fetched
 
     # -- internals -------------------------------------------------------------------------------------
@@ -254,17 +215,33 @@ class ReliableFetch(kiq.ext.BatchFetch):
             self.liveness.refresh_if_due()  # before any job can enter a working list (Liveness)
         if self.source is not None:
             return self._move_from_source(order, min(wanted, self._batch_size), block)
-        for group in self.order.groups(order):  # one script per slot (a single group but in the queue layout)
-            reply = self._move_from(group, min(wanted, self._batch_size))
-            if reply:
-                self._idle.reset()
-                self._out_of_memory = False  # try blocking again the next time the queue is empty
-                return kiq.ext.popped_jobs(reply, self.keys)
+        waits = self._waits
+        if waits is not None:
+            if self._drained and block >= self.min_block and not self._out_of_memory:
+                return self._wait(order, block)  # light load: a job came by blocking, none behind it: block again
+            try:  # before a script: no move under way into the lists it pushes to
+                if jobs := self._landed(waits.end()):
+                    return jobs
+            except BaseException:
+                self.ledger.unsure = True  # a move's reply may be lost
+                raise
+        with self.ledger.writing:  # the fetch may carry a trim
+            asked = min(wanted, self._batch_size)
+            for group in self.order.groups(order):  # one script per slot (a single group but in the queue layout)
+                reply = self._move_from(group, asked)
+                if reply:
+                    self._idle.reset()
+                    self._out_of_memory = False  # try blocking again the next time the queue is empty
+                    jobs = kiq.ext.popped_jobs(reply, self.keys)
+                    self._drained = len(jobs) < asked  # fewer than asked: the queues are empty now
+                    return jobs
         if block < self.min_block:
             return []
+        if waits is not None and order and not self._out_of_memory:
+            return self._wait(order, block)
         queues = self.order.distinct
         if len(queues) == 1 and not self._out_of_memory:
-            # a single queue: block inside Redis (there is no other queue this could starve)
+            # a single queue on a cluster: block inside Redis (there is no other queue this could starve)
             name = self.keys.queue_name(queues[0])
             timeout = round(min(block, BLOCK_SECONDS), 3)
             try:
@@ -272,13 +249,10 @@ class ReliableFetch(kiq.ext.BatchFetch):
                     "BLMOVE", queues[0], self._working_keys[name], "RIGHT", "LEFT", timeout
                 )
             except redis_errors.OutOfMemoryError:
-                # at maxmemory Redis refuses BLMOVE up front even on an empty queue; the script still works
-                log.warning("Redis is out of memory (maxmemory): polling the queue instead of blocking on it")
-                self._out_of_memory = True
+                self._refused_at_maxmemory()
                 return []
             return [(name, job)] if job is not None else []
-        # several queues (or Redis out of memory): no Redis 6.2 command blocks on all of them and moves, so back
-        # off briefly
+        # several queues on a cluster (or Redis out of memory): back off briefly
         time.sleep(min(self._idle.next(), block))
         return []
 
@@ -301,17 +275,104 @@ class ReliableFetch(kiq.ext.BatchFetch):
         timeout = round(min(block, BLOCK_SECONDS), 3)
         return self.source.block(self.connection, names, timeout, [self._working_keys[name] for name in names])
 
+    def _wait(self, order: list[str], block: float) -> list[kiq.ext.Fetched]:
+        """Block on every queue of ``order`` at once (waiting.py) for up to ``block`` s."""
+        waits = self._waits
+        assert waits is not None
+        moves = [(key, self._working_keys[self.keys.queue_name(key)]) for key in order]
+        deadline = time.monotonic() + min(block, BLOCK_SECONDS)
+        try:
+            while (left := deadline - time.monotonic()) >= self.min_block:
+                if jobs := self._landed(waits.wait(moves, left)):
+                    return jobs
+            jobs = self._landed(waits.end())  # an empty wait leaves no move parked
+        except redis_errors.OutOfMemoryError:
+            self.ledger.unsure = True  # replies read with it may be lost: compare
+            self._refused_at_maxmemory()
+            return []
+        except BaseException:
+            self.ledger.unsure = True  # a move's reply may be lost
+            raise
+        self._drained = bool(jobs) and self._drained
+        return jobs
+
+    def _landed(self, landed: list[Moved]) -> list[kiq.ext.Fetched]:
+        """The jobs parked moves brought; with no backlog behind them, the next fetch blocks at once."""
+        jobs = [(self.keys.queue_name(moved.queue), moved.job) for moved in landed if moved.job is not None]
+        if jobs:
+            self._drained = not any(moved.backlog for moved in landed)
+        return jobs
+
+    def _refused_at_maxmemory(self) -> None:
+        # at maxmemory Redis refuses BLMOVE up front even on an empty queue; the script still works
+        log.warning("Redis is out of memory (maxmemory): polling the queue instead of blocking on it")
+        self._out_of_memory = True
+
     def _move_from(self, group: list[str], wanted: int) -> list[str | int]:
-        """One fetch script over the queues (keys) of one slot, carrying the acknowledgements of the first one's
-        working list (the other lists' wait for a fetch that starts with them, or for the acknowledgement thread)."""
+        """One fetch script over the queues (keys) of one slot, carrying the trim of the first one's working list
+        (the other lists' wait for a fetch that starts with them, or for the acknowledgement thread); its reply
+        without the trim's result. Called holding ``ledger.writing``."""
         names = [self.keys.queue_name(key) for key in group]
         working = self._working_keys[names[0]]
-        acks = self.acks.take(working)
+        if late := self.ledger.late_apart(working):
+            # jobs finished out of order leave before new ones come (a worker never lists more jobs than it has
+            # threads, at maxmemory too): plain LREMs, in one round trip
+            self._remove_late(working, late)
+        count, newest = self.ledger.take_cut(working)
         try:
-            reply: list[str | int] = self.connection.script(
-                scripts.FETCH.source, scripts.FETCH.keys(self.keys, self.working, names), [wanted, *acks]
-            )
-        except BaseException:
-            self.acks.restore(working, acks)
+            keys = [key for name in names for key in (self._working_keys[name], self.keys.queue(name))]
+            reply: list[str | int] = self.connection.script(scripts.FETCH.source, keys, [wanted, count, newest])
+        except redis_errors.ResponseError:
+            self.ledger.restore(working)  # refused before it ran (the trim is its last step)
             raise
-        return reply
+        except BaseException:
+            self.ledger.unsure = True  # the trim ran, maybe
+            raise
+        if reply[0] == -1:
+            self.ledger.unsure = True  # the list is not as the ledger says
+        elif count:
+            self.ledger.confirm(working)
+        return reply[1:]
+
+    def _remove_late(self, working: str, late: list[Entry]) -> None:
+        try:
+            replies = self.connection.pipeline(*[("LREM", working, -1, entry.job) for entry in late])
+        except BaseException:
+            self.ledger.unsure = True  # some removed, maybe
+            raise
+        for entry, removed in zip(late, replies, strict=True):
+            if removed:
+                self.ledger.removed(working, entry.job, finished=True, entry=entry)
+            else:
+                self.ledger.unsure = True
+
+    def _requeue(self, units: list[ReliableUnit]) -> None:
+        """Give ``units`` back to the fetch end of their queues, if they are still listed (the last pushed runs
+        first: the newest first), after the trims pending on their lists (an LREM must not meet an entry a trim
+        counted); one round trip."""
+        with self.ledger.writing:
+            commands: list[Any] = []
+            trims: list[str] = []
+            for key in dict.fromkeys(unit.working_key for unit in units):
+                count, newest = self.ledger.take_cut(key)
+                if count:
+                    commands.append(scripts.trim_command(key, count, newest))
+                    trims.append(key)
+            commands += [scripts.requeue_command(self.keys, self.lists[unit.queue_name].name, unit.queue_name,
+                                                 unit.job, "front") for unit in reversed(units)]  # fmt: skip
+            try:
+                replies = kiq.ext.run_pipeline(self.redis, commands)
+            except BaseException:
+                for unit in units:  # still listed, maybe: the next fetch puts each back if so
+                    self.ledger.forget(unit.working_key, unit.job)
+                raise
+            for key, reply in zip(trims, replies, strict=False):
+                if reply < 0:
+                    self.ledger.unsure = True
+                else:
+                    self.ledger.confirm(key)
+            for unit, moved in zip(reversed(units), replies[len(trims) :], strict=True):
+                if moved:
+                    self.ledger.removed(unit.working_key, unit.job, finished=False)
+                else:
+                    self.ledger.forget(unit.working_key, unit.job)  # not listed: the ledger was wrong

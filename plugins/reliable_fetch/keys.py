@@ -2,7 +2,8 @@
 
 Names (what a standalone server uses as they are; ``kiq.ext.keyspace`` turns them into a cluster's keys):
 
-- ``kiq:working:<identity>:<capsule>`` LIST: the jobs a process took from its queues and has not acknowledged.
+- ``kiq:working:<identity>:<capsule>`` LIST: the jobs a process took from its queues and has not acknowledged
+  (on a standalone Redis, a capsule of several queues has one per queue: ``kiq:working:<identity>:<capsule>~<queue>``).
 - ``kiq:recovering:<identity>`` LIST: orphaned jobs a live process has claimed and is putting back.
 - ``kiq:alive:<identity>`` STRING with a TTL: present while the process lives; refreshed by the heartbeat.
 - ``kiq:reliable:recovery-lease`` STRING with a TTL: one process recovers orphans per interval.
@@ -38,6 +39,13 @@ def working_key(identity: str, capsule: str) -> str:
     """The name of a capsule's working list (its key: ``JobList.key``)."""
     # the capsule is the last ``:`` part, so a ``:`` in its name would make the owner unreadable
     return f"{WORKING_PREFIX}{_plain(identity)}:{_plain(capsule).replace(':', '_')}"
+
+
+def queue_list_name(working: str, queue: str) -> str:
+    """The working list of one queue of a capsule (``<working>~<queue>``), where a standalone Redis keeps each queue's
+    jobs apart when a capsule serves several (each has its own blocking move: waiting.py). The queue is made
+    plain, as the capsule is, so the owner stays readable."""
+    return f"{working}~{_plain(queue).replace(':', '_')}"
 
 
 def recovering_key(identity: str) -> str:

@@ -3,7 +3,7 @@
 They touch list items as opaque strings (never cjson: re-encoding would turn ``[]`` into ``{}`` and round
 floats), and use Redis 6.2 commands at most (``RPOP key count``, ``LMOVE``).
 
-Each writes first what needs no memory (``PEXPIRE``, ``LREM``, ``LTRIM``, ``RPOP``) and only then what does.
+Each writes first what needs no memory (``PEXPIRE``, ``LREM``, ``RPOP``) and only then what does.
 When Redis is at ``maxmemory`` with ``noeviction`` it refuses commands that need memory (``LPUSH``, ``SET``...)
 only until a script has written, so these scripts, which free as much as they take (a job moves from one list to
 another: the fetch's ``LPUSH`` follows the ``RPOP`` that took those jobs), keep working then: a worker can drain
@@ -19,54 +19,80 @@ import kiq.ext
 
 from .keys import LEASE_KEY, alive_key
 
+
+def _cut(count: str, newest: str) -> str:
+    """Lua setting ``cut``: the trim by count (ledger.py) of the working list ``KEYS[1]``, removing its ``count``
+    oldest entries if the newest of them is ``newest`` (one LINDEX: one job string into Lua per trim, not one per
+    job); how many it cut, or -1 when the list is not what the fetcher's ledger says (it then reconciles by
+    comparing strings)."""
+    return f"""
+local cut = 0
+local count = tonumber({count})
+if count > 0 then
+  if redis.call('LINDEX', KEYS[1], -count) == {newest} then
+    redis.call('LTRIM', KEYS[1], 0, -count - 1)
+    cut = count
+  else
+    cut = -1
+  end
+end
+"""
+
+
 # KEYS: (working list, queue) pairs in fetch order, all in one slot: in the queue layout each queue has its own
 # working list beside it (standalone and ``slots = "one"``: one list, the same in every pair).
-# ARGV: max jobs, then finished jobs to remove from the first working list before (one round trip for both).
-# Returns kiq.ext.pop_script's reply (per queue: its key, how many, its jobs, oldest first).
+# ARGV: max jobs, then the trim of the first working list: how many oldest entries, the newest of them.
+# Returns the trim's result (``_cut``), then kiq.ext.pop_script's reply (per queue: its key, how many, its jobs, oldest
+# first).
+# Safe while a cluster migrates the slot: Redis checks the declared keys before the script runs (one missing in a
+# migrating slot: ASK or TRYAGAIN, the script does not run and is sent again), and inside it each RPOP is followed
+# by its LPUSH into a working list that exists, because the trim, which may empty that list, comes last. (A trim
+# first could delete the list, and the LPUSH into a key missing in a migrating slot is refused as "non local":
+# jobs popped and never pushed.) At maxmemory the RPOP (which needs no memory) writes first, so the LPUSH is let
+# through, as the jobs move from one list to another.
 # The liveness key is refreshed by a command of its own when due, before the fetch (fetch.py, Liveness): it lives in
 # kiq's shared slot, which is not the queues' in the queue layout.
-# The acknowledgements cost two commands, not one LREM each: jobs mostly finish in the order they were fetched, so
-# most finished ones are the oldest of the list (its right end); those are cut off with one LTRIM after one LRANGE
-# of as many entries has shown which they are (compared as a multiset: identical payloads are distinct units), and
-# only the others, finished out of order, take an LREM each. An LTRIM removes nothing but the entries it compared.
 FETCH = kiq.ext.lua_script(
     "reliable_fetch.fetch",
-    kiq.ext.pop_script(
-        first_queue_key=2,
-        paired=True,
-        before="""
-local acks = #ARGV - 1
-if acks > 0 then
-  local pending = {}
-  for i = 2, #ARGV do
-    pending[ARGV[i]] = (pending[ARGV[i]] or 0) + 1
-  end
-  local oldest = redis.call('LRANGE', KEYS[1], -acks, -1)
-  local trimmed = 0
-  for i = #oldest, 1, -1 do
-    local left = pending[oldest[i]]
-    if not left or left == 0 then break end
-    pending[oldest[i]] = left - 1
-    trimmed = trimmed + 1
-  end
-  if trimmed > 0 then
-    redis.call('LTRIM', KEYS[1], 0, -trimmed - 1)
-  end
-  if trimmed < acks then
-    for i = 2, #ARGV do
-      local left = pending[ARGV[i]]
-      if left > 0 then
-        redis.call('LREM', KEYS[1], -left, ARGV[i])
-        pending[ARGV[i]] = 0
-      end
+    """
+local wanted = tonumber(ARGV[1])
+local fetched = {0}
+for i = 2, #KEYS, 2 do
+  local jobs = redis.call('RPOP', KEYS[i], wanted)
+  if jobs then
+    redis.call('LPUSH', KEYS[i - 1], unpack(jobs))
+    fetched[#fetched + 1] = KEYS[i]
+    fetched[#fetched + 1] = #jobs
+    for _, job in ipairs(jobs) do
+      fetched[#fetched + 1] = job
     end
+    wanted = wanted - #jobs
+    if wanted == 0 then break end
   end
-end""",
-    ),
+end
+"""
+    + _cut("ARGV[2]", "ARGV[3]")
+    + """
+fetched[1] = cut
+return fetched
+""",
     lambda keys, working, queues: [
         key for queue in queues for key in (keys.beside_queue(queue, working), keys.queue(queue))
     ],
 )
+
+# KEYS: a working list. ARGV: how many oldest entries to trim, the newest of them. Returns ``_cut``'s result.
+TRIM = kiq.ext.lua_script(
+    "reliable_fetch.trim",
+    _cut("ARGV[1]", "ARGV[2]") + "return cut\n",
+    lambda keys, queue, working: [keys.beside_queue(queue, working)],
+)
+
+
+def trim_command(key: str, count: int, newest: str) -> list[Any]:
+    """``TRIM`` of list ``key`` for ``kiq.ext.run_pipeline`` (an ``EVAL``: see ``requeue_command``)."""
+    return ["EVAL", TRIM.source, 1, key, count, newest]
+
 
 # KEYS: liveness key. ARGV: its TTL in ms. Creates or refreshes it.
 ALIVE = kiq.ext.lua_script(

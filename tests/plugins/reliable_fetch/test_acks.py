@@ -15,8 +15,9 @@ import redis
 import kiq
 import kiq.ext
 from kiq.embedded import EmbeddedRedis
-from kiq.plugins.reliable_fetch.acks import PendingAcks
+from kiq.plugins.reliable_fetch.acks import AckSender
 from kiq.plugins.reliable_fetch.keys import alive_key, working_key
+from kiq.plugins.reliable_fetch.ledger import Ledger
 from tests.jobs.reliable import DONE, RUNS_BY_JID, Tick
 from tests.support import WorkerProcess, identity_of, wait_until
 
@@ -69,13 +70,17 @@ def test_acknowledgements_redis_refuses_are_kept_and_sent_once_it_is_back(
     client = redis.Redis.from_url(server.ensure_running(), decode_responses=True)
     key = working_key("host:1:bbbbbbbbbbbb", "default")
     client.lpush(key, "job-1", "job-2", "job-3")  # job-3 still runs
-    acks = PendingAcks(client, [key], delay=0.01)
+    ledger = Ledger([key])
+    ledger.fetched((key, job) for job in ("job-1", "job-2", "job-3"))
+    acks = AckSender(client, ledger, delay=0.01)
     caplog.set_level(logging.DEBUG, logger="kiq.reliable_fetch")  # unreachable: DEBUG, the fetch logs the outage
     try:
         server.stop()  # the list is saved with the server (append-only file)
-        acks.add(key, "job-1")
+        ledger.finish(key, "job-1")
+        acks.due()
         wait_until(lambda: "could not send acknowledgements" in caplog.text, 10, message="the outage warning")
-        acks.add(key, "job-2")
+        ledger.finish(key, "job-2")
+        acks.due()
         server.ensure_running()
         wait_until(lambda: "reaching Redis again" in caplog.text, 20, message="the recovery message")
         assert client.lrange(key, 0, -1) == ["job-3"]  # both sent, none dropped
@@ -91,32 +96,44 @@ def test_acknowledgements_redis_refuses_are_kept_and_sent_once_it_is_back(
         server.stop()
 
 
-def test_two_takers_at_once_take_every_acknowledgement_exactly_once() -> None:
-    """A fetch takes acknowledgements without the sender's lock: the two racing must neither fail (an empty deque)
-    nor drop one (a job whose acknowledgement is lost would run again)."""
-    import threading
+def test_the_ledger_keeps_the_order_of_a_working_list_through_acks_out_of_order_requeues_and_twins(
+    r: redis.Redis,
+) -> None:
+    """Finished jobs leave by count when they are the oldest, by LREM when an older one runs, a requeue takes the
+    oldest equal entry: after any mix of these (identical payloads included), the list holds exactly the jobs
+    still running, and the ledger's trims cut nothing else."""
+    import random
 
-    acks = PendingAcks(None, ["working"])
-    acks._sender = threading.current_thread()  # no sender thread: the test's threads are the takers
-    taken: list[list[str]] = [[], []]
-    errors: list[BaseException] = []
-    stop = threading.Event()
+    from kiq.plugins.reliable_fetch import scripts
+    from kiq.plugins.reliable_fetch.acks import send_acks
 
-    def taker(index: int) -> None:
-        try:
-            while not stop.is_set() or acks.pending():
-                taken[index] += acks.take("working")
-        except BaseException as exc:  # the failure this test looks for
-            errors.append(exc)
-
-    threads = [threading.Thread(target=taker, args=(index,)) for index in (0, 1)]
-    for thread in threads:
-        thread.start()
-    added = [f"job-{n}" for n in range(200_000)]
-    for job in added:
-        acks._jobs["working"].append(job)
-    stop.set()
-    for thread in threads:
-        thread.join(30)
-    assert errors == []
-    assert sorted(taken[0] + taken[1]) == sorted(added)
+    key = working_key("host:1:cccccccccccc", "default")
+    ledger = Ledger([key])
+    rng = random.Random(43)
+    running: list[str] = []  # the units in hand (a multiset of payloads)
+    for step in range(400):
+        action = rng.random()
+        if action < 0.4 or not running:
+            jobs = [f"job-{rng.randrange(8)}" for _ in range(rng.randrange(1, 4))]  # twins are frequent
+            r.lpush(key, *jobs)
+            ledger.fetched((key, job) for job in jobs)
+            running += jobs
+        elif action < 0.85:
+            job = running.pop(rng.randrange(len(running)))
+            ledger.finish(key, job)
+        else:
+            job = running.pop(rng.randrange(len(running)))
+            count, newest = ledger.take_cut(key)
+            commands = [scripts.trim_command(key, count, newest)] if count else []
+            commands.append(scripts.requeue_command(kiq.ext.keyspace(r), key, "default", job, "front"))
+            replies = kiq.ext.run_pipeline(r, commands)
+            if count:
+                assert replies[0] == count
+                ledger.confirm(key)
+            assert replies[-1] == 1
+            ledger.removed(key, job, finished=False)
+        if rng.random() < 0.3:
+            send_acks(r, ledger)
+        assert not ledger.unsure, step
+    send_acks(r, ledger)
+    assert sorted(r.lrange(key, 0, -1)) == sorted(running)

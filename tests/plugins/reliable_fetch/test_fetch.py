@@ -87,30 +87,48 @@ def test_an_acknowledgement_rides_on_the_next_fetch(make_fetch: MakeFetch, r: re
 
 
 @pytest.mark.parametrize(
-    ("listed", "acknowledged", "left"),
+    ("listed", "count", "newest", "left", "cut"),
     [
-        (["j5", "j4", "j3", "j2", "j1"], ["j1", "j2"], ["j5", "j4", "j3"]),  # the oldest: one LTRIM
-        (["j5", "j4", "j3", "j2", "j1"], ["j2", "j1", "j4"], ["j5", "j3"]),  # one finished out of order
-        (["j3", "j2", "j1"], ["j3"], ["j2", "j1"]),  # only the newest
-        (["d", "x", "d"], ["d"], ["d", "x"]),  # identical payloads are distinct units: one goes
-        (["d", "x", "d"], ["d", "d"], ["x"]),
-        (["j2", "j1"], ["gone", "j1"], ["j2"]),  # one no longer listed (requeued meanwhile): nothing else goes
-        (["j1"], ["j1", "j1"], []),  # acknowledged twice: the one listed goes, nothing breaks
+        (["j5", "j4", "j3", "j2", "j1"], 2, "j2", ["j5", "j4", "j3"], 2),  # the two oldest: one LTRIM
+        (["j3", "j2", "j1"], 3, "j3", [], 3),  # all of them
+        (["j3", "j2", "j1"], 0, "", ["j3", "j2", "j1"], 0),  # nothing finished
+        (["j3", "j2", "j1"], 2, "j1", ["j3", "j2", "j1"], -1),  # not the list the ledger knows: nothing is cut
+        (["j1"], 2, "j1", ["j1"], -1),  # shorter than the ledger says (recovered meanwhile): nothing is cut
     ],
 )
-def test_the_fetch_script_removes_exactly_the_acknowledged_jobs(
-    r: redis.Redis, listed: list[str], acknowledged: list[str], left: list[str]
+def test_the_fetch_script_trims_the_finished_oldest_jobs_by_count_only_from_the_list_the_ledger_knows(
+    r: redis.Redis, listed: list[str], count: int, newest: str, left: list[str], cut: int
 ) -> None:
-    """The fetch script takes the acknowledged jobs off the old end in one LTRIM when they are the oldest, and by
-    LREM otherwise: never a job that was not acknowledged, one entry per acknowledgement."""
+    """The fetch script cuts the finished oldest jobs by count, after checking only the newest of them: never a job
+    of a list that is not the one the fetcher's ledger knows (a -1 then makes it compare strings)."""
     from kiq.plugins.reliable_fetch import scripts
 
     r.rpush(WORKING, *listed)  # newest first, as the fetch's LPUSH leaves them
     keys = scripts.FETCH.keys(kiq.ext.keyspace(r), WORKING, ["default"])
     assert keys == [WORKING, "queue:default"]  # standalone: Sidekiq's names
-    fetched = r.eval(scripts.FETCH.source, len(keys), *keys, 1, *acknowledged)
-    assert fetched == []  # the queue is empty
+    fetched = r.eval(scripts.FETCH.source, len(keys), *keys, 1, count, newest)
+    assert fetched == [cut]  # the queue is empty
     assert r.lrange(WORKING, 0, -1) == left
+
+
+def test_the_fetch_script_trims_after_it_pushed(r: redis.Redis) -> None:
+    """The trim comes last: a trim that empties the working list cannot come before the push (on a cluster, a push
+    into a missing key of a slot being migrated is refused after the pop: issue 42)."""
+    from kiq.plugins.reliable_fetch import scripts
+
+    r.rpush(WORKING, "j1")
+    r.lpush("queue:default", "j2")
+    keys = scripts.FETCH.keys(kiq.ext.keyspace(r), WORKING, ["default"])
+    monitor = r.monitor()
+    with monitor:
+        r.eval(scripts.FETCH.source, len(keys), *keys, 5, 1, "j1")
+        commands = []
+        while not commands or commands[-1] != "ltrim":
+            command = monitor.next_command()["command"].split()[0].lower()
+            if command in ("rpop", "lpush", "ltrim"):
+                commands.append(command)
+    assert commands == ["rpop", "lpush", "ltrim"]
+    assert r.lrange(WORKING, 0, -1) == ["j2"]
 
 
 def test_a_fetch_refreshes_the_liveness_key_once_per_tenth_of_its_ttl(make_fetch: MakeFetch, r: redis.Redis) -> None:
@@ -226,6 +244,37 @@ def test_a_job_pushed_while_blocking_is_fetched(make_fetch: MakeFetch, r: redis.
     unit = got[0] or take(fetch)
     assert unit.job == jobs[0]
     assert r.lrange(WORKING, 0, -1) == [jobs[0]]
+
+
+def _append_work(fetch: ReliableFetch, got: list[ReliableUnit | None]) -> None:
+    got.append(fetch.retrieve_work())
+
+
+def test_a_job_pushed_to_any_of_several_empty_queues_wakes_the_fetch_at_once(
+    make_fetch: MakeFetch, r: redis.Redis
+) -> None:
+    """Several queues, all empty for a while: the fetch blocks on every one of them (it slept 50 ms doubling to
+    500 ms before, issue 43), so a job pushed to any, the last in the order too, is taken at once; each queue's jobs
+    wait in a working list of their own (the order of each is known to the ledger)."""
+    fetch = make_fetch([("critical", 0), ("default", 0), ("low", 0)])
+    fetch.block_seconds = 5.0
+    waits = []
+    for queue in ("low", "critical", "default", "low"):
+        assert short_block(fetch, 0.6).retrieve_work() is None  # idle past the old backoff's longest sleep
+        fetch.block_seconds = 5.0
+        got: list[ReliableUnit | None] = []
+        thread = threading.Thread(target=_append_work, args=(fetch, got))
+        thread.start()
+        time.sleep(0.3)  # blocking by now
+        started = time.monotonic()
+        [job] = push(r, queue, 1)
+        thread.join(5)
+        waits.append(time.monotonic() - started)
+        assert got and got[0] is not None and got[0].job == job
+        assert r.lrange(f"{WORKING}~{queue}", 0, -1) == [job]
+        got[0].acknowledge()
+    # the old backoff's waits were up to 500 ms each; generous for a loaded machine, far below that
+    assert sorted(waits)[len(waits) // 2] < 0.15, waits
 
 
 def test_concurrent_threads_get_distinct_jobs_and_nothing_is_hoarded(make_fetch: MakeFetch, r: redis.Redis) -> None:
