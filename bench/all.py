@@ -71,7 +71,19 @@ ROOT = Path(__file__).resolve().parent.parent
 TRACKING_URL = "postgresql+psycopg://kiq:kiq@127.0.0.1:5433/kiq"
 OVERHEAD_SCHEMA = "kiq_bench_overhead"  # tracking_overhead.py's tables, apart from the no-op run's (kiq_bench)
 QUICK_SYSTEMS = "kiq_basic,kiq_no_metrics,kiq_reliable,kiq_otel,kiq_tracking,kiq_batch,sidekiq"
-PARTS = ("noop", "io", "processes", "plugins", "tracking", "profile", "workflow", "cost", "cluster", "groups", "latency")
+PARTS = (
+    "noop",
+    "io",
+    "processes",
+    "plugins",
+    "tracking",
+    "profile",
+    "workflow",
+    "cost",
+    "cluster",
+    "groups",
+    "latency",
+)
 
 # the issue's targets (performance rounds 2 and 3; the cost ones are bench/cost.py's), and round 1's I/O ones
 LATENCY_IDLE_P99_MS = 2.0
