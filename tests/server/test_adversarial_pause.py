@@ -190,7 +190,8 @@ def test_garbage_in_the_paused_set_is_harmless_shown_escaped_and_can_be_unpaused
     shown = listing.stdout.decode()
     assert "\\xff\\xfe" in shown and "a\\x00b" in shown and "\\x1b]0;owned\\x07" in shown, shown
     assert "\x00" not in shown and "\x1b" not in shown and "\x07" not in shown, "control characters reach the terminal"
-    assert ENORMOUS in shown and "no-such-queue" in shown
+    assert "no-such-queue" in shown
+    assert ENORMOUS[:99] + "…" in shown and ENORMOUS not in shown  # cut to a cell (kiq.cli.output.MAX_CELL)
     as_json = kiq_cli(str(e2e_config.redis_url), "queues", "--json")
     assert as_json.returncode == 0 and b'"a\\u0000b"' in as_json.stdout, as_json.stderr
 
