@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import redis as redis_py
 
+from ..backoff import Backoff
 from ..client import Client
 from ..errors import InvalidJobError
 from ..failures import TRANSIENT
@@ -49,6 +50,7 @@ SETS = (RETRY, SCHEDULE)
 # close together are then moved by one pass, and N workers woken for each of a stream of due jobs do not query the
 # sets more than N / MIN_PASS_GAP times a second; a job is late by at most this much more.
 MIN_PASS_GAP = 0.05
+RETRY_BACKOFF = (0.5, 5.0)  # seconds before a pass that failed is tried again: the first pause and the cap
 
 # ARGV[1]: now. The first member of the set if it is due by now, removed; else {its score} (a string, as Redis
 # formats it), or nil when the set is empty.
@@ -199,6 +201,7 @@ class Poller:
         # pub/sub leaves the regular polls)
         self._listener.subscribed.wait(SUBSCRIBE_WAIT)
         regular_at = time.time()  # the first pass: learn each set's head
+        retry = Backoff(*RETRY_BACKOFF)
         last_pass = -math.inf
         while not self._done.is_set():
             self._woken.clear()  # before reading the heads: a message from here on cuts the wait short
@@ -208,9 +211,12 @@ class Poller:
                 earliest = min(self._heads.values())
             if now >= regular_at:
                 tick(name="poller", due_within=0.0, config=self.config)  # due now: the pass itself must end in time
-                self._step(self.enqueue_jobs, "enqueue_jobs")
-                self._step(self._cleanup, "_cleanup")
-                regular_at = time.time() + self._next_wait()
+                passed = self._step(self.enqueue_jobs, "enqueue_jobs") and self._step(self._cleanup, "_cleanup")
+                # after a failure (Redis away) the next pass comes as a fetch's retry would, not a poll interval
+                # later: due jobs go out soon after Redis is back, and the outage's end is told then
+                regular_at = time.time() + (self._next_wait() if passed else retry.next())
+                if passed:
+                    retry.reset()
                 last_pass = time.time()
                 continue
             if due and now - last_pass >= MIN_PASS_GAP:
@@ -223,14 +229,16 @@ class Poller:
             self._woken.wait(wait)
         tick(name="poller", due_within=None, config=self.config)
 
-    def _step(self, step: Callable[[], int], name: str) -> None:
+    def _step(self, step: Callable[[], int], name: str) -> bool:
+        """Run one step of a pass; whether it worked."""
         try:
             step()
         except Exception as exc:  # most likely Redis is unreachable: try again next time
             self._failed(exc, f"poller: {name}")
-        else:
-            if self.outage is not None and self.outage.down_since is not None:
-                self.outage.recovered("poller")
+            return False
+        if self.outage is not None and self.outage.down_since is not None:
+            self.outage.recovered("poller")
+        return True
 
     def _failed(self, exc: Exception, context: str) -> None:
         if self.outage is not None and isinstance(exc, TRANSIENT):
