@@ -148,5 +148,8 @@ def test_moving_slots_key_by_key_while_draining_and_pushing_loses_no_job(
     }
     assert not unfinished, f"workflows not succeeded: {unfinished}"
     assert migrations >= 4, "the slots hardly moved while the jobs ran"
-    assert "TTL exhausted" not in output, output
+    # redis-py's "TTL exhausted" only inside kiq's outage line: a fetch refused while its slot moves for more than 5 s
+    # (a slow migration under load) waits as in an outage, logged as one, and goes on
+    stray = [line for line in output.splitlines() if "TTL exhausted" in line and "is moving a slot" not in line]
+    assert not stray, output
     assert "lost" not in output and "Traceback" not in output, output
