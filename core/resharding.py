@@ -21,27 +21,43 @@ from typing import Any
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import ClusterPipeline, RedisCluster
 
+from .backoff import Backoff
 from .failures import SlotMigrating, migrating
 
 PATIENCE = 5.0  # seconds a command waits for a slot move to settle before its caller treats it as an outage
 FIRST_PAUSE, LONGEST_PAUSE = 0.01, 0.25  # seconds between two tries: doubled from the first up to the longest
 
 
+class Patience:
+    """One command's tries while its slot moves: the pauses of a ``Backoff`` for up to ``PATIENCE`` seconds."""
+
+    def __init__(self) -> None:
+        self.deadline = time.monotonic() + PATIENCE
+        self.backoff = Backoff(FIRST_PAUSE, LONGEST_PAUSE)
+
+    def pause_after(self, exc: Exception) -> float | None:
+        """The pause before sending the command again after ``exc``; None when ``exc`` is no slot move (the caller
+        raises it); ``SlotMigrating`` once the next try would come after ``PATIENCE``."""
+        if not migrating(exc):
+            return None
+        pause = self.backoff.next()
+        if time.monotonic() + pause > self.deadline:
+            raise SlotMigrating(f"a slot was still being moved after {PATIENCE:.0f} s: {exc}") from exc
+        return pause
+
+
 class ReshardingCluster(RedisCluster):
     """redis-py's cluster client, sending a command again while its slot is being moved (see the module)."""
 
     def execute_command(self, *args: Any, **kwargs: Any) -> Any:
-        deadline, pause = time.monotonic() + PATIENCE, FIRST_PAUSE
+        patience = Patience()
         while True:
             try:
                 return super().execute_command(*args, **kwargs)  # type: ignore[no-untyped-call]
             except Exception as exc:
-                if not migrating(exc):
+                if (pause := patience.pause_after(exc)) is None:
                     raise
-                if time.monotonic() + pause > deadline:
-                    raise _gave_up(exc) from exc
             time.sleep(pause)
-            pause = min(2 * pause, LONGEST_PAUSE)
 
     def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> Any:
         pipe = super().pipeline(transaction, shard_hint)  # type: ignore[no-untyped-call]
@@ -56,17 +72,14 @@ class ReshardingTransaction(ClusterPipeline):
 
     def execute(self, raise_on_error: bool = True) -> list[Any]:
         queued = [(command.args, command.options) for command in self._execution_strategy.command_queue]
-        deadline, pause = time.monotonic() + PATIENCE, FIRST_PAUSE
+        patience = Patience()
         while True:
             try:
                 return super().execute(raise_on_error)
             except Exception as exc:
-                if not migrating(exc):
+                if (pause := patience.pause_after(exc)) is None:
                     raise
-                if time.monotonic() + pause > deadline:
-                    raise _gave_up(exc) from exc
             time.sleep(pause)
-            pause = min(2 * pause, LONGEST_PAUSE)
             for args, options in queued:  # execute() emptied the pipeline: the same commands again
                 self.pipeline_execute_command(*args, **options)  # type: ignore[no-untyped-call]
 
@@ -75,18 +88,11 @@ class AsyncReshardingCluster(AsyncRedisCluster):
     """``ReshardingCluster`` for asyncio."""
 
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
-        deadline, pause = time.monotonic() + PATIENCE, FIRST_PAUSE
+        patience = Patience()
         while True:
             try:
                 return await super().execute_command(*args, **kwargs)
             except Exception as exc:
-                if not migrating(exc):
+                if (pause := patience.pause_after(exc)) is None:
                     raise
-                if time.monotonic() + pause > deadline:
-                    raise _gave_up(exc) from exc
             await asyncio.sleep(pause)
-            pause = min(2 * pause, LONGEST_PAUSE)
-
-
-def _gave_up(exc: Exception) -> SlotMigrating:
-    return SlotMigrating(f"a slot was still being moved after {PATIENCE:.0f} s: {exc}")
