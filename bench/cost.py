@@ -39,7 +39,7 @@ from typing import Any
 from bench import machine, processes, procs, pushes
 from bench.redis_server import RedisServer
 from bench.report import print_and_save, render_table
-from bench.runner import BenchError, Result, Runner, Settings, _cpu_seconds
+from bench.runner import BenchError, Result, Runner, Settings
 from bench.systems import System, Toolchain
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,7 +101,7 @@ def tree_cpu(root: int) -> float:
                 found = True
             except (OSError, ValueError, IndexError):
                 continue  # a thread that ended meanwhile
-    return total / 1e9 if found else _cpu_seconds(root)
+    return total / 1e9 if found else procs.cpu_seconds(root)
 
 
 def command_stats(info: dict[str, Any]) -> dict[str, tuple[int, float]]:

@@ -137,18 +137,6 @@ def run_rate(pusher: RawPusher, queues: tuple[str, ...], rate: float, seconds: f
     return total, time.perf_counter() - start
 
 
-def cpu_seconds(root: int) -> float:
-    ticks = 0
-    for pid in procs.tree(root):
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        ticks += int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
 def redis_cpu(server: RedisServer) -> float:
     info = server.client().info("cpu")
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
@@ -178,7 +166,7 @@ def measure(setup: Setup, args: argparse.Namespace, port: int, work: Path) -> li
         offset = warm_up(pusher, setup, out, worker)
         for row in rows:
             seconds = args.seconds if row.rate >= 1000 else max(args.seconds, 5.0)
-            worker_before, redis_before = cpu_seconds(worker.pid), redis_cpu(server)
+            worker_before, redis_before = procs.cpu_seconds(worker.pid), redis_cpu(server)
             row.jobs, took = run_rate(pusher, setup.queues, row.rate, seconds)
             row.reached = row.jobs / took
             deadline = time.monotonic() + 30
@@ -187,7 +175,7 @@ def measure(setup: Setup, args: argparse.Namespace, port: int, work: Path) -> li
                 time.sleep(0.05)
                 pusher.drain_replies()
                 values, end = lines(out, offset)
-            row.worker_us = (cpu_seconds(worker.pid) - worker_before) / row.jobs * 1e6
+            row.worker_us = (procs.cpu_seconds(worker.pid) - worker_before) / row.jobs * 1e6
             row.redis_us = (redis_cpu(server) - redis_before) / row.jobs * 1e6
             offset, row.ran = end, len(values)
             if values:

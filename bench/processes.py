@@ -25,10 +25,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import machine
+from bench import machine, procs
 from bench.redis_server import RedisServer
 from bench.report import machine_lines, render_table
-from bench.runner import BOOT_TIMEOUT, BenchError, Result, Runner, Settings, _cpu_seconds, _tail
+from bench.runner import BOOT_TIMEOUT, BenchError, Result, Runner, Settings, _tail
 from bench.systems import CONCURRENCY, System, Toolchain
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,9 +103,9 @@ def drain_once(runner: Runner, system: System, result: Result) -> None:
         _wait_processes(runner, worker, int(system.name[-1]), log_path)
         runner.redis.rename(STAGED, system.queue_key)
         started, _ = runner._wait_first_taken(system, worker, log_path)
-        cpu_before = _cpu_seconds(worker.pid)
+        cpu_before = procs.cpu_seconds(worker.pid)
         runner._clock_drain(system, worker, result, log_path, started)
-        cpu = _cpu_seconds(worker.pid) - cpu_before
+        cpu = procs.cpu_seconds(worker.pid) - cpu_before
         assert result.drain_rate is not None and result.drain_seconds
         result.drain_rates.append(result.drain_rate)
         result.cpu_us_per_job_runs.append(cpu / result.drain_seconds)  # here: cores kept busy over the drain

@@ -50,3 +50,16 @@ def rss_kib(root: int) -> int:
 def peak_rss_kib(root: int) -> int:
     """The sum of each live process's own peak (VmHWM): an upper bound of the tree's peak."""
     return sum(status_value(pid, "VmHWM") for pid in tree(root))
+
+
+def cpu_seconds(root: int) -> float:
+    """User + system CPU time of ``root``'s process tree (its live processes) from /proc, in seconds."""
+    ticks = 0
+    for pid in tree(root):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()  # after comm, which may hold spaces: state is fields[0]
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime (the 14th and 15th of the whole line)
+    return ticks / os.sysconf("SC_CLK_TCK")

@@ -312,13 +312,13 @@ class Runner:
     def io_drain(self, system: System, worker: subprocess.Popen[bytes], result: Result, log: Path) -> None:
         """From the first job taken or started to the last one finished, by the jobs' own counters."""
         started, _ = self._wait_first_taken(system, worker, log, started=lambda: self._counter(STARTED_KEY) > 0)
-        cpu_before = _cpu_seconds(worker.pid)
+        cpu_before = procs.cpu_seconds(worker.pid)
 
         def unfinished() -> int:
             return max(0, self.settings.jobs - self._counter(FINISHED_KEY))
 
         self._clock_drain(system, worker, result, log, started, left=unfinished)
-        cpu = _cpu_seconds(worker.pid) - cpu_before
+        cpu = procs.cpu_seconds(worker.pid) - cpu_before
         assert result.drain_rate is not None
         result.drain_rates.append(result.drain_rate)
         if result.drained:
@@ -441,19 +441,6 @@ class Runner:
         if done.returncode != 0:
             raise BenchError(f"{what} failed ({done.returncode}): {done.stderr[-1500:]}")
         return done.stdout
-
-
-def _cpu_seconds(root: int) -> float:
-    """User + system CPU time of ``root``'s process tree (its live processes) from /proc, in seconds."""
-    ticks = 0
-    for pid in procs.tree(root):
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()  # after comm, which may hold spaces: state is fields[0]
-        ticks += int(fields[11]) + int(fields[12])  # utime, stime (the 14th and 15th of the whole line)
-    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _tail(log: Path, chars: int = 1500) -> str:
