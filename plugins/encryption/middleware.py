@@ -36,16 +36,20 @@ def key_ring(config: kiq.Config, job_name: object) -> KeyRing:
 
 
 class EncryptionClientMiddleware(kiq.ClientMiddleware):
+    only_with = "encrypt"  # a push without the option skips this layer: one look-up
+
     def call(self, job_class: type[kiq.Job] | str, job: dict[str, Any], queue: str, redis: redis.Redis) -> kiq.Wrapper:
-        option = job.get("encrypt")
+        option = job["encrypt"]
         if option is not None and option is not False:
             seal_job(job, key_ring(self.config, job["class"]), job_class)
         yield
 
 
 class DecryptionServerMiddleware(kiq.ServerMiddleware):
+    only_with = "encrypt"  # as the client's: a job without the option skips this layer
+
     def call(self, job_instance: kiq.Job, job: dict[str, Any], queue: str) -> kiq.Wrapper:
-        option = job.get("encrypt")
+        option = job["encrypt"]
         if option is None or option is False:
             yield
             return
