@@ -36,7 +36,7 @@ CONCURRENT = kiq.ext.lua_script(
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 redis.call('HSET', KEYS[2], ARGV[4], ARGV[5])
-if redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf') < tonumber(ARGV[1]) then
+if redis.call('ZCOUNT', KEYS[1], string.format('(%.17g', now), '+inf') < tonumber(ARGV[1]) then
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
   if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -60,7 +60,8 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 local interval = tonumber(ARGV[2])
 redis.call('HSET', KEYS[2], ARGV[4], ARGV[5])
-local since = '(' .. (now - interval)
+-- %.17g: Lua's own number-to-text keeps 14 digits, 0.1 ms of a time in ms, and the window would end up to that early
+local since = string.format('(%.17g', now - interval)
 if redis.call('ZCOUNT', KEYS[1], since, '+inf') < tonumber(ARGV[1]) then
   redis.call('ZADD', KEYS[1], now, ARGV[3])
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
