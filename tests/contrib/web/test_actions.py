@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import NoAlertPresentException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.wait import WebDriverWait
@@ -38,7 +38,9 @@ def click(browser: Any, element: Any, then: Callable[[Any], None] | None = None)
     element.click()
     if then is not None:
         then(browser)
-    WebDriverWait(browser, 10).until(staleness_of(page))
+    # Chromium can answer a question about an element of a page being replaced with "unhandled inspector error"
+    # rather than "stale element": that is the navigation under way, so the wait asks again.
+    WebDriverWait(browser, 10, ignored_exceptions=(WebDriverException,)).until(staleness_of(page))
 
 
 def no_alert(browser: Any) -> bool:
