@@ -40,8 +40,11 @@ demo: $(MODULES)
 # process only (one file, -k). The tests marked soak (long Redis outages) are left out (pyproject's addopts):
 # `make soak` runs them, after the hour-long soak.
 TEST_PROCESSES ?= 4
+# Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE, as on some CI images): each
+# test process would otherwise compile and assertion-rewrite every test module again (16 s of CPU each instead of 5),
+# and every worker or CLI subprocess would compile kiq.
 test: lint site $(MODULES)
-	$(PY) -m pytest -n $(TEST_PROCESSES) --dist worksteal $(PYTEST_ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -n $(TEST_PROCESSES) --dist worksteal $(PYTEST_ARGS)
 
 pytest: $(MODULES)
 	$(PY) -m pytest $(PYTEST_ARGS)
