@@ -69,6 +69,10 @@ class ClusterTarget:
 
 
 CLUSTER_TARGETS = {target.id: target for target in (ClusterTarget(s, layout) for s in SERVERS for layout in LAYOUTS)}
+# The targets of a test marked ``cluster`` outside the core's cluster file: each server once and each layout once.
+# Every combination runs in tests/test_cluster_core.py (``cluster(every_target=True)``), and for every marked test
+# with KIQ_TEST_CLUSTER=all.
+PAIRED_TARGETS = ("redis7-one", "valkey9-queue")
 
 
 def cluster_port(taken: set[int]) -> int:

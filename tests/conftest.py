@@ -25,7 +25,7 @@ import kiq
 import kiq.ext
 from kiq.embedded import EmbeddedRedis
 
-from .cluster_support import CLUSTER_TARGETS, ClusterPool, ClusterTarget, server_binary
+from .cluster_support import CLUSTER_TARGETS, PAIRED_TARGETS, ClusterPool, ClusterTarget, server_binary
 from .support import (
     REQUIRE_SERVICES,
     SERVER_URL,
@@ -66,6 +66,7 @@ REDIS_URL_PARAMS = ["embedded", "server"] if SERVER_URL else ["embedded"]
 # suite's Redis tests a third time would cost `make test` ~40% more (docs/development.md); KIQ_TEST_VALKEY=1 does it.
 VALKEY_SUBSET = ("server/", "api/", "test_client.py", "test_async_client.py", "plugins/reliable_fetch/")
 ALL_ON_VALKEY = os.environ.get("KIQ_TEST_VALKEY") == "1"
+EVERY_CLUSTER_TARGET = os.environ.get("KIQ_TEST_CLUSTER") == "all"
 TESTS = Path(__file__).parent
 
 
@@ -87,7 +88,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             "start_worker): only one of them would be on the cluster; use e2e_config.redis instead of r"
         )
     only = mark is not None and mark.kwargs.get("only", False)  # cluster(only=True): its assertions are the cluster's
-    extra = [*(["valkey"] if valkey and not only else []), *(CLUSTER_TARGETS if mark is not None else [])]
+    every = mark is not None and (mark.kwargs.get("every_target", False) or EVERY_CLUSTER_TARGET)
+    targets = [] if mark is None else list(CLUSTER_TARGETS) if every else list(PAIRED_TARGETS)
+    extra = [*(["valkey"] if valkey and not only else []), *targets]
     if extra:
         usual = [] if only else REDIS_URL_PARAMS if argname == "redis_url" else ["usual"]
         scope = "session" if argname == "redis_url" else "function"

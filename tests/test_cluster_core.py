@@ -35,7 +35,7 @@ from tests.jobs.iteration import QUEUE as ITERATION_QUEUE
 from tests.jobs.retry import ATTEMPTS, AlwaysFails
 from tests.support import FAST, WorkerProcess, wait_until
 
-pytestmark = pytest.mark.cluster(only=True)
+pytestmark = pytest.mark.cluster(only=True, every_target=True)
 
 ORIGIN = "http://testserver"
 

@@ -11,6 +11,7 @@ killed primary had not passed to its replica yet."""
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import threading
 import time
@@ -45,15 +46,19 @@ class Case:
         return f"{self.server}-{self.slots}-{self.event}"
 
 
-CASES = [
-    Case("redis7", "one", "kill"),
-    Case("redis7", "queue", "kill"),
-    Case("redis7", "one", "failover"),
-    Case("redis7", "queue", "failover"),
-    Case("valkey9", "one", "kill"),
-    Case("valkey9", "queue", "kill"),
-    Case("valkey9", "one", "failover"),
+EVERY_CASE = [
+    ("redis7", "one", "kill"),
+    ("redis7", "queue", "kill"),
+    ("redis7", "one", "failover"),
+    ("redis7", "queue", "failover"),
+    ("valkey9", "one", "kill"),
+    ("valkey9", "queue", "kill"),
+    ("valkey9", "one", "failover"),
 ]
+# By default each pair of two factors' values runs once (server and layout, server and event, layout and event): 4
+# of the cases; KIQ_TEST_CLUSTER=all runs every one.
+PAIRWISE = [EVERY_CASE[0], EVERY_CASE[3], EVERY_CASE[5], EVERY_CASE[6]]
+CASES = [Case(*case) for case in (EVERY_CASE if os.environ.get("KIQ_TEST_CLUSTER") == "all" else PAIRWISE)]
 
 
 @pytest.fixture(params=CASES, ids=[case.id for case in CASES])
