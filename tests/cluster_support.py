@@ -121,6 +121,7 @@ class Node:
     process: subprocess.Popen[bytes] | None = None
     id: str = ""
     log_start: int = 0  # where the output of its latest process starts in its server.log
+    _client: redis.Redis | None = field(default=None, repr=False, compare=False)
 
     @property
     def address(self) -> str:
@@ -136,19 +137,24 @@ class Node:
         timeouts = {"socket_connect_timeout": 1, "socket_timeout": 10}
         return redis.Redis(host=HOST, port=self.port, decode_responses=True, retry=Retry(NoBackoff(), 0), **timeouts)
 
+    def _own_client(self) -> redis.Redis:
+        """This node's client for command() and info(), kept: a health check asks each node several times per test
+        (a connection each was 3% of make test's CPU). A command that fails drops its connection; the next one
+        connects again (to a revived process too)."""
+        if self._client is None:
+            self._client = self.client()
+        return self._client
+
+    def forget_client(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
     def command(self, *args: Any) -> Any:
-        client = self.client()
-        try:
-            return client.execute_command(*args)
-        finally:
-            client.close()
+        return self._own_client().execute_command(*args)
 
     def info(self, section: str) -> dict[str, Any]:
-        client = self.client()
-        try:
-            return dict(client.info(section))
-        finally:
-            client.close()
+        return dict(self._own_client().info(section))
 
     def command_counts(self) -> dict[str, int]:
         """Calls per command since the start (or CONFIG RESETSTAT), from INFO commandstats: {"lmove": 12, ...}."""
@@ -164,6 +170,7 @@ class Node:
         assert self.process is not None
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(10)
+        self.forget_client()
 
 
 @dataclass
@@ -234,6 +241,7 @@ class LoopbackCluster:
         ]
         log = open(node.directory / "server.log", "ab")  # noqa: SIM115 - the child process holds it
         node.log_start = log.tell()
+        node.forget_client()  # its port may be a new one
         with log:
             node.process = subprocess.Popen(
                 [self.binary, *args], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
