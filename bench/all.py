@@ -25,7 +25,7 @@ Runs, one after the other, each in its own process (their own private redis-serv
    spread over the primaries when three queues sit on three of them.
 10. ``latency``: bench/latency.py, latency and cost per job at the loads production runs: one raw pipelined pusher
    for every system (kiq basic and reliable, Ruby Sidekiq; one queue and three) at 1,000, 3,000 and 6,000 jobs/s
-   (and 20/s over three queues), each job recording its latency in a local file; p50/p99, worker and Redis CPU
+   (and 20/s over two and three queues), each job recording its latency in a local file; p50/p99, worker and Redis CPU
    per job at each rate.
 
 Then prints and saves (``bench/results/bench-all-DATE-TIME.json`` and ``.md``, the no-op chart as ``.png``) every
