@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections import deque
@@ -39,6 +40,9 @@ log = logging.getLogger("kiq")
 
 BACKOFF = (0.25, 2.0)  # seconds between attempts at the oldest held write: the first pause and the cap (Backoff)
 WHERE = "job outcomes"  # the outage's name for this work in the log
+# seconds after an outage's end within which a failure is taken for its leftover (a thread's connection that broke
+# in it and is used only now), logged only if it lasts longer than this: a new outage is logged then
+LEFTOVER = 1.0
 
 
 class RedisOutage:
@@ -53,6 +57,8 @@ class RedisOutage:
         self._failing: list[str] = []  # the works that failed and have not succeeded since, in order
         self._seen: list[str] = []  # every work that failed during this outage
         self._held = 0
+        self._ended = -math.inf  # when the last outage ended (monotonic)
+        self._told = True  # whether this outage's start is logged (a leftover's is not, unless it lasts)
         self._lock = threading.Lock()
 
     def failed(self, exc: BaseException, where: str, note: str = "", held: int = 0) -> None:
@@ -62,9 +68,16 @@ class RedisOutage:
                 self._failing.append(where)
             if where not in self._seen:
                 self._seen.append(where)
-            if self.down_since is not None:
+            now = time.monotonic()
+            if self.down_since is None:
+                self.down_since = now
+                self._told = now - self._ended > LEFTOVER
+                if not self._told:
+                    log.debug("Redis failed again just after an outage (%s: %s): taken for its leftover", where, exc)
+                    return
+            elif self._told or now - self.down_since <= LEFTOVER:
                 return
-            self.down_since = time.monotonic()
+            self._told = True
         url = self.config.redis_url or f"the embedded server in {self.config.embedded_dir}"
         context = f"Redis at {url} {describe(exc)} ({where}{'; ' + note if note else ''}); retrying with backoff"
         # one line: the message says it all, and a chained traceback of a refused connection helps no one
@@ -80,6 +93,9 @@ class RedisOutage:
             since, self.down_since = self.down_since, None
             seen, self._seen = self._seen, []
             held, self._held = self._held, 0
+            self._ended = time.monotonic()
+            if not self._told:  # a leftover, over at once: its start was not logged, nor is its end
+                return
         written = f"; {held} job outcomes held meanwhile are written" if held else ""
         log.info("Redis works again (%s) after %.1f s%s", ", ".join(seen), time.monotonic() - since, written)
 

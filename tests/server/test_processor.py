@@ -9,6 +9,7 @@ import io
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +22,7 @@ from kiq.errors import Shutdown
 from kiq.logging import JsonFormatter, PlainFormatter, setup_logging
 from kiq.middleware import ServerMiddleware, Wrapper
 from kiq.payload import dumps, new_jid, parse_payload
+from kiq.server import outcomes
 from kiq.server.aio import EventLoop
 from kiq.server.outcomes import RedisOutage
 from kiq.server.processor import Processor
@@ -479,3 +481,41 @@ def test_a_raising_observer_is_reported_and_the_job_and_other_observers_go_on(co
     assert [value for _, value, _ in seen] == [3]
     assert [event for event, _, _ in observers.made[0].events] == ["started", "done"]
     assert sum("a job observer failed" in context for context in errors) == 2  # started and finished
+
+
+def test_a_failure_just_after_an_outage_is_its_leftover_and_not_logged(
+    config: kiq.Config, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread whose connection broke in the outage uses it only after the others saw Redis back: that is not a
+    second outage (tests/plugins/workflow/test_adversarial_outage.py saw two "unreachable" lines so)."""
+    monkeypatch.setattr(outcomes, "LEFTOVER", 0.2)
+    outage = RedisOutage(config)
+    with caplog.at_level(logging.INFO, logger="kiq"):
+        outage.failed(ConnectionError("refused"), "fetch")
+        outage.recovered("fetch")
+        outage.failed(ConnectionError("Connection closed by server."), "fetch")  # the leftover
+        outage.recovered("fetch")
+        time.sleep(0.25)
+        outage.failed(ConnectionError("refused"), "heartbeat")  # past LEFTOVER: a new outage
+        outage.recovered("heartbeat")
+    messages = [record.getMessage() for record in caplog.records if record.name == "kiq"]
+    assert [m.split(" (")[0].split(" at ")[0] for m in messages] == ["Redis", "Redis works again", "Redis",
+                                                                     "Redis works again"]  # fmt: skip
+    assert sum("unreachable" in m for m in messages) == 2 and "Connection closed" not in " ".join(messages)
+
+
+def test_a_leftover_that_lasts_is_logged_as_an_outage(
+    config: kiq.Config, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(outcomes, "LEFTOVER", 0.2)
+    outage = RedisOutage(config)
+    with caplog.at_level(logging.INFO, logger="kiq"):
+        outage.failed(ConnectionError("refused"), "fetch")
+        outage.recovered("fetch")
+        outage.failed(ConnectionError("refused again"), "fetch")  # taken for a leftover at first
+        time.sleep(0.25)
+        outage.failed(ConnectionError("refused again"), "fetch")  # still failing: Redis is down again
+        outage.recovered("fetch")
+    messages = [record.getMessage() for record in caplog.records if record.name == "kiq"]
+    assert sum("unreachable" in m for m in messages) == 2, messages
+    assert sum("works again" in m for m in messages) == 2, messages
