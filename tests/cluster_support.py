@@ -16,6 +16,7 @@ At the end, helpers of the cluster tests themselves (tests/conftest.py's ``clust
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import shutil
@@ -73,6 +74,7 @@ CLUSTER_TARGETS = {target.id: target for target in (ClusterTarget(s, layout) for
 # Every combination runs in tests/test_cluster_core.py (``cluster(every_target=True)``), and for every marked test
 # with KIQ_TEST_CLUSTER=all.
 PAIRED_TARGETS = ("redis7-one", "valkey9-queue")
+EVERY_CLUSTER_TARGET = os.environ.get("KIQ_TEST_CLUSTER") == "all"
 
 
 def cluster_port(taken: set[int]) -> int:

@@ -25,7 +25,14 @@ import kiq
 import kiq.ext
 from kiq.embedded import EmbeddedRedis
 
-from .cluster_support import CLUSTER_TARGETS, PAIRED_TARGETS, ClusterPool, ClusterTarget, server_binary
+from .cluster_support import (
+    CLUSTER_TARGETS,
+    EVERY_CLUSTER_TARGET,
+    PAIRED_TARGETS,
+    ClusterPool,
+    ClusterTarget,
+    server_binary,
+)
 from .support import (
     REQUIRE_SERVICES,
     SERVER_URL,
@@ -66,7 +73,6 @@ REDIS_URL_PARAMS = ["embedded", "server"] if SERVER_URL else ["embedded"]
 # suite's Redis tests a third time would cost `make test` ~40% more (docs/development.md); KIQ_TEST_VALKEY=1 does it.
 VALKEY_SUBSET = ("server/", "api/", "test_client.py", "test_async_client.py", "plugins/reliable_fetch/")
 ALL_ON_VALKEY = os.environ.get("KIQ_TEST_VALKEY") == "1"
-EVERY_CLUSTER_TARGET = os.environ.get("KIQ_TEST_CLUSTER") == "all"
 TESTS = Path(__file__).parent
 
 

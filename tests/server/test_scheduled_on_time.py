@@ -13,6 +13,7 @@ import pytest
 import redis
 
 import kiq
+from tests.cluster_support import PAIRED_TARGETS
 from tests.jobs.on_time import STARTS, Due, FailsFirst, starts
 from tests.support import InProcessWorker, wait_until
 
@@ -51,7 +52,7 @@ def test_scheduled_jobs_start_within_a_quarter_second_of_their_due_time(
     e2e_config: kiq.Config, start_worker: StartWorker, fetch: str, request: pytest.FixtureRequest
 ) -> None:
     target = request.node.callspec.params.get("one_redis_url")
-    chosen = (("redis7-one", "reliable"), ("valkey9-queue", "basic"))
+    chosen = set(zip(PAIRED_TARGETS, ("reliable", "basic"), strict=True))
     if target not in ("usual", None) and (target, fetch) not in chosen:
         pytest.skip("one cluster target per fetch is enough (a run takes 6 s)")
     r = e2e_config.redis
