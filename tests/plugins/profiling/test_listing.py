@@ -67,8 +67,9 @@ def test_sidekiq_8s_reads_list_kiqs_profiles(kept: tuple[kiq.Config, list[str]])
     assert ruby is not None
     done_run = subprocess.run(
         [ruby, str(ROOT / "tests" / "ruby" / "profiles.rb")], capture_output=True, text=True, timeout=60,
-        env={**os.environ, "REDIS_URL": str(config.redis_url)}, check=True,
+        env={**os.environ, "REDIS_URL": str(config.redis_url)},
     )  # fmt: skip
+    assert done_run.returncode == 0, f"Ruby's reader failed:\n{done_run.stderr}"  # failed once in a full run
     read = [json.loads(line) for line in done_run.stdout.splitlines()]
     assert [(p["key"], p["type"], p["token"]) for p in read] == [
         (f"bo-{failed}", "ProfilingFailingCrunch", "bo"),
