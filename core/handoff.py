@@ -20,6 +20,9 @@ from .fetcher import MAX_BLOCK, MIN_BLOCK, TIMEOUT
 Fetched = tuple[str, str]  # (queue name without the prefix, raw job)
 _WAKE: Any = object()  # put in a sleeping thread's mailbox: take a ready job (or, if none is left, fetch or sleep)
 _LEAD: Any = object()  # put in a sleeping thread's mailbox: fetch next, for itself and the others idle
+# put in the mailbox of a sleeper whose time is up, by the leader that ends its fetch: take a ready job if one is
+# left, else return None (no fetch counts on it any more: it is out of the sleepers before the next leader counts)
+_EXPIRE: Any = object()
 
 
 class BatchFetch:
@@ -136,6 +139,12 @@ class BatchFetch:
                 signal = box.get()
             if signal is _LEAD:
                 return self._lead(deadline)
+            if signal is _EXPIRE:
+                with self._lock:
+                    if self._ready:
+                        return self._take_ready()
+                    self._raise_failure()
+                    return None
             with self._lock:
                 self._woken -= 1
                 if self._ready:
@@ -193,7 +202,9 @@ class BatchFetch:
         waiting = []
         for sleeper in self._sleepers:
             if self._closed or sleeper[1] <= now:
-                self._wake(sleeper)  # it takes a ready job if one is left, else returns None
+                # not a _WAKE: a woken thread that finds a fetch under way sleeps on, and one whose time is up
+                # would be woken again by every later leader, at every job
+                sleeper[0].put(_EXPIRE)
             else:
                 waiting.append(sleeper)
         self._sleepers = waiting
