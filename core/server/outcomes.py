@@ -41,7 +41,9 @@ log = logging.getLogger("kiq")
 BACKOFF = (0.25, 2.0)  # seconds between attempts at the oldest held write: the first pause and the cap (Backoff)
 WHERE = "job outcomes"  # the outage's name for this work in the log
 # seconds after an outage's end within which a failure is taken for its leftover (a thread's connection that broke
-# in it and is used only now), logged only if it lasts longer than this: a new outage is logged then
+# in it and is used only now), logged only if it lasts longer than this: a new outage is logged then. Likewise, an
+# end within this many seconds of the start (a reply already on its way when Redis went away) is confirmed only this
+# long after the start, if nothing failed again meanwhile
 LEFTOVER = 1.0
 
 
@@ -49,7 +51,10 @@ class RedisOutage:
     """Shared by a worker's threads so an outage is logged once when it starts and once when it ends. ``where``
     (fetch, heartbeat, job outcomes) tells which work failed; the outage ends when every work that failed during
     it succeeded again (at maxmemory, fetches work while the heartbeat's writes are refused: a fetch does not end
-    it). ``held`` counts the job outcomes held meanwhile (kiq.server.outcomes), told in the closing line."""
+    it). An end within ``LEFTOVER`` s of the start is logged only at that second's end (by a timer), and not at all
+    if a failure came meanwhile: a thread whose reply was on its way when Redis stopped succeeds just after
+    another's failed, and the outage goes on. ``held`` counts the job outcomes held meanwhile (kiq.server.outcomes),
+    told in the closing line."""
 
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -59,25 +64,38 @@ class RedisOutage:
         self._held = 0
         self._ended = -math.inf  # when the last outage ended (monotonic)
         self._told = True  # whether this outage's start is logged (a leftover's is not, unless it lasts)
+        self._ending: float | None = None  # when every work succeeded again, too early to tell: the end to confirm
+        self._timer: threading.Timer | None = None  # confirms this outage's early end (one per outage)
         self._lock = threading.Lock()
 
     def failed(self, exc: BaseException, where: str, note: str = "", held: int = 0) -> None:
+        ended = None
         with self._lock:
+            now = time.monotonic()
+            if self._ending is not None and self.down_since is not None:  # every work succeeded again, early
+                if now - self.down_since > LEFTOVER:  # the timer is late: the outage did end
+                    ended = self._end(now)
+                else:
+                    self._ending = None  # it goes on
             self._held += held
             if where not in self._failing:
                 self._failing.append(where)
             if where not in self._seen:
                 self._seen.append(where)
-            now = time.monotonic()
+            tell = True
             if self.down_since is None:
                 self.down_since = now
                 self._told = now - self._ended > LEFTOVER
                 if not self._told:
                     log.debug("Redis failed again just after an outage (%s: %s): taken for its leftover", where, exc)
-                    return
+                    tell = False
             elif self._told or now - self.down_since <= LEFTOVER:
-                return
-            self._told = True
+                tell = False
+            if tell:
+                self._told = True
+        self._log(ended)
+        if not tell:
+            return
         url = self.config.redis_url or f"the embedded server in {self.config.embedded_dir}"
         context = f"Redis at {url} {describe(exc)} ({where}{'; ' + note if note else ''}); retrying with backoff"
         # one line: the message says it all, and a chained traceback of a refused connection helps no one
@@ -90,14 +108,45 @@ class RedisOutage:
             self._failing.remove(where)
             if self._failing or self.down_since is None:
                 return
-            since, self.down_since = self.down_since, None
-            seen, self._seen = self._seen, []
-            held, self._held = self._held, 0
-            self._ended = time.monotonic()
-            if not self._told:  # a leftover, over at once: its start was not logged, nor is its end
+            now = time.monotonic()
+            self._ending = now
+            if self._told and now - self.down_since <= LEFTOVER:  # too early to tell: confirmed by the timer
+                if self._timer is None:
+                    self._timer = threading.Timer(self.down_since + LEFTOVER - now, self._confirm, (self.down_since,))
+                    self._timer.name = "kiq-outage"
+                    self._timer.daemon = True  # a stopping worker does not wait for it
+                    self._timer.start()
                 return
-        written = f"; {held} job outcomes held meanwhile are written" if held else ""
-        log.info("Redis works again (%s) after %.1f s%s", ", ".join(seen), time.monotonic() - since, written)
+            ended = self._end(now)
+        self._log(ended)
+
+    def _confirm(self, since: float) -> None:
+        """The timer's: the early end of the outage that began at ``since`` holds if no failure came since."""
+        with self._lock:
+            if self.down_since != since or self._ending is None:
+                return
+            ended = self._end(time.monotonic())
+        self._log(ended)
+
+    def _end(self, now: float) -> tuple[list[str], float, int] | None:
+        """End this outage (under the lock); what its closing line tells, None for a leftover's (not logged)."""
+        assert self.down_since is not None and self._ending is not None
+        lasted = self._ending - self.down_since
+        seen, held = self._seen, self._held
+        self.down_since = self._ending = None
+        self._seen, self._held = [], 0
+        self._ended = now
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        return (seen, lasted, held) if self._told else None  # a leftover's start was not logged, nor is its end
+
+    @staticmethod
+    def _log(ended: tuple[list[str], float, int] | None) -> None:
+        if ended is not None:
+            seen, lasted, held = ended
+            written = f"; {held} job outcomes held meanwhile are written" if held else ""
+            log.info("Redis works again (%s) after %.1f s%s", ", ".join(seen), lasted, written)
 
 
 class Outcome:

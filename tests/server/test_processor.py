@@ -24,7 +24,7 @@ from kiq.middleware import ServerMiddleware, Wrapper
 from kiq.payload import dumps, new_jid, parse_payload
 from kiq.server import outcomes
 from kiq.server.aio import EventLoop
-from kiq.server.outcomes import RedisOutage
+from kiq.server.outcomes import WHERE, RedisOutage
 from kiq.server.processor import Processor
 from tests.support import Unit, run_on_event_loop, wait_until
 
@@ -226,7 +226,18 @@ def test_json_format() -> None:
     assert plain.endswith(" tid=abc class=A jid=j elapsed=0.5 INFO: done now")
 
 
-def test_outage_is_logged_once_until_recovered(config: kiq.Config, caplog: pytest.LogCaptureFixture) -> None:
+def kiq_messages(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [record.getMessage() for record in caplog.records if record.name == "kiq"]
+
+
+def ends(caplog: pytest.LogCaptureFixture) -> int:
+    return sum("works again" in m for m in kiq_messages(caplog))
+
+
+def test_outage_is_logged_once_until_recovered(
+    config: kiq.Config, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(outcomes, "LEFTOVER", 0.2)
     outage = RedisOutage(config)
     with caplog.at_level(logging.INFO, logger="kiq"):
         for _ in range(3):
@@ -234,7 +245,8 @@ def test_outage_is_logged_once_until_recovered(config: kiq.Config, caplog: pytes
         outage.recovered("heartbeat")  # at maxmemory the heartbeat fails while fetches work: not this outage
         outage.recovered("fetch")
         outage.recovered("fetch")
-    messages = [record.getMessage() for record in caplog.records if record.name == "kiq"]
+        wait_until(lambda: ends(caplog), 5, message="the end, LEFTOVER after the start")
+    messages = kiq_messages(caplog)
     assert sum("unreachable" in m for m in messages) == 1
     assert sum("works again (fetch)" in m for m in messages) == 1
     assert not any("works again (heartbeat)" in m for m in messages)
@@ -492,13 +504,16 @@ def test_a_failure_just_after_an_outage_is_its_leftover_and_not_logged(
     outage = RedisOutage(config)
     with caplog.at_level(logging.INFO, logger="kiq"):
         outage.failed(ConnectionError("refused"), "fetch")
-        outage.recovered("fetch")
+        time.sleep(0.25)
+        outage.recovered("fetch")  # past LEFTOVER: ended at once
+        assert ends(caplog) == 1
         outage.failed(ConnectionError("Connection closed by server."), "fetch")  # the leftover
         outage.recovered("fetch")
         time.sleep(0.25)
         outage.failed(ConnectionError("refused"), "heartbeat")  # past LEFTOVER: a new outage
         outage.recovered("heartbeat")
-    messages = [record.getMessage() for record in caplog.records if record.name == "kiq"]
+        wait_until(lambda: ends(caplog) == 2, 5, message="the second end, LEFTOVER after its start")
+    messages = kiq_messages(caplog)
     assert [m.split(" (")[0].split(" at ")[0] for m in messages] == ["Redis", "Redis works again", "Redis",
                                                                      "Redis works again"]  # fmt: skip
     assert sum("unreachable" in m for m in messages) == 2 and "Connection closed" not in " ".join(messages)
@@ -512,10 +527,50 @@ def test_a_leftover_that_lasts_is_logged_as_an_outage(
     with caplog.at_level(logging.INFO, logger="kiq"):
         outage.failed(ConnectionError("refused"), "fetch")
         outage.recovered("fetch")
+        wait_until(lambda: ends(caplog), 5, message="the end, LEFTOVER after the start")
         outage.failed(ConnectionError("refused again"), "fetch")  # taken for a leftover at first
         time.sleep(0.25)
         outage.failed(ConnectionError("refused again"), "fetch")  # still failing: Redis is down again
         outage.recovered("fetch")
-    messages = [record.getMessage() for record in caplog.records if record.name == "kiq"]
+    messages = kiq_messages(caplog)
     assert sum("unreachable" in m for m in messages) == 2, messages
     assert sum("works again" in m for m in messages) == 2, messages
+
+
+def test_a_success_just_after_an_outage_began_ends_it_only_if_nothing_fails_within_leftover(
+    config: kiq.Config, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When Redis stops, a thread whose reply was already on its way succeeds just after another's fetch failed
+    (tests/plugins/groups/test_crash.py saw "works again ... after 0.0 s", then a second outage logged for one): that
+    ends the outage only if nothing fails again within LEFTOVER of its start, and the end is logged then."""
+    monkeypatch.setattr(outcomes, "LEFTOVER", 0.3)
+    outage = RedisOutage(config)
+    with caplog.at_level(logging.INFO, logger="kiq"):
+        # a lone early success (tests/server/test_outcomes.py's death hook): the end is logged, LEFTOVER later
+        outage.failed(ConnectionError("Connection reset by peer"), "fetch")
+        outage.recovered("fetch")
+        assert ends(caplog) == 0 and outage.down_since is not None
+        wait_until(lambda: ends(caplog), 5, message="the end, LEFTOVER after the start")
+        assert outage.down_since is None
+        time.sleep(0.35)  # past the leftover window of that end
+        # the crash test's: a failure after the early success but within LEFTOVER continues the same outage
+        outage.failed(ConnectionError("Connection reset by peer"), "fetch")
+        outage.recovered("fetch")  # a reply already on its way
+        outage.failed(ConnectionError("refused"), "fetch")  # the refused reconnection
+        outage.failed(ConnectionError("refused"), WHERE, held=2)  # and two job outcomes held
+        time.sleep(0.35)  # past LEFTOVER: nothing more is logged, the outage goes on
+        assert outage.down_since is not None and ends(caplog) == 1
+        outage.failed(ConnectionError("refused"), "fetch")  # still failing: no new start either
+        outage.recovered("fetch")
+        assert outage.down_since is not None  # the held outcomes are not written yet
+        outage.recovered(WHERE)  # past LEFTOVER: ended at once
+        assert outage.down_since is None and ends(caplog) == 2
+        time.sleep(0.35)  # no timer left to log anything
+    messages = kiq_messages(caplog)
+    assert [m.split(" (")[0].split(" at ")[0] for m in messages] == ["Redis", "Redis works again", "Redis",
+                                                                     "Redis works again"]  # fmt: skip
+    assert messages[1] == "Redis works again (fetch) after 0.0 s", messages
+    assert messages[3].startswith(f"Redis works again (fetch, {WHERE}) after 0.") and messages[3].endswith(
+        "; 2 job outcomes held meanwhile are written"
+    ), messages
+    assert not [thread for thread in threading.enumerate() if thread.name == "kiq-outage"]
