@@ -103,7 +103,7 @@ class ReliableFetch(kiq.ext.BatchFetch):
         # the last fetch left the queues empty (a job came by blocking with none behind it, or a batch took fewer
         # than asked): the next fetch blocks at once, with no empty script before
         self._drained = False
-        self._waits = None if self.keys.cluster else ParkedMoves(self.redis)
+        self._waits = None if self.keys.cluster else ParkedMoves(self.redis, BLOCK_SECONDS)
         self.liveness.join()
 
     # -- the fetcher seam ------------------------------------------------------------------------------

@@ -37,23 +37,23 @@ class Moved:
 class Parked:
     """One queue's connection and whether a move is outstanding on it."""
 
-    __slots__ = ("connection", "id", "outstanding", "working")
+    __slots__ = ("commands", "connection", "id", "outstanding", "working")
 
-    def __init__(self, connection: Any, working: str) -> None:
+    def __init__(self, connection: Any, queue: str, working: str, timeout: float) -> None:
         self.connection = connection
         self.working = working
         self.id = 0  # the connection's CLIENT ID, read again after each reconnection
         self.outstanding = False
+        # packed once: the same move every time (a wait shorter than its timeout ends it: ParkedMoves.end)
+        self.commands = connection.pack_commands(
+            [("BLMOVE", queue, working, "RIGHT", "LEFT", round(timeout, 3)), ("LLEN", queue)]
+        )
 
-    def park(self, queue: str, timeout: float) -> None:
+    def park(self) -> None:
         if not self.id or self.connection._sock is None:  # (re)connected: its id is new
             self.connection.send_command("CLIENT", "ID")
             self.id = self.connection.read_response()
-        self.connection.send_packed_command(
-            self.connection.pack_commands(
-                [("BLMOVE", queue, self.working, "RIGHT", "LEFT", round(timeout, 3)), ("LLEN", queue)]
-            )
-        )
+        self.connection.send_packed_command(self.commands)
         self.outstanding = True
 
     def read(self, queue: str) -> Moved:
@@ -73,17 +73,23 @@ class Parked:
             self.connection.disconnect()
         return Moved(queue, job, backlog)
 
-    def fileno(self) -> int:
-        return int(self.connection._sock.fileno())  # redis-py keeps the socket private; select needs it
+    def socket(self) -> Any:
+        return self.connection._sock  # redis-py keeps the socket private; select needs it
 
 
 class ParkedMoves:
-    """The parked moves of one fetcher, by queue key."""
+    """The parked moves of one fetcher, by queue key; each blocks for at most ``timeout`` seconds in Redis (a wait
+    may end it sooner)."""
 
-    def __init__(self, redis: Any) -> None:
+    def __init__(self, redis: Any, timeout: float) -> None:
         self._pool = redis.connection_pool
         self._redis = redis
+        self._timeout = timeout
         self._parked: dict[str, Parked] = {}
+        # kept from wait to wait (a selector per wait cost four system calls a job at light load): the sockets of
+        # the outstanding moves, by queue, as registered
+        self._selector = selectors.DefaultSelector()  # not select(): a worker may hold more than 1,024 descriptors
+        self._watched: dict[str, Any] = {}
 
     @property
     def outstanding(self) -> list[str]:
@@ -100,25 +106,37 @@ class ParkedMoves:
         for queue, working in wanted.items():
             parked = self._parked.get(queue)
             if parked is None:
-                parked = self._parked[queue] = Parked(self._pool.get_connection(), working)
+                connection = self._pool.get_connection()
+                parked = self._parked[queue] = Parked(connection, queue, working, self._timeout)
             if not parked.outstanding:
-                parked.park(queue, timeout)
+                parked.park()
         return self.ready(timeout)
 
     def ready(self, timeout: float = 0.0) -> list[Moved]:
         """The replies of the moves that are in (waiting up to ``timeout`` for a first one)."""
-        parked = {self._parked[queue].fileno(): queue for queue in self.outstanding}
-        if not parked:
+        outstanding = self.outstanding
+        if not outstanding:
             return []
-        try:  # a selector, not select(): a worker may hold more than 1,024 descriptors
-            with selectors.DefaultSelector() as selector:
-                for fileno, queue in parked.items():
-                    selector.register(fileno, selectors.EVENT_READ, queue)
-                events = selector.select(timeout)
-        except (OSError, ValueError) as exc:  # a socket closed under us
+        try:
+            self._watch(outstanding)
+            events = self._selector.select(timeout)
+        except (OSError, ValueError, KeyError) as exc:  # a socket closed under us
             self.drop()
             raise redis_errors.ConnectionError(f"a parked fetch lost its connection: {exc}") from exc
         return self._read([key.data for key, _ in events])
+
+    def _watch(self, queues: list[str]) -> None:
+        """Register the sockets of ``queues``' moves, and only those (a socket replaced by a reconnection too)."""
+        watched = self._watched
+        for queue in [queue for queue in watched if queue not in queues]:
+            self._selector.unregister(watched.pop(queue))
+        for queue in queues:
+            sock = self._parked[queue].socket()
+            if watched.get(queue) is not sock:
+                if queue in watched:
+                    self._selector.unregister(watched.pop(queue))
+                self._selector.register(sock, selectors.EVENT_READ, queue)
+                watched[queue] = sock
 
     def end(self, queues: list[str] | None = None) -> list[Moved]:
         """End the outstanding moves (of ``queues``, default all) and return their replies: a move Redis served
@@ -134,10 +152,16 @@ class ParkedMoves:
 
     def drop(self) -> None:
         """Disconnect every parked connection (their replies unread: the fetcher reconciles its lists)."""
+        self._unwatch()
         for parked in self._parked.values():
             parked.connection.disconnect()
             self._pool.release(parked.connection)
         self._parked.clear()
+
+    def _unwatch(self) -> None:
+        self._selector.close()
+        self._selector = selectors.DefaultSelector()
+        self._watched.clear()
 
     def close(self) -> list[Moved]:
         """End every move and give the connections back; returns what the last replies brought."""
@@ -146,6 +170,7 @@ class ParkedMoves:
         except redis_errors.RedisError:
             self.drop()
             raise
+        self._unwatch()
         for parked in self._parked.values():
             self._pool.release(parked.connection)
         self._parked.clear()
