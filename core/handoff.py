@@ -39,7 +39,8 @@ class BatchFetch:
 
     Invariant: ``len(ready) <= sleepers + woken`` (fetched jobs never outnumber the idle threads), so the process
     never holds a job that no idle thread is ready to run, and every ready job is taken before its sleeper's
-    deadline passes (a sleeper whose time is up takes a ready job, if any, instead of returning None). Only one
+    deadline passes (a sleeper whose time is up takes a ready job, if any, instead of returning None; the leader
+    that ends its fetch answers it once, and no later fetch counts it, so it is not woken at every job). Only one
     thread at a time talks to Redis to fetch, on its own connection.
 
     None means "Redis had no job": a thread whose wait ends without a job while the latest fetch failed raises that
