@@ -46,6 +46,8 @@ ROOT = Path(__file__).resolve().parent.parent
 NOOP_JOBS, SIDEKIQ_NOOP = processes.DRAINS["noop"]
 SYSTEMS = ("sidekiq", "kiq_basic", "kiq_reliable")
 NO_METRICS = "kiq_no_metrics"  # kiq basic without the dashboard's metrics: the cost table's pair for their cost
+PREFETCH = "kiq_reliable_prefetch"  # kiq reliable with reliable_prefetch (PREFETCH_JOBS): what prefetch saves a drain
+PREFETCH_JOBS = 40
 BASELINE = "sidekiq"
 HARNESS = {"llen", "info", "config|resetstat", "rename", "scard", "flushall"}  # the harness's own commands
 TOP = 5  # commands shown per system
@@ -61,6 +63,11 @@ def system(name: str, count: int) -> System:
         basic = processes._kiq(count, NOOP_JOBS)
         env = {"KIQ_METRICS": "false"}
         return replace(basic, name=name, label=f"{basic.label}, metrics off", env=lambda t: {**basic.env(t), **env})
+    if name == PREFETCH:
+        reliable = processes._kiq(count, NOOP_JOBS, "reliable")
+        env = {"KIQ_RELIABLE_PREFETCH": str(PREFETCH_JOBS)}
+        label = f"{reliable.label}, reliable_prefetch {PREFETCH_JOBS}"
+        return replace(reliable, name=name, label=label, env=lambda t: {**reliable.env(t), **env})
     return processes._kiq(count, NOOP_JOBS, name.removeprefix("kiq_"))
 
 
@@ -383,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== cost per job, {args.jobs:,} jobs, {args.rounds} round(s)", flush=True)
         runner = CountingRunner(tools, Settings(args.jobs, 0, 0, 100.0, 120.0, logs=logs))
         run["settings"]["poll_us"] = runner.calibrate() * 1e6
-        run["cost"] = run_rounds(runner, max(1, args.rounds), [1], (*SYSTEMS, NO_METRICS))
+        run["cost"] = run_rounds(runner, max(1, args.rounds), [1], (*SYSTEMS, NO_METRICS, PREFETCH))
         counts = [int(n) for n in args.fleet.split(",") if n.strip()]
         if counts:
             print(f"== one Redis, {', '.join(map(str, counts))} worker processes", flush=True)

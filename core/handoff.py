@@ -37,11 +37,17 @@ class BatchFetch:
     ready job itself, and the sleepers it spared sleep on. So short jobs run on the threads already awake, and
     long ones still start within a chain of wake-ups.
 
-    Invariant: ``len(ready) <= sleepers + woken`` (fetched jobs never outnumber the idle threads), so the process
-    never holds a job that no idle thread is ready to run, and every ready job is taken before its sleeper's
-    deadline passes (a sleeper whose time is up takes a ready job, if any, instead of returning None; the leader
-    that ends its fetch answers it once, and no later fetch counts it, so it is not woken at every job). Only one
-    thread at a time talks to Redis to fetch, on its own connection.
+    Prefetch (``prefetch``, 0 by default): while fetches come back full (the queues keep a backlog), a fetch may
+    bring up to ``prefetch`` jobs more than the idle threads, doubling from the idle threads' number, so a drain
+    takes more jobs per round trip; threads that finish take them from the ready deque. A fetch that comes back
+    short ends it. For a fetcher whose fetched jobs stay in Redis until acknowledged (jobs held in memory are
+    lost with the process), and ``take_unstarted`` gives them back at a quiet.
+
+    Invariant, without prefetch: ``len(ready) <= sleepers + woken`` (fetched jobs never outnumber the idle
+    threads), so the process never holds a job that no idle thread is ready to run, and every ready job is taken
+    before its sleeper's deadline passes (a sleeper whose time is up takes a ready job, if any, instead of
+    returning None; the leader that ends its fetch answers it once, and no later fetch counts it, so it is not
+    woken at every job). Only one thread at a time talks to Redis to fetch, on its own connection.
 
     None means "Redis had no job": a thread whose wait ends without a job while the latest fetch failed raises that
     failure (a copy), as its leader did, so that its processor does not take the outage for over (a worker logs an
@@ -60,7 +66,8 @@ class BatchFetch:
       here, to override when the fetcher keeps something alive or holds something back.
     - ``close(timeout)``: stops the hand-off (waiting threads get None), waits up to ``timeout`` for a fetch under
       way, then releases ``connection``; an override calls it first, then gives back what the fetcher holds.
-    - read-only state: ``closed``; settings: ``block_seconds``, ``min_block``.
+    - ``take_unstarted()``: the ready jobs no thread took, out of the hand-off (a quiet gives them back).
+    - read-only state: ``closed``; settings: ``block_seconds``, ``min_block``, ``prefetch``.
     """
 
     # the longest a thread waits for work before retrieve_work returns None (so it notices a quiet or stop): the
@@ -68,6 +75,7 @@ class BatchFetch:
     # test's short wait); each call to retrieve_work reads it once
     block_seconds: float = TIMEOUT
     min_block: float = MIN_BLOCK  # a shorter wait is not worth a blocking Redis call
+    prefetch: int = 0  # the most jobs a fetch brings beyond the idle threads while the queues keep a backlog
 
     def __init__(self, redis: Any, block_seconds: float | None = None) -> None:
         if block_seconds is not None:
@@ -79,6 +87,7 @@ class BatchFetch:
         self._fetching = False  # a leader is at work
         self._closed = False
         self._failure: Exception | None = None  # what the latest fetch raised; None once one works
+        self._ahead = 0  # jobs the next fetch brings beyond the idle threads (prefetch): grows while fetches are full
         self._local = threading.local()
         self.connection = DedicatedConnection(redis)  # used by the leader only
 
@@ -166,7 +175,8 @@ class BatchFetch:
         without a ready job."""
         while True:
             with self._lock:
-                wanted = len(self._sleepers) + self._woken + 1 - len(self._ready)
+                idle = len(self._sleepers) + self._woken + 1
+                wanted = idle + self._ahead - len(self._ready)
             try:
                 # at most MAX_BLOCK per call: the next one builds its queue list again (a queue paused or unpaused)
                 block = min(deadline - time.monotonic(), MAX_BLOCK)
@@ -179,6 +189,8 @@ class BatchFetch:
                 raise
             with self._lock:
                 self._failure = None
+                if self.prefetch:  # full: a backlog, so bring more next time; short: the queues are empty
+                    self._ahead = min(self.prefetch, max(idle, 2 * self._ahead)) if len(jobs) >= wanted > 0 else 0
                 self._ready.extend(jobs)
                 mine = self._ready.popleft() if self._ready else None
                 if mine is not None or self._closed or time.monotonic() >= deadline:
@@ -216,6 +228,15 @@ class BatchFetch:
             self._lock.notify_all()
         if self._ready and self._sleepers and not self._woken:
             self._wake(self._sleepers.pop())
+
+    def take_unstarted(self) -> list[Fetched]:
+        """The ready jobs no thread has taken (prefetched ones), oldest first, now out of the hand-off: a fetcher
+        gives them back to their queues when its threads stop asking (a quiet)."""
+        with self._lock:
+            jobs = list(self._ready)
+            self._ready.clear()
+            self._ahead = 0
+            return jobs
 
     def heartbeat(self) -> None:
         """Called on every heartbeat of the process: nothing to keep alive here."""

@@ -26,6 +26,14 @@ SETTINGS = [
     kiq.ext.Setting.integer(
         "reliable_batch_size", 10, minimum=1, help="most jobs one reliable fetch moves per round trip"
     ),
+    kiq.ext.Setting.integer(
+        "reliable_prefetch",
+        0,
+        minimum=0,
+        help="jobs a fetch may move beyond the idle threads while the queues keep a backlog (0: none): fewer round "
+        "trips in a drain; a prefetched job waits behind the running ones, and counts as interrupted if its worker "
+        "dies before it starts",
+    ),
     kiq.ext.Setting.number(
         "reliable_recovery_interval", 30.0, minimum=0.5, help="seconds between orphan recoveries across the fleet"
     ),

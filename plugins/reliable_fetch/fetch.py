@@ -93,6 +93,9 @@ class ReliableFetch(kiq.ext.BatchFetch):
         self.order = capsule.queue_order()  # the paused queues left out
         self.source = capsule.job_source()  # a plugin's (kiq_job_source, e.g. job groups), or None: the queues' lists
         self._batch_size: int = config.get("reliable_batch_size")  # a ConfigError without the plugin
+        # jobs moved beyond the idle threads while the queues keep a backlog (kiq.ext.BatchFetch.prefetch); not from
+        # a plugin's job source, whose moves may take a slot (job groups) a prefetched job would hold unused
+        self.prefetch = config.get("reliable_prefetch") if self.source is None else 0
         self.liveness = liveness or Liveness(config, capsule.identity)
         # the order of the working lists and which of their jobs are finished (a job leaves by count)
         self.ledger = Ledger(dict.fromkeys(self._working_keys.values()))
@@ -178,13 +181,17 @@ class ReliableFetch(kiq.ext.BatchFetch):
         recover_orphans(self.config, self.identity)
 
     def quiet(self) -> None:
-        """No more fetches will come to carry acknowledgements: send them at once from now on. With Redis
-        unreachable they stay pending (the sender retries them, ``close`` tries last): a stop must go on."""
+        """No more fetches will come to carry acknowledgements: send them at once from now on, and give the
+        prefetched jobs no thread took back to the fetch end of their queues, for other processes. With Redis
+        unreachable both stay pending (the sender retries the acknowledgements; ``close`` puts back what is still
+        listed, and recovery does if the process dies): a stop must go on."""
         self._acks_at_once = True
         try:
             self.flush_acks()
+            if unstarted := self.take_unstarted():
+                self._requeue([ReliableUnit(self, queue, job, self._working_keys[queue]) for queue, job in unstarted])
         except (redis_errors.RedisError, OSError) as exc:
-            log.debug("acknowledgements left pending at quiet: %s", exc)
+            log.debug("acknowledgements or prefetched jobs left listed at quiet: %s", exc)
 
     def flush_acks(self) -> None:
         self.acks.flush()
@@ -226,7 +233,7 @@ class ReliableFetch(kiq.ext.BatchFetch):
                 self.ledger.unsure = True  # a move's reply may be lost
                 raise
         with self.ledger.writing:  # the fetch may carry a trim
-            asked = min(wanted, self._batch_size)
+            asked = min(wanted, self._batch_size + self.prefetch)
             for group in self.order.groups(order):  # one script per slot (a single group but in the queue layout)
                 reply = self._move_from(group, asked)
                 if reply:
