@@ -28,9 +28,29 @@ JOBS = ("-r", "tests.jobs.operations")
 
 
 def started(start_worker: StartWorker, *args: str, env: dict[str, str] | None = None) -> tuple[WorkerProcess, int]:
-    """A worker with a metrics port, once the port answers."""
-    port = free_port()
+    """A worker with a metrics port, once the port answers. ``free_port`` is free when probed, not when the worker
+    binds it (a test running beside this one may take it meanwhile, and a worker whose port is taken exits): a port
+    counts as the worker's once its log says it listens there, and a taken one is tried again with another."""
+    for _ in range(3):
+        if (serving := _listening(start_worker, free_port(), args, env)) is not None:
+            return serving
+    raise AssertionError("three free ports were taken before the worker could listen")
+
+
+def _listening(
+    start_worker: StartWorker, port: int, args: tuple[str, ...], env: dict[str, str] | None
+) -> tuple[WorkerProcess, int] | None:
+    """The worker started on ``port`` once it serves there, or None if it exited because the port was taken."""
     worker = start_worker(*JOBS, "--metrics-port", str(port), *args, env={**FAST, **(env or {})})
+    line = f":{port} (/metrics, /livez, /readyz)"  # its log line: "metrics and probes on http://host:port (...)"
+
+    def gone() -> bool:  # a process that exited (an in-process worker raises at start instead)
+        return isinstance(worker, WorkerProcess) and worker.proc.poll() is not None
+
+    wait_until(lambda: line in worker.output() or gone(), 30, message=f"the worker to listen on {port}")
+    if gone():
+        assert "cannot listen" in worker.output(), worker.output()  # taken meanwhile: another port
+        return None
     wait_until(lambda: get(port, "/livez", timeout=2)[0] == 200, 30, message=f"the metrics port {port} of a worker")
     return worker, port
 
