@@ -113,9 +113,7 @@ class ReliableFetch(kiq.ext.BatchFetch):
     def retrieve_work(self) -> ReliableUnit | None:
         """The next job, or None after about ``BLOCK_SECONDS`` without one (or once closed)."""
         fetched = self.next_job()
-        if fetched is None:
-            return None
-        return ReliableUnit(self, fetched[0], fetched[1], self._working_keys[fetched[0]])
+        return None if fetched is None else self._unit(*fetched)
 
     def acknowledge(self, unit: ReliableUnit) -> None:
         # sent with the next fetch, or by the acknowledgement thread
@@ -189,7 +187,7 @@ class ReliableFetch(kiq.ext.BatchFetch):
         try:
             self.flush_acks()
             if unstarted := self.take_unstarted():
-                self._requeue([ReliableUnit(self, queue, job, self._working_keys[queue]) for queue, job in unstarted])
+                self._requeue([self._unit(queue, job) for queue, job in unstarted])
         except (redis_errors.RedisError, OSError) as exc:
             log.debug("acknowledgements or prefetched jobs left listed at quiet: %s", exc)
 
@@ -216,6 +214,10 @@ class ReliableFetch(kiq.ext.BatchFetch):
         return fetched
 
     # -- internals -------------------------------------------------------------------------------------
+    def _unit(self, queue: str, job: str) -> ReliableUnit:
+        """A fetched job of ``queue``, as listed in that queue's working list."""
+        return ReliableUnit(self, queue, job, self._working_keys[queue])
+
     def _move(self, wanted: int, block: float) -> list[kiq.ext.Fetched]:
         order = self.order.keys()
         if order:
