@@ -1,5 +1,6 @@
 """Jobs that record how late they started against the due time they were scheduled for (tests/server/
-test_scheduled_on_time.py): ``{"jid", "due", "started"}`` appended to ``STARTS``."""
+test_scheduled_on_time.py): ``{"jid", "due", "enqueued", "started"}`` appended to ``STARTS`` (``enqueued``: when the
+poller pushed it, so a late start tells whether the poller or the fetch was late)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ STARTS = "on-time:starts"
 
 
 def record(job: kiq.Job, due: float | None) -> None:
-    entry = {"jid": job.jid, "due": due, "started": time.time(), "retry_count": job.job.get("retry_count")}
+    started = time.time()
+    entry = {"jid": job.jid, "due": due, "enqueued": job.job.get("enqueued_at"), "started": started,
+             "retry_count": job.job.get("retry_count")}  # fmt: skip
     kiq.default_config().redis.rpush(STARTS, json.dumps(entry))
 
 

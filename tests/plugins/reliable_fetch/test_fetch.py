@@ -119,13 +119,15 @@ def test_the_fetch_script_trims_after_it_pushed(r: redis.Redis) -> None:
     r.rpush(WORKING, "j1")
     r.lpush("queue:default", "j2")
     keys = scripts.FETCH.keys(kiq.ext.keyspace(r), WORKING, ["default"])
+    database = r.connection_pool.connection_kwargs.get("db", 0)  # MONITOR sees the other test processes' too
     monitor = r.monitor()
     with monitor:
         r.eval(scripts.FETCH.source, len(keys), *keys, 5, 1, "j1")
         commands = []
         while not commands or commands[-1] != "ltrim":
-            command = monitor.next_command()["command"].split()[0].lower()
-            if command in ("rpop", "lpush", "ltrim"):
+            seen = monitor.next_command()
+            command = seen["command"].split()[0].lower()
+            if seen["db"] == database and command in ("rpop", "lpush", "ltrim"):
                 commands.append(command)
     assert commands == ["rpop", "lpush", "ltrim"]
     assert r.lrange(WORKING, 0, -1) == ["j2"]

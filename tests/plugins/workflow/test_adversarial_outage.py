@@ -156,8 +156,9 @@ def test_a_worker_stopped_while_redis_is_down_leaves_its_held_steps_to_run_again
     args = ["-r", "tests.jobs.workflow_adversarial", "-c", "6", "--fetch", "reliable"]
     with WorkerProcess([*args, "-t", "2"], server.url, tmp_path / "stopped.log", env) as stopped:
         wait_until(lambda: sum(runs(runs_file).values()) >= 12, 60, message="steps running before the outage")
-        server.stop("kill")
+        # counted before the kill: counted after it, a test process slowed by load could miss the steps in flight
         ended_before = sum(runs(runs_file).values())
+        server.stop("kill")
         wait_until(lambda: sum(runs(runs_file).values()) > ended_before, 30, message="a step ending in the outage")
         assert stopped.stop() != 0  # it gave up the held outcomes: the steps stay in its working list
         output = stopped.output()
