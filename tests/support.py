@@ -182,6 +182,16 @@ def short_block(fetcher: F, seconds: float = TEST_BLOCK) -> F:
     return fetcher
 
 
+def kill_counts(default: int, soak: int) -> pytest.MarkDecorator:
+    """Parametrize a chaos test's ``kills``: ``default`` SIGKILLs in ``make test``, ``soak`` in ``make soak`` (the
+    param marked soak). Each kill costs a worker start; the long loops hunt for rarer interleavings, not new
+    behaviour."""
+    return pytest.mark.parametrize(
+        "kills",
+        [pytest.param(default, id=f"{default}-kills"), pytest.param(soak, id=f"{soak}-kills", marks=pytest.mark.soak)],
+    )
+
+
 def wait_until(predicate: Callable[[], T], timeout: float = 15.0, interval: float = 0.05, message: str = "") -> T:
     """Poll ``predicate`` until it returns something truthy; fail the test after ``timeout`` seconds. The pauses
     between polls start at 5 ms and double up to ``interval``: a condition met at once costs no 50 ms sleep."""

@@ -24,7 +24,7 @@ from tests.jobs.reliable import (
     TrackedWork,
     expected_status,
 )
-from tests.support import WorkerProcess, identity_of, wait_until
+from tests.support import WorkerProcess, identity_of, kill_counts, wait_until
 from tests.tracking_support import track
 
 StartWorker = Callable[..., WorkerProcess]
@@ -90,11 +90,12 @@ def stop_all(r: redis.Redis, workers: list[WorkerProcess]) -> None:
         assert worker.wait(40) == 0, worker.output()
 
 
+@kill_counts(4, 12)
 def test_reliable_fetch_loses_no_job_when_workers_are_killed(
-    e2e_config: kiq.Config, start_worker_process: StartWorker
+    e2e_config: kiq.Config, start_worker_process: StartWorker, kills: int
 ) -> None:
     r = e2e_config.redis
-    total, kills = 5000, 12
+    total = 5000
     Tick.perform_bulk([[40]] * total)
     env = {**RELIABLE, "KIQ_RELIABLE_MAX_INTERRUPTS": "1000"}  # here every interruption is the test's doing
     workers = run_with_kills(r, start_worker_process, "reliable", env, kills)
@@ -117,12 +118,15 @@ def test_reliable_fetch_loses_no_job_when_workers_are_killed(
     assert r.zcard("dead") == 0
 
 
-def test_a_crash_loop_kills_no_healthy_job(e2e_config: kiq.Config, start_worker_process: StartWorker) -> None:
-    """Issue 29's crash loop, with the default interrupt cap (3): 15 SIGKILLs in about 20 s over 4,000 jobs of
-    20 ms. Only the jobs running at a kill count an interruption (finished ones are acknowledged within 10 ms plus
-    a round trip), so none of these healthy jobs reaches the dead set, and none is lost."""
+@kill_counts(6, 15)
+def test_a_crash_loop_kills_no_healthy_job(
+    e2e_config: kiq.Config, start_worker_process: StartWorker, kills: int
+) -> None:
+    """Issue 29's crash loop, with the default interrupt cap (3): a SIGKILL every 1.3 s (15 in ``make soak``) over
+    4,000 jobs of 20 ms. Only the jobs running at a kill count an interruption (finished ones are acknowledged
+    within 10 ms plus a round trip), so none of these healthy jobs reaches the dead set, and none is lost."""
     r = e2e_config.redis
-    total, kills = 4000, 15
+    total = 4000
     Tick.perform_bulk([[20]] * total)
     workers = run_with_kills(r, start_worker_process, "reliable", RELIABLE, kills, every=1.3, concurrency=3)
 
@@ -142,7 +146,7 @@ def test_a_crash_loop_kills_no_healthy_job(e2e_config: kiq.Config, start_worker_
 
 def test_basic_fetch_loses_jobs_under_the_same_chaos(e2e_config: kiq.Config, start_worker_process: StartWorker) -> None:
     r = e2e_config.redis
-    total, kills = 2000, 4
+    total, kills = 2000, 2
     Tick.perform_bulk([[40]] * total)
     workers = run_with_kills(r, start_worker_process, "basic", FAST, kills)
     wait_until(lambda: not r.exists("queue:default"), 60, interval=0.5, message="the queue to drain")
@@ -183,14 +187,15 @@ def test_a_poison_pill_goes_to_dead_after_the_cap_and_other_jobs_flow(
     stop_all(r, workers)
 
 
+@kill_counts(4, 12)
 def test_tracked_statuses_converge_when_workers_are_killed(
-    e2e_config: kiq.Config, start_worker_process: StartWorker, tracking_db_url: str
+    e2e_config: kiq.Config, start_worker_process: StartWorker, tracking_db_url: str, kills: int
 ) -> None:
     """Kill -9 at any point of the ack path: a job's outcome is committed before it leaves Redis, so every event
     ends with its job's real outcome, and the default poison-pill cap kills no healthy job."""
     r = e2e_config.redis
     tracker = track(e2e_config, tracking_db_url)
-    total, kills = 500, 12
+    total = 500
     task_id = tracker.create_task(TrackedWork, [[index, 300 + index % 5 * 50] for index in range(total)])
     env = {**RELIABLE, "KIQ_PLUGINS": "reliable_fetch tracking", "KIQ_TRACKING_DATABASE_URL": tracking_db_url}
     workers = run_with_kills(r, start_worker_process, "reliable", env, kills)
