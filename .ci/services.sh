@@ -32,7 +32,7 @@ kiq_install() {
 kiq_start_redis() {
   local cli=(redis-cli -h 127.0.0.1 -p "$KIQ_REDIS_PORT")
   [ "$("${cli[@]}" ping 2>/dev/null)" = PONG ] && return 0
-  redis-server --bind 127.0.0.1 --port "$KIQ_REDIS_PORT" --daemonize yes \
+  redis-server --bind 127.0.0.1 --port "$KIQ_REDIS_PORT" --daemonize yes --databases 32 \
     --save '' --appendonly no --dir "$KIQ_CI_DIR" \
     --pidfile "$KIQ_CI_DIR/redis.pid" --logfile "$KIQ_CI_DIR/redis.log"
   for _ in $(seq 50); do

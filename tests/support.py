@@ -49,7 +49,6 @@ TEST_BLOCK = 0.2
 # Redis (a session fixture), and on the shared server of KIQ_TEST_REDIS_URL a block of databases of its own, since
 # the tests FLUSHDB theirs: the URL's database and the next ones, DATABASES_PER_WORKER for each process.
 DATABASES_PER_WORKER = 3  # the tests' database and two spares (spare_url: shards, the dashboard's private one)
-REDIS_DATABASES = 16  # redis-server's default ``databases``
 
 
 def database_of(url: str) -> int:
@@ -78,16 +77,31 @@ def spare_url(url: str, spare: int = 1) -> str:
     return database_url(url, database_of(url) + spare)
 
 
+def server_databases(url: str) -> int:
+    """How many databases the server of ``url`` has: its ``databases`` setting; 16, redis-server's default, when
+    CONFIG is refused; unlimited when the server does not answer (the tests that need it say so)."""
+    client = redis.Redis.from_url(url, socket_timeout=10)
+    try:
+        return int(client.config_get("databases")["databases"])
+    except redis.ResponseError:
+        return 16
+    except redis.ConnectionError:
+        return sys.maxsize
+    finally:
+        client.close()
+
+
 def worker_server_url(url: str | None, worker: str, workers: int) -> str | None:
     """The URL of the shared test server for the pytest-xdist process ``worker`` (``gw<i>``, or "" without
     xdist) of ``workers``: its block of databases starts at ``url``'s database + i * DATABASES_PER_WORKER."""
     if not url:
         return url
     base = database_of(url)
-    if base + max(workers, 1) * DATABASES_PER_WORKER > REDIS_DATABASES:
+    if base + max(workers, 1) * DATABASES_PER_WORKER > (databases := server_databases(url)):
         raise pytest.UsageError(
             f"KIQ_TEST_REDIS_URL={url}: {max(workers, 1)} test processes need {DATABASES_PER_WORKER} databases each "
-            f"from database {base} on, past the server's {REDIS_DATABASES}: run fewer (-n) or start at a lower database"
+            f"from database {base} on, past the server's {databases}: run fewer (-n), start at a lower database or "
+            "give the server more (redis-server --databases 32, as .ci/services.sh does)"
         )
     index = int(worker.removeprefix("gw")) if worker else 0
     return database_url(url, base + index * DATABASES_PER_WORKER)
