@@ -119,7 +119,9 @@ def fresh_config(url: str, empty: Callable[[], None] | None = None, **settings: 
     FLUSHALL on every primary), the process default until the generator resumes."""
     if empty is None:
         connection = redis.Redis.from_url(url)
-        connection.flushdb()
+        # ASYNC: the database is empty at once, its memory freed in the background; a synchronous FLUSHDB of a large
+        # database (a test's million entries) would hold up the other test processes on a shared server
+        connection.flushdb(asynchronous=True)
         connection.close()
     else:
         empty()

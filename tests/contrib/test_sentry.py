@@ -85,7 +85,8 @@ def start(config: kiq.Config, endpoint: Any, **options: Any) -> Sentry:
 
 @pytest.fixture(autouse=True)
 def closed() -> Iterator[None]:
-    yield
+    with sentry_sdk.isolation_scope():  # this test's breadcrumbs are its own, not those of the tests before
+        yield
     sentry_sdk.get_client().close()  # inactive again: the plugin then does nothing in the tests that follow
 
 
