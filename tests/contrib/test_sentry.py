@@ -84,7 +84,10 @@ def start(config: kiq.Config, endpoint: Any, **options: Any) -> Sentry:
 
 
 @pytest.fixture(autouse=True)
-def closed() -> Iterator[None]:
+def closed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    # KiqIntegration.setup_once registers the plugin for every worker this process starts later (configure_server):
+    # kept to this test, so the later tests' in-process workers run without it
+    monkeypatch.setattr(kiq.config, "_server_callbacks", list(kiq.config._server_callbacks))
     with sentry_sdk.isolation_scope():  # this test's breadcrumbs are its own, not those of the tests before
         yield
     sentry_sdk.get_client().close()  # inactive again: the plugin then does nothing in the tests that follow

@@ -351,9 +351,10 @@ def test_a_server_that_refuses_only_the_metrics_keeps_the_process_registered(
         worker_config.redis.close()
         r.acl_deluser(user)
     assert counts(r)[f"{OURS}Quick|p"] == 5 and sum(histogram(r, f"{OURS}Quick")) == 5
-    logged = [record.getMessage() for record in caplog.records if "(heartbeat metrics)" in record.getMessage()]
+    logged = [record.getMessage() for record in caplog.records if "heartbeat metrics" in record.getMessage()]
     assert len(logged) == 2 and "no permissions" in logged[0], logged  # once refused, once again written
-    assert logged[1].startswith("Redis works again (heartbeat metrics)"), logged
+    # the end names every work that failed meanwhile: on a loaded machine a heartbeat or a poll may time out too
+    assert logged[1].startswith("Redis works again (") and "heartbeat metrics" in logged[1].split(")")[0], logged
 
 
 # -- the recorder and the flusher ------------------------------------------------------------------------------
