@@ -44,8 +44,14 @@ TEST_PROCESSES ?= 8
 # Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE, as on some CI images): each
 # test process would otherwise compile and assertion-rewrite every test module again (16 s of CPU each instead of 5),
 # and every worker or CLI subprocess would compile kiq.
-test: lint site $(MODULES)
-	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -n $(TEST_PROCESSES) --dist worksteal $(PYTEST_ARGS)
+# The linters run beside pytest (their output is shown after it; either failing fails `make test`): the site
+# first, since tests/test_docs.py reads it.
+LINT_LOG := build/lint.log
+test: site $(MODULES)
+	@$(MAKE) --no-print-directory lint > $(LINT_LOG) 2>&1 & linters=$$!; \
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -n $(TEST_PROCESSES) --dist worksteal $(PYTEST_ARGS); tests=$$?; \
+	wait $$linters; linted=$$?; cat $(LINT_LOG); \
+	if [ $$linted -ne 0 ]; then echo "make lint failed (above)"; exit $$linted; fi; exit $$tests
 
 pytest: $(MODULES)
 	$(PY) -m pytest $(PYTEST_ARGS)
