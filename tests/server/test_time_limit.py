@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -100,6 +102,46 @@ def test_an_option_that_is_no_time_limit_fails_where_it_is_written() -> None:
             kiq_options = {"timeout": 0}
 
             def perform(self) -> None: ...
+
+
+# Run in a fresh interpreter: on the bug this guards against, the profiled thread loops forever (and would slow this
+# test process for good). Python 3.11's PyThreadState_SetAsyncExc(ident, NULL), which disarm used to clear a fired
+# limit with, left the interpreter's "exception pending" flag set with nothing to clear it.
+AFTER_A_TIMEOUT = """
+import sys, threading, time
+from kiq.errors import JobTimeout
+from kiq.server.time_limit import Watchdog
+
+watchdog = Watchdog("t-watchdog")
+
+def past_its_limit():
+    limit = watchdog.arm(0.1)
+    try:
+        while True:
+            time.monotonic()
+    except JobTimeout:
+        pass
+    assert watchdog.disarm(limit)
+
+job = threading.Thread(target=past_its_limit)
+job.start()
+job.join()
+
+def profiled():
+    sys.setprofile(lambda frame, event, arg: None)
+    sum(len(str(n)) for n in range(100_000))
+    sys.setprofile(None)
+
+later = threading.Thread(target=profiled, daemon=True)
+later.start()
+later.join(10)
+print("stuck" if later.is_alive() else "ran")
+"""
+
+
+def test_after_a_limit_fired_a_profiled_thread_runs_normally() -> None:
+    ran = subprocess.run([sys.executable, "-c", AFTER_A_TIMEOUT], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0 and ran.stdout.strip() == "ran", (ran.stdout, ran.stderr)
 
 
 def test_jobs_ending_right_at_their_limit_never_leak_the_interruption(config: kiq.Config, r: redis.Redis) -> None:
