@@ -129,6 +129,14 @@ class BatchFetch:
             self._wake(self._sleepers.pop())
         return job
 
+    def _ready_or_none(self) -> Fetched | None:
+        """For a thread whose time is up: a ready job if one is left, else None (or the latest fetch's failure, as
+        its leader raised it). Called with the lock held."""
+        if self._ready:
+            return self._take_ready()
+        self._raise_failure()
+        return None
+
     def _wake(self, sleeper: tuple[SimpleQueue[Any], float]) -> None:
         self._woken += 1
         sleeper[0].put(_WAKE)
@@ -141,20 +149,14 @@ class BatchFetch:
                 with self._lock:
                     if (box, deadline) in self._sleepers and (self._ready or not self._fetching or self._closed):
                         self._sleepers.remove((box, deadline))
-                        if self._ready:
-                            return self._take_ready()
-                        self._raise_failure()
-                        return None
+                        return self._ready_or_none()
                 # a fetch under way counts on this thread (or a signal is on its way): its leader answers
                 signal = box.get()
             if signal is _LEAD:
                 return self._lead(deadline)
             if signal is _EXPIRE:
                 with self._lock:
-                    if self._ready:
-                        return self._take_ready()
-                    self._raise_failure()
-                    return None
+                    return self._ready_or_none()
             with self._lock:
                 self._woken -= 1
                 if self._ready:
