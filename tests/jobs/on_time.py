@@ -14,8 +14,7 @@ STARTS = "on-time:starts"
 
 
 def record(job: kiq.Job, due: float | None) -> None:
-    started = time.time()
-    entry = {"jid": job.jid, "due": due, "enqueued": job.job.get("enqueued_at"), "started": started,
+    entry = {"jid": job.jid, "due": due, "enqueued": job.job.get("enqueued_at"), "started": time.time(),
              "retry_count": job.job.get("retry_count")}  # fmt: skip
     kiq.default_config().redis.rpush(STARTS, json.dumps(entry))
 
