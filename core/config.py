@@ -16,6 +16,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -353,10 +354,19 @@ def plugin_settings(sources: Iterable[Source]) -> Iterator[None]:
 # -- the process-wide default config and Sidekiq's configure_server / configure_client -----------------
 _default: Config | None = None
 _server_callbacks: list[Callable[[Config], Any]] = []
+# the config of the worker whose job runs in this context (set by the job runner for the job's duration): inside a
+# job, ``config=None`` means its worker's config. In a worker process that is the process default too; a worker in a
+# test's own process (kiq.testing.Worker) has a config of its own, whose settings and Redis its jobs must see (an
+# iterable job's flush interval and runtime limit, a push from a job).
+job_config: ContextVar[Config | None] = ContextVar("kiq_job_config", default=None)
 
 
 def default_config() -> Config:
-    """The process-wide Config, loaded from the config file and environment on first use."""
+    """The Config ``config=None`` means: inside a job, its worker's (``job_config``); else the process-wide one,
+    loaded from the config file and environment on first use."""
+    running = job_config.get()
+    if running is not None:
+        return running
     global _default
     if _default is None:
         _default = Config.load()

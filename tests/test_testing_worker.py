@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -46,3 +47,48 @@ def test_a_quiet_worker_fetches_nothing_and_wait_until_gives_up_in_time(config: 
             worker.wait_until(lambda: config.redis.hget("performed", "after-quiet"), 0.5)
         assert worker.stop() == 0
     assert config.redis.llen("queue:default") == 1
+
+
+class SeesItsConfig(kiq.Job):
+    """Records what ``config=None`` means inside the job: the concurrency of ``kiq.default_config()``."""
+
+    kiq_options = {"queue": "sees"}
+
+    def perform(self, name: str) -> None:
+        kiq.default_config().redis.hset("seen", name, kiq.default_config().concurrency)
+
+
+class SeesItsConfigAsync(kiq.Job):
+    kiq_options = {"queue": "sees"}
+
+    async def perform(self, name: str) -> None:
+        kiq.default_config().redis.hset("seen", name, kiq.default_config().concurrency)
+
+
+class Walks(kiq.IterableJob):
+    """An iterable job of 0.6 s: a worker's max_iteration_runtime of 0.2 s interrupts and resumes it."""
+
+    kiq_options = {"queue": "sees"}
+
+    def build_enumerator(self, count: int, *, cursor: int | None) -> Iterator[tuple[int, int]]:
+        return ((index, index) for index in range(cursor or 0, count))
+
+    def each_iteration(self, item: int, count: int) -> None:
+        time.sleep(0.01)
+
+    def on_resume(self) -> None:
+        kiq.default_config().redis.incr("resumed")
+
+
+def test_inside_its_jobs_the_default_config_is_the_workers_own(config: kiq.Config) -> None:
+    """A job run by kiq.testing.Worker sees that worker's config as the default, as a job in a worker process
+    does: an iterable job its runtime limit, a push its Redis (here: the worker's concurrency, 3, not the test's)."""
+    assert kiq.default_config() is config and config.concurrency != 3
+    SeesItsConfig.perform_async("sync")
+    SeesItsConfigAsync.perform_async("async")
+    Walks.perform_async(60)
+    with kiq.testing.Worker(config, queues=["sees"], concurrency=3, max_iteration_runtime=0.2) as worker:
+        worker.join(timeout=30)
+    assert config.redis.hgetall("seen") == {"sync": "3", "async": "3"}
+    assert int(config.redis.get("resumed") or 0) >= 2  # 0.6 s of items in runs of 0.2 s
+    assert kiq.default_config() is config  # outside the jobs, the test's own

@@ -25,6 +25,7 @@ from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 from ..arguments import call_perform
+from ..config import job_config
 from ..errors import Interrupted, InvalidPayload, Shutdown
 from ..failures import TRANSIENT
 from ..job_registry import registry
@@ -96,6 +97,7 @@ class JobRunner:
         if acknowledgement.current.get() is not slot.acknowledgement:  # once per thread, or per async job's task
             acknowledgement.current.set(slot.acknowledgement)
         slot.acknowledgement.begin()
+        running = job_config.set(self.config)  # config=None in the job: this worker's
         try:
             with self.retrier.global_(jobstr, queue):
                 # job logger and stats (one try block for both: same effect as Sidekiq's two layers, cheaper)
@@ -162,6 +164,7 @@ class JobRunner:
             job_logger.clear()
             slot.acknowledgement.end(acknowledge, unit)
             slot.unit = None
+            job_config.reset(running)
 
     def _started(self, queue: str, job: dict[str, Any]) -> None:
         for observer in self.observers:
