@@ -46,10 +46,10 @@ TEST_PROCESSES ?= 4
 # Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE, as on some CI images): each
 # test process would otherwise compile and assertion-rewrite every test module again (16 s of CPU each instead of 5),
 # and every worker or CLI subprocess would compile kiq.
-# The linters run beside pytest (their output is shown after it; either failing fails `make test`): the site
-# first, since tests/test_docs.py reads it.
+# The linters run beside pytest (their output is shown after it; either failing fails `make test`); so does the site's
+# build, in tests/test_docs.py (it needs the docs group and the view).
 LINT_LOG := build/lint.log
-test: site $(MODULES)
+test: $(DOCS_STAMP) view $(MODULES)
 	@$(MAKE) --no-print-directory lint > $(LINT_LOG) 2>&1 & linters=$$!; \
 	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -n $(TEST_PROCESSES) --dist worksteal $(PYTEST_ARGS); tests=$$?; \
 	wait $$linters; linted=$$?; cat $(LINT_LOG); \
@@ -97,18 +97,19 @@ typecheck: view
 imports: view
 	PYTHONPATH=$(VIEW) $(VENV)/bin/lint-imports --no-cache
 
-# The documentation site (mkdocs.yml), from docs/ and the docstrings (of the view above), into build/site: any
-# warning fails it. Its tools are the docs dependency group, pinned. `make test` builds it before the tests, so
-# tests/test_docs.py checks the fresh site; `make docs` builds it and runs only that test.
+# The documentation site (mkdocs.yml), from docs/ and the docstrings (of the view above), into build/site to browse:
+# any warning fails it. Its tools are the docs dependency group, pinned. tests/test_docs.py builds it afresh (into a
+# temporary directory) and checks it; `make docs` runs only that test, `make test` runs it with the others.
 DOCS_STAMP := $(VENV)/.docs-stamp
 $(DOCS_STAMP): pyproject.toml $(STAMP)
 	$(INSTALL) --group docs
 	touch $@
 
+# (not --quiet: MkDocs 1.6 then drops the warnings before --strict counts them, and a broken link passes)
 site: $(DOCS_STAMP) view
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
-docs: site
+docs: $(DOCS_STAMP) view
 	$(PY) -m pytest -q tests/test_docs.py
 
 # `make bench`: the whole benchmark in one command (bench/all.py): the no-op drain of every system (with latency idle
