@@ -1,5 +1,6 @@
 """What the adversarial iteration tests share: a redis-server of the test's own (stopped, restarted, filled up) with
-a default config on it, and ``kiq worker`` processes running ``tests.jobs.iteration_adversarial`` against it."""
+a default config on it, and workers running ``tests.jobs.iteration_adversarial`` against it: in this process
+(``run_worker``), or ``kiq worker`` processes (``start_worker``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import kiq
 import kiq.ext
 from tests.jobs.iteration_adversarial import QUEUE
 from tests.outage_support import AofRedis, aof_redis
-from tests.support import FAST, WorkerProcess, fresh_config
+from tests.support import FAST, InProcessWorker, WorkerProcess, fresh_config
 
 FLUSH = "0.1"  # seconds between cursor saves in these tests' workers
 
@@ -30,13 +31,25 @@ def own_redis(tmp_path: Path) -> Iterator[tuple[AofRedis, kiq.Config]]:
             configs.close()
 
 
+ARGS = ("-r", "tests.jobs.iteration_adversarial", "-q", QUEUE, "-c", "2")
+ENV = {**FAST, "KIQ_ITERATION_FLUSH_INTERVAL": FLUSH}
+
+
+@contextmanager
+def run_worker(server: AofRedis, *args: str, env: dict[str, str] | None = None) -> Iterator[InProcessWorker]:
+    """The worker ``kiq worker`` would run on ``server`` for the adversarial jobs' queue, in this process; stopped
+    at the end of the ``with`` block (its running jobs requeued). ``env``: ``KIQ_*`` settings only."""
+    worker = InProcessWorker([*ARGS, *args], server.url, {**ENV, **(env or {})})
+    try:
+        yield worker
+    finally:
+        worker.close()
+
+
 def start_worker(server: AofRedis, tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> WorkerProcess:
     """A ``kiq worker`` on ``server`` for the adversarial jobs' queue; the caller kills it (``with``)."""
     log = tmp_path / f"worker-{len(list(tmp_path.glob('worker-*.log')))}.log"
-    worker_env = {**FAST, "KIQ_ITERATION_FLUSH_INTERVAL": FLUSH, **(env or {})}
-    return WorkerProcess(
-        ["-r", "tests.jobs.iteration_adversarial", "-q", QUEUE, "-c", "2", *args], server.url, log, worker_env
-    )
+    return WorkerProcess([*ARGS, *args], server.url, log, {**ENV, **(env or {})})
 
 
 def queued(r: redis.Redis) -> list[dict[str, object]]:

@@ -88,14 +88,14 @@ def test_kiq_cancel_of_a_job_whose_state_another_producer_broke_cancels_it_and_s
     ids=["before-the-last-item", "during-the-last-item"],
 )
 def test_a_cancel_racing_the_walks_end_completes_exactly_once(
-    e2e_config: kiq.Config, start_worker_process: StartWorker, tmp_path: Path, held_item: int, hooks: list[str],
+    e2e_config: kiq.Config, start_worker: StartWorker, tmp_path: Path, held_item: int, hooks: list[str],
     items: list[int],
 ) -> None:  # fmt: skip
     r = e2e_config.redis
     base = tmp_path / "walk"
     jid = FileWalk.perform_async(COUNT, 0.0, str(base), held_item)
     assert jid is not None
-    worker = start_worker_process(*ARGS, env=EVERY_ITEM)
+    worker = start_worker(*ARGS, env=EVERY_ITEM)
     wait_until(lambda: Path(f"{base}.holding").exists(), 60, message="the walk at its held item")
     kiq.cancel(jid)
     Path(f"{base}.go").touch()

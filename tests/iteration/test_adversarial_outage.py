@@ -1,5 +1,6 @@
-"""An iterable job walking in a real ``kiq worker`` while its Redis goes away (killed for 3 s and for 60 s, then
-restarted from its AOF) or fills up (``maxmemory`` with ``noeviction``: every write refused with OOM).
+"""An iterable job walking in a worker (the one ``kiq worker`` runs, in this process) while its Redis goes away
+(killed for 3 s and for 60 s, then restarted from its AOF) or fills up (``maxmemory`` with ``noeviction``: every
+write refused with OOM).
 
 What holds: a save Redis refuses does not stop the walk; it is logged once, and the walk saves again as soon as
 Redis takes it. An interruption (TERM) during the outage holds its save and its re-push until Redis is back; a
@@ -15,16 +16,15 @@ from pathlib import Path
 import pytest
 
 from kiq.iteration import state
-from tests.iteration.adversarial_support import FLUSH, nothing_failed, own_redis, queued, start_worker
+from tests.iteration.adversarial_support import FLUSH, nothing_failed, own_redis, queued, run_worker
 from tests.jobs.iteration_adversarial import AsyncFileWalk, FileWalk, hooks_run, items_run
 from tests.outage_support import AofRedis
 from tests.support import wait_until
 
-pytestmark = pytest.mark.slow  # kiq worker processes
-
 REFUSED_SAVE = "Redis refused to save its cursor"
 SAVED_AGAIN = "its cursor is saved again"
 REFUSED_DELETE = "Redis refused to delete"
+STOPPING = "shutting down: waiting up to"  # logged once a stop has quieted the worker (its jobs' stopping flag set)
 HOLD_AT = 50  # the item at which the job waits for the test to take Redis away
 
 
@@ -68,7 +68,7 @@ def test_a_walk_goes_on_through_an_outage_and_saves_when_redis_is_back(
     tmp_path: Path, how: str, seconds: float, job: type[FileWalk]
 ) -> None:
     base = tmp_path / "walk"
-    with own_redis(tmp_path) as (server, _config), start_worker(server, tmp_path) as worker:
+    with own_redis(tmp_path) as (server, _config), run_worker(server) as worker:
         jid = held_walk(base, 1_000_000, 0.002, job)
         take_away(server, how)
         began = time.monotonic()
@@ -99,10 +99,12 @@ def test_an_interruption_during_an_outage_holds_its_save_and_re_push(
     tmp_path: Path, how: str, job: type[FileWalk]
 ) -> None:
     base = tmp_path / "walk"
-    with own_redis(tmp_path) as (server, _config), start_worker(server, tmp_path) as worker:
+    with own_redis(tmp_path) as (server, _config), run_worker(server) as worker:
         jid = held_walk(base, 1_000_000, 0.002, job)
         take_away(server, how)
         worker.signal(signal.SIGTERM)
+        # the stop under way (every fetcher quieted, the jobs told to stop) before the held item ends
+        wait_until(lambda: STOPPING in worker.output(), 60, message="the stop")
         Path(f"{base}.go").touch()
         wait_until(lambda: f"Interrupting {job.__qualname__}" in worker.output(), 60, message="the interruption")
         give_back(server, how)
@@ -119,7 +121,7 @@ def test_an_interruption_during_an_outage_holds_its_save_and_re_push(
 def test_a_completion_during_an_outage_deletes_the_state_when_redis_is_back(tmp_path: Path) -> None:
     """(Under maxmemory UNLINK is allowed: only a stopped Redis refuses it.)"""
     base = tmp_path / "walk"
-    with own_redis(tmp_path) as (server, _config), start_worker(server, tmp_path) as worker:
+    with own_redis(tmp_path) as (server, _config), run_worker(server) as worker:
         jid = held_walk(base, HOLD_AT + 20, 0.0)
         take_away(server, "kill")
         Path(f"{base}.go").touch()
@@ -139,7 +141,7 @@ def test_a_frozen_redis_pauses_the_walk_at_its_save_and_it_goes_on_when_thawed(t
     """A Redis that hangs (SIGSTOP: no error, no reply) holds the save's reply: the walk waits for it, as any
     command would, and goes on once Redis answers; nothing is refused, so nothing is logged about saves."""
     base = tmp_path / "walk"
-    with own_redis(tmp_path) as (server, _config), start_worker(server, tmp_path) as worker:
+    with own_redis(tmp_path) as (server, _config), run_worker(server) as worker:
         jid = held_walk(base, 1_000_000, 0.002)
         assert server.process is not None
         server.process.send_signal(signal.SIGSTOP)

@@ -1,5 +1,6 @@
-"""An iterable job in a batch (the batch plugin, real workers): its interruptions are not outcomes, so the batch's
-``complete`` fires once, after the walk's end, never at an interruption (Sidekiq Pro fixed this in 7.3.7, #6889)."""
+"""An iterable job in a batch (the batch plugin, workers in this process): its interruptions are not outcomes, so
+the batch's ``complete`` fires once, after the walk's end, never at an interruption (Sidekiq Pro fixed this in 7.3.7,
+#6889)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,6 @@ from kiq.plugins.batch import Batch, BatchPlugin, status
 from tests.jobs.batch import FIRED, Callback
 from tests.jobs.iteration import HOOKS, QUEUE, SEEN, Walk
 from tests.support import FAST, WorkerProcess, wait_until
-
-pytestmark = pytest.mark.slow
 
 StartWorker = Callable[..., WorkerProcess]
 ARGS = ("-r", "tests.jobs.iteration", "-r", "tests.jobs.batch", "-q", QUEUE, "-q", "default", "-c", "2")
@@ -30,19 +29,19 @@ def config(e2e_config: kiq.Config) -> Iterator[kiq.Config]:
 
 
 def test_an_interrupted_iterable_job_does_not_complete_its_batch_early(
-    config: kiq.Config, start_worker_process: StartWorker
+    config: kiq.Config, start_worker: StartWorker
 ) -> None:
     r = config.redis
     with Batch(on_complete=Callback, on_success=Callback) as batch:
         Walk.perform_async(ITEMS, 0.001)
-    worker = start_worker_process(*ARGS, env=ENV)
+    worker = start_worker(*ARGS, env=ENV)
     # interrupted by max_iteration_runtime (re-pushed), then by a TERM: no callback meanwhile
     wait_until(lambda: any(hook.startswith("resume:") for hook in r.lrange(HOOKS, 0, -1)), 60, message="a re-push")
     assert not r.hgetall(FIRED)
     worker.signal(signal.SIGTERM)
     assert worker.wait(60) == 0
     assert not r.hgetall(FIRED) and r.hlen(SEEN) < ITEMS
-    worker = start_worker_process(*ARGS, env=ENV)
+    worker = start_worker(*ARGS, env=ENV)
 
     def callbacks() -> dict[str, str]:
         fired = r.hgetall(FIRED)

@@ -1,8 +1,8 @@
-"""Iterable jobs in real ``kiq worker`` processes: TERMed 5 times, SIGKILLed twice with reliable fetch (5 times in
-``make soak``), failing at item 5,000, cancelled from this process, and re-pushed by ``max_iteration_runtime``: every
-item runs, and what runs twice stays within one flush window. Flush windows are bounded by item count, not timed:
-each item sleeps ``PAUSE``, so a window of ``FLUSH`` seconds holds at most FLUSH / PAUSE + 1 items however slow the
-machine is."""
+"""Iterable jobs in ``kiq worker``'s worker (in this process, or a process for the SIGKILLs): TERMed 5 times,
+SIGKILLed twice with reliable fetch (5 times in ``make soak``), failing at item 5,000, cancelled from outside the
+worker, and re-pushed by ``max_iteration_runtime``: every item runs, and what runs twice stays within one flush
+window. Flush windows are bounded by item count, not timed: each item sleeps ``PAUSE``, so a window of ``FLUSH``
+seconds holds at most FLUSH / PAUSE + 1 items however slow the machine is."""
 
 from __future__ import annotations
 
@@ -110,16 +110,16 @@ def test_an_error_at_item_5000_retries_from_there(e2e_config: kiq.Config, start_
     assert "resume:5000" in r.lrange(HOOKS, 0, -1)
 
 
-def test_kiq_cancel_from_another_process_stops_it_within_one_flush(
-    e2e_config: kiq.Config, start_worker_process: StartWorker
+def test_kiq_cancel_from_outside_the_worker_stops_it_within_one_flush(
+    e2e_config: kiq.Config, start_worker: StartWorker
 ) -> None:
     r = e2e_config.redis
     flush = 0.2
     jid = Walk.perform_async(1_000_000, PAUSE)
     assert jid is not None
-    worker = start_worker_process(*ARGS, env={**ENV, "KIQ_ITERATION_FLUSH_INTERVAL": str(flush)})
+    worker = start_worker(*ARGS, env={**ENV, "KIQ_ITERATION_FLUSH_INTERVAL": str(flush)})
     wait_until(lambda: progress(r) >= 500, 60, message="progress before the cancel")
-    kiq.cancel(jid)  # this test's process, not the worker's
+    kiq.cancel(jid)  # the test's config and connection, not the worker's: the mark reaches it through Redis
     at_cancel = progress(r)
     wait_until(lambda: finished(r, jid), 60, message="the cancelled job's end")
     worker.stop()
@@ -131,7 +131,7 @@ def test_kiq_cancel_from_another_process_stops_it_within_one_flush(
 
 @pytest.mark.parametrize("limit", ["max_iteration_runtime", "timeout option"])
 def test_a_runtime_limit_re_pushes_without_counting_a_retry(
-    e2e_config: kiq.Config, start_worker_process: StartWorker, limit: str
+    e2e_config: kiq.Config, start_worker: StartWorker, limit: str
 ) -> None:
     r = e2e_config.redis
     if limit == "timeout option":  # not kiq.JobTimeout mid-item, as for other jobs: the run's length
@@ -141,7 +141,7 @@ def test_a_runtime_limit_re_pushes_without_counting_a_retry(
         jid = Walk.perform_async(2000, 0.001)
         env = {**ENV, "KIQ_MAX_ITERATION_RUNTIME": "0.3"}
     assert jid is not None
-    worker = start_worker_process(*ARGS, env=env)
+    worker = start_worker(*ARGS, env=env)
     wait_until(lambda: finished(r, jid), 90, message="the walk's end")
     worker.stop()
     assert seen(e2e_config) == dict.fromkeys(range(2000), 1)
