@@ -1,12 +1,13 @@
 """Queue pause against adversaries: Redis going away (3 s, 60 s) while a queue is paused and jobs run and fail,
 garbage in the ``kiq:paused`` set written by another producer, and queue orders (strict, weighted) with one queue
-paused, on real worker processes and real Redis servers.
+paused, on real workers (run in this process) and real Redis servers.
 
 What a worker does when it cannot read the paused set: it keeps the view it read last (kiq.paused_queues), so a
 paused queue stays paused through an outage, and reads the set again at its next fetch once Redis answers."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -27,11 +28,11 @@ from tests.contrib.web.conftest import serve
 from tests.contrib.web.http_support import parse, post_form
 from tests.jobs.adversarial import STARTS_FILE
 from tests.outage_support import AofRedis, aof_redis
-from tests.support import FAST, ROOT, WorkerProcess, child_env, wait_until
+from tests.support import FAST, ROOT, InProcessWorker, child_env, wait_until
 
 pytestmark = pytest.mark.slow
 
-StartWorker = Callable[..., WorkerProcess]
+StartWorker = Callable[..., InProcessWorker]
 
 BOUND = 1.0  # seconds within which a pause or an unpause applies (docs/guide/operations.md, "Queue pause")
 WATCH = 2.0  # seconds a paused queue is watched: none of its jobs may start
@@ -113,18 +114,19 @@ def unpause_when_back(url: str, name: str) -> tuple[threading.Thread, list[float
     ],
 )
 def test_a_paused_queue_stays_paused_through_an_outage_and_an_unpause_applies_once_redis_is_back(
-    server: AofRedis, tmp_path: Path, fetch: str, stop: str, outage: float
+    server: AofRedis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fetch: str, stop: str, outage: float
 ) -> None:
     client = server.client()
     record = tmp_path / "starts"
     client.sadd("kiq:paused", "held")
     held = push(server.url, "held", 30, 20)
     opened = push(server.url, "open", 400, 30, fail_every=5)  # jobs run and fail throughout
-    env = {**ENV, STARTS_FILE: str(record)}
+    monkeypatch.setenv(STARTS_FILE, str(record))  # read by the jobs, which run in this process
+    env = dict(ENV)
     if fetch == "reliable":
         env["KIQ_PLUGINS"] = "reliable_fetch"
     args = ["-r", "tests.jobs.adversarial", "-q", "held", "-q", "open", "-c", "3", "--fetch", fetch]
-    with WorkerProcess(args, server.url, tmp_path / "worker.log", env) as worker:
+    with contextlib.closing(InProcessWorker(args, server.url, env)) as worker:
         wait_until(lambda: len(starts(record, "open")) >= 20, 60, message="jobs of the open queue running")
 
         server.stop(stop)

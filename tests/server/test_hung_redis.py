@@ -1,6 +1,6 @@
-"""A hung Redis (its process SIGSTOPped: connections stay open, nothing answers) against a real worker process:
-every Redis call times out (``redis_timeout``) instead of blocking for ever, the outage is logged once, a blocking
-fetch is not taken for a hung server, and a stop still exits within ``-t`` + 2 s."""
+"""A hung Redis (its process SIGSTOPped: connections stay open, nothing answers) against a real worker (run in this
+process): every Redis call times out (``redis_timeout``) instead of blocking for ever, the outage is logged once, a
+blocking fetch is not taken for a hung server, and a stop still exits within ``-t`` + 2 s."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 import kiq
+from kiq import config as kiq_config
 from tests.jobs.basic import Sleepy
 from tests.outage_support import AofRedis, aof_redis
-from tests.support import FAST, WorkerProcess, wait_until
+from tests.support import FAST, InProcessWorker, wait_until
 
-pytestmark = pytest.mark.slow  # a worker process and a redis-server of its own
+pytestmark = pytest.mark.slow  # a redis-server of its own, hung
 
 TIMEOUT = 1.0  # the worker's redis_timeout: shorter than its fetches' 2 s block, which must not count as hung
 STOP_TIMEOUT = 1.0  # -t
@@ -35,11 +36,16 @@ def outage_lines(output: str) -> list[str]:
     return [line for line in output.splitlines() if "is unreachable" in line]
 
 
-def test_a_hung_redis_is_one_outage_and_a_stop_still_exits_within_t_plus_2_s(server: AofRedis, tmp_path: Path) -> None:
+def test_a_hung_redis_is_one_outage_and_a_stop_still_exits_within_t_plus_2_s(
+    server: AofRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = kiq.Config(redis_url=server.url)
     env = {**FAST, "KIQ_REDIS_TIMEOUT": str(TIMEOUT)}
+    # what the job reaches Redis by (kiq.default_config()): in a worker process, the worker's own config
+    jobs_config = kiq.Config.load(env=env, redis_url=server.url)
+    monkeypatch.setattr(kiq_config, "_default", jobs_config)
     args = ["-r", "tests.jobs.basic", "-q", "default", "-c", "2", "-t", str(STOP_TIMEOUT)]
-    worker = WorkerProcess(args, server.url, tmp_path / "worker.log", env)
+    worker = InProcessWorker(args, server.url, env)
     try:
         jid = kiq.Client(config).push({"class": Sleepy, "args": [30], "retry": False})
         watch = server.client()
@@ -56,7 +62,7 @@ def test_a_hung_redis_is_one_outage_and_a_stop_still_exits_within_t_plus_2_s(ser
         worker.wait(30)
         took = time.monotonic() - began
     finally:
-        worker.kill()
+        worker.close()
     output = worker.output()
     # the stop's bound (EXIT_GRACE) plus room for a loaded machine; without timeouts it exits at its bound too,
     # but every thread stays blocked on the hung server, and nothing says why
@@ -67,3 +73,4 @@ def test_a_hung_redis_is_one_outage_and_a_stop_still_exits_within_t_plus_2_s(ser
     replay = [line for line in output.splitlines() if "unwritten job outcome" in line and str(jid) in line]
     assert len(replay) == 1, output[-3000:]
     config.redis.close()
+    jobs_config.redis.close()

@@ -1,5 +1,6 @@
-"""Held job outcomes (kiq.server.outcomes) on real worker processes and a real redis-server of the test's own (AOF,
-``appendfsync always``), stopped and restarted on the same port and directory, or filled to maxmemory.
+"""Held job outcomes (kiq.server.outcomes) on real workers (run in this process, but a swarm's) and a real
+redis-server of the test's own (AOF, ``appendfsync always``), stopped and restarted on the same port and directory, or
+filled to maxmemory.
 
 Jobs whose code touches Redis fail while it is down or refuses writes, and so does recording their failure: the
 worker must hold those outcomes and write them once Redis is back, with basic and reliable fetch alike, and log the
@@ -9,6 +10,7 @@ nothing stays in a queue or a working list (0 stuck).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -24,9 +26,10 @@ import redis
 import kiq
 from tests.jobs.outcomes import DEATHS, DONE
 from tests.outage_support import AofRedis, aof_redis
-from tests.support import FAST, WorkerProcess, make_retries_due, wait_until
+from tests.support import FAST, InProcessWorker, WorkerProcess, make_retries_due, wait_until
 
-pytestmark = pytest.mark.slow
+# an exception no thread of the worker caught fails the test (a worker process wrote its "Traceback" to its output)
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")]
 CONCURRENCY = 5
 BACK_WITHIN = 10.0  # seconds after Redis returns by which every job must be done, in retry or in dead
 ENV = {**FAST, "KIQ_PLUGINS": "limiter", "KIQ_POLL_INTERVAL": "0.5"}
@@ -71,16 +74,18 @@ def unaccounted(client: redis.Redis, jids: set[str]) -> set[str]:
     return missing if missing or not listed else {f"{listed} still listed"}
 
 
-def start_worker(server: AofRedis, tmp_path: Path, fetch: str, *extra: str) -> WorkerProcess:
-    args = ["-r", "tests.jobs.outcomes", "-c", str(CONCURRENCY), "--fetch", fetch, *extra]
-    return WorkerProcess(args, server.url, tmp_path / f"worker-{fetch}.log", ENV)
+def worker_args(fetch: str, *extra: str) -> list[str]:
+    return ["-r", "tests.jobs.outcomes", "-c", str(CONCURRENCY), "--fetch", fetch, *extra]
 
 
-def run_through_outage(
-    server: AofRedis, client: redis.Redis, tmp_path: Path, fetch: str, stop: str, outage: float
-) -> None:
+def start_worker(server: AofRedis, fetch: str, *extra: str) -> contextlib.closing[InProcessWorker]:
+    """The worker ``kiq worker`` would run, in this process (closed at the end of the ``with`` block)."""
+    return contextlib.closing(InProcessWorker(worker_args(fetch, *extra), server.url, ENV))
+
+
+def run_through_outage(server: AofRedis, client: redis.Redis, fetch: str, stop: str, outage: float) -> None:
     jids = push(server.url, 300, 20)
-    with start_worker(server, tmp_path, fetch) as worker:
+    with start_worker(server, fetch) as worker:
         wait_until(lambda: client.scard(DONE) >= 50, 30, message="50 jobs before the outage")
         server.stop(stop)
         wait_until(lambda: "unreachable" in worker.output(), 30, message="the outage in the log")
@@ -110,17 +115,17 @@ STOPS = [pytest.param("basic", "pause", id="basic"), pytest.param("reliable", "k
 
 @pytest.mark.parametrize(("fetch", "stop"), [*STOPS, pytest.param("reliable", "term", id="reliable-term")])
 def test_jobs_failing_during_a_3s_outage_are_held_and_handed_on(
-    server: AofRedis, client: redis.Redis, tmp_path: Path, fetch: str, stop: str
+    server: AofRedis, client: redis.Redis, fetch: str, stop: str
 ) -> None:
-    run_through_outage(server, client, tmp_path, fetch, stop, 3.0)
+    run_through_outage(server, client, fetch, stop, 3.0)
 
 
 @pytest.mark.soak  # make soak; the same with a 3 s outage: the test above
 @pytest.mark.parametrize(("fetch", "stop"), STOPS)
 def test_jobs_failing_during_a_60s_outage_are_held_and_handed_on(
-    server: AofRedis, client: redis.Redis, tmp_path: Path, fetch: str, stop: str
+    server: AofRedis, client: redis.Redis, fetch: str, stop: str
 ) -> None:
-    run_through_outage(server, client, tmp_path, fetch, stop, 60.0)
+    run_through_outage(server, client, fetch, stop, 60.0)
 
 
 class LengthWatch:
@@ -148,12 +153,12 @@ class LengthWatch:
 
 @pytest.mark.parametrize("fetch", ["basic", "reliable"])
 def test_at_maxmemory_a_worker_takes_no_more_jobs_than_its_threads_and_drains_once_memory_is_freed(
-    server: AofRedis, client: redis.Redis, tmp_path: Path, fetch: str
+    server: AofRedis, client: redis.Redis, fetch: str
 ) -> None:
     jids = push(server.url, 200, 10)
     client.config_set("maxmemory-policy", "noeviction")
     client.config_set("maxmemory", 1)  # always over the limit: every write that needs memory is refused
-    with LengthWatch(client) as watch, start_worker(server, tmp_path, fetch) as worker:
+    with LengthWatch(client) as watch, start_worker(server, fetch) as worker:
         wait_until(
             lambda: "failed: OutOfMemoryError: command not allowed when used memory" in worker.output(),
             30,
@@ -176,10 +181,10 @@ def test_at_maxmemory_a_worker_takes_no_more_jobs_than_its_threads_and_drains_on
 
 
 def test_a_stop_with_redis_still_down_logs_each_held_job_replayably_and_exits_non_zero(
-    server: AofRedis, client: redis.Redis, tmp_path: Path
+    server: AofRedis, client: redis.Redis
 ) -> None:
     jids = push(server.url, 30, 300)
-    with start_worker(server, tmp_path, "basic", "-t", "2") as worker:
+    with start_worker(server, "basic", "-t", "2") as worker:
         wait_until(lambda: client.scard(DONE) >= CONCURRENCY, 30, message="the first jobs done")
         server.stop()
         wait_until(lambda: "failed: ConnectionError" in worker.output(), 30, message="a job failing in the outage")
@@ -200,7 +205,7 @@ def test_a_stop_with_redis_still_down_logs_each_held_job_replayably_and_exits_no
 
 
 def test_a_death_hook_whose_redis_write_is_refused_is_called_again_once_redis_is_back(
-    server: AofRedis, client: redis.Redis, tmp_path: Path
+    server: AofRedis, client: redis.Redis
 ) -> None:
     config = kiq.Config(redis_url=server.url)
     try:
@@ -208,8 +213,7 @@ def test_a_death_hook_whose_redis_write_is_refused_is_called_again_once_redis_is
     finally:
         config.redis.close()
     env = {**ENV, "KIQ_PLUGINS": "tests.jobs.outcomes:DeathRecorder"}
-    args = ["-r", "tests.jobs.outcomes", "-c", str(CONCURRENCY), "--fetch", "basic"]
-    with WorkerProcess(args, server.url, tmp_path / "worker.log", env) as worker:
+    with contextlib.closing(InProcessWorker(worker_args("basic"), server.url, env)) as worker:
         wait_until(lambda: client.scard(DONE) >= 20, 30, message="20 jobs before the outage")
         server.stop()
         wait_until(lambda: "failed: ConnectionError" in worker.output(), 30, message="a job failing in the outage")
@@ -228,7 +232,9 @@ def test_a_swarm_stopped_with_redis_still_down_restarts_no_child_and_exits_non_z
     server: AofRedis, client: redis.Redis, tmp_path: Path
 ) -> None:
     push(server.url, 60, 300)
-    with start_worker(server, tmp_path, "reliable", "-t", "2", "-p", "2") as swarm:
+    # a worker process: a swarm's, whose child is stopped by a signal of its own
+    args = worker_args("reliable", "-t", "2", "-p", "2")
+    with WorkerProcess(args, server.url, tmp_path / "swarm.log", ENV) as swarm:
         wait_until(lambda: client.scard(DONE) >= CONCURRENCY, 30, message="the first jobs done")
         server.stop()
         first = int(Path(f"/proc/{swarm.pid}/task/{swarm.pid}/children").read_text().split()[0])

@@ -24,7 +24,7 @@ from kiq.server.fetch import fetcher_for
 from tests.jobs.outcomes import DONE
 from tests.outage_support import AofRedis, aof_redis
 from tests.sentinel_support import free_port
-from tests.support import FAST, WorkerProcess, wait_until
+from tests.support import FAST, InProcessWorker, wait_until
 
 IDENTITY = "host:1:bbbbbbbbbbbb"
 WORKING = f"kiq:working:{IDENTITY}:default"
@@ -189,7 +189,7 @@ def test_a_fetch_sent_again_on_a_new_connection_leaves_nothing_stranded(
 
 @pytest.mark.slow
 def test_a_worker_runs_the_job_of_a_lost_fetch_reply_soon_after_redis_answers_again(
-    redis_server: AofRedis, proxy: ReplyCutter, r: redis.Redis, tmp_path: Path
+    redis_server: AofRedis, proxy: ReplyCutter, r: redis.Redis
 ) -> None:
     pusher = kiq.Config(redis_url=redis_server.url)
     try:
@@ -201,7 +201,7 @@ def test_a_worker_runs_the_job_of_a_lost_fetch_reply_soon_after_redis_answers_ag
     proxy.cut_next_reply(down=True, marker=f'"jid":"{jid}"'.encode())
     args = ["-r", "tests.jobs.outcomes", "-c", "2", "--fetch", "reliable"]
     url = f"redis://127.0.0.1:{proxy.port}/0"
-    with WorkerProcess(args, url, tmp_path / "worker.log", FAST) as worker:
+    with contextlib.closing(InProcessWorker(args, url, FAST)) as worker:
         wait_until(lambda: proxy.cuts == 1, 30, message="the fetch reply cut")
         working = [key for key in r.scan_iter("kiq:working:*") if r.llen(key)]
         assert len(working) == 1 and r.llen("queue:default") == 0  # moved, and no thread runs it
