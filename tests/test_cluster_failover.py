@@ -1,9 +1,10 @@
 """Failover of a Redis Cluster in the middle of a drain on reliable fetch: a primary killed (kill -9), and separately a
-manual ``CLUSTER FAILOVER`` on its replica, while one ``kiq worker`` drains 10,000 jobs and a client pushes one by
-one. Each test starts a cluster of its own (it breaks it) and checks that no job is lost, that the worker follows the
-new primary by itself (the same process, which drains everything) and logs the outage once; it prints the numbers of
-docs/guide/redis.md's "Failover" table: jobs lost, jobs run twice, seconds until the cluster was healthy again and
-until jobs of the failed primary ran again (``pytest -s tests/test_cluster_failover.py``).
+manual ``CLUSTER FAILOVER`` on its replica, while one worker (what ``kiq worker`` runs, in the test's process) drains
+10,000 jobs and a client pushes one by one. Each test starts a cluster of its own (it breaks it) and checks that no
+job is lost, that the worker follows the new primary by itself (the same worker, never restarted, which drains
+everything) and logs the outage once; it prints the numbers of docs/guide/redis.md's "Failover" table: jobs lost,
+jobs run twice, seconds until the cluster was healthy again and until jobs of the failed primary ran again
+(``pytest -s tests/test_cluster_failover.py``).
 
 The jobs write their trace to a file (tests.jobs.failover.AppendStarted), not to Redis, which loses the writes its
 killed primary had not passed to its replica yet."""
@@ -26,9 +27,9 @@ import kiq
 import kiq.ext
 from tests.cluster_support import EVERY_CLUSTER_TARGET, LoopbackCluster, Node, started_cluster
 from tests.jobs.failover import AppendStarted
-from tests.support import FAST, WorkerProcess, fresh_config, wait_until
+from tests.support import FAST, InProcessWorker, fresh_config, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow  # a 6-node cluster of its own per test, and a drain of 10,000 jobs
 TOTAL = 10_000
 LATE = 100  # jobs a client pushes one by one through the failover
 QUEUE_COUNT = 3  # the queue layout's queues, on 3 distinct primaries
@@ -113,7 +114,8 @@ def test_a_failover_mid_drain_loses_no_job_and_the_worker_follows(
     env = {**FAST, "KIQ_HEARTBEAT_INTERVAL": "5", "KIQ_SLOTS": case.slots}
     weighted = [arg for queue in queues for arg in ("-q", f"{queue},1")]  # every queue drains at once
     args = ["-r", "tests.jobs.failover", "--fetch", "reliable", *weighted]
-    with WorkerProcess(args, cluster.url, tmp_path / "worker.log", env) as worker:
+    worker = InProcessWorker(args, cluster.url, env)
+    try:
         wait_until(lambda: len(done.read_text().splitlines()) >= 1000, 60, message="the drain to be under way")
         pusher = threading.Thread(target=push_through_the_failover)
         pusher.start()
@@ -135,9 +137,11 @@ def test_a_failover_mid_drain_loses_no_job_and_the_worker_follows(
         except AssertionError as exc:
             raise AssertionError(f"{exc}; {whereabouts(r, set(expected) - set(jids_of(done)), late)}") from None
         wait_until(lambda: all(r.llen(keys.queue(queue)) == 0 for queue in queues), 30, message="empty queues")
-        assert worker.proc.poll() is None, worker.output()  # followed the new primary: still the same process
+        assert worker.running, worker.output()  # followed the new primary: the same worker, still running
         output = worker.output()
         assert worker.stop() == 0, output
+    finally:
+        worker.close()
     runs = runs_of(done)
     finished = [jid for jid, _ in runs]
     lost = len(set(expected) - set(finished))
@@ -151,7 +155,8 @@ def test_a_failover_mid_drain_loses_no_job_and_the_worker_follows(
     assert backlog >= TOTAL // 2, f"only {backlog} jobs were left when the failover struck: not mid-drain"
     assert len(late) == LATE and None not in late
     assert lost == 0
-    assert output.count(" starting: ") == 1, output  # never restarted
+    starts = [line for line in output.splitlines() if " starting: " in line]
+    assert len(starts) == 1 and f" identity={worker.identity} " in starts[0], output  # never restarted
     assert set(re.findall(r" pid=(\d+) ", output)) == {str(worker.pid)}, output
     assert "Traceback" not in output, output
     outage = [line for line in output.splitlines() if "unreachable" in line or "retrying with backoff" in line]

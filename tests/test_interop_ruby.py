@@ -41,7 +41,7 @@ from .jobs.interop import (
     InteropJob,
     RubyEcho,
 )
-from .support import ROOT, WorkerProcess, missing_service, wait_until
+from .support import ROOT, InProcessWorker, missing_service, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -219,7 +219,7 @@ ARGS = [1, "two", {"three": [3.5, None, True], "vier": "grüße"}, []]
 
 # -- 1. Ruby pushes, kiq runs ------------------------------------------------------------------------------
 def test_ruby_pushed_jobs_run_in_kiq_with_the_same_payload(
-    e2e_config: kiq.Config, ruby_client: RubyClient, start_worker: Callable[..., WorkerProcess]
+    e2e_config: kiq.Config, ruby_client: RubyClient, start_worker: Callable[..., InProcessWorker]
 ) -> None:
     r = e2e_config.redis
     by_class = ruby_client("perform_async", *ARGS)["jid"]  # InteropJob.perform_async, a Ruby stand-in class
@@ -264,7 +264,7 @@ def test_kiq_pushed_jobs_run_in_ruby(e2e_config: kiq.Config, ruby_sidekiq: RubyS
 
 # -- 3. failures: kiq's in Ruby's RetrySet/DeadSet, Ruby's in kiq's -----------------------------------------
 def test_kiq_failures_show_in_rubys_retry_and_dead_sets_which_retry_them(
-    e2e_config: kiq.Config, ruby_client: RubyClient, start_worker: Callable[..., WorkerProcess]
+    e2e_config: kiq.Config, ruby_client: RubyClient, start_worker: Callable[..., InProcessWorker]
 ) -> None:
     r = e2e_config.redis
     worker = start_worker(*KIQ_WORKER_ARGS)
@@ -338,14 +338,14 @@ def test_kiq_process_shows_in_rubys_process_set_and_stats(
     e2e_config: kiq.Config,
     ruby_sidekiq: RubySidekiq,
     ruby_client: RubyClient,
-    start_worker_process: Callable[..., WorkerProcess],
+    start_worker: Callable[..., InProcessWorker],
 ) -> None:
     r = e2e_config.redis
     # The Ruby process adds its own pending counts at each heartbeat; after one beat since the flush it has
     # none left (it runs nothing here), so every change in the stats from now on is kiq's.
     wait_for(lambda: ruby_sidekiq.identity(r), "a Ruby heartbeat", ruby_sidekiq)
     before = ruby_client("stats")
-    worker = start_worker_process(*KIQ_WORKER_ARGS, "-q", "kiq-low", "-c", "3", "--tag", "interop", env=FAST_POLLS)
+    worker = start_worker(*KIQ_WORKER_ARGS, "-q", "kiq-low", "-c", "3", "--tag", "interop", env=FAST_POLLS)
     InteropJob.perform_async("a")
     InteropJob.perform_async("b")
     InteropFlakyJob.set(retry=False).perform_async("fails")  # no retry: counted as failed, stored nowhere
@@ -363,12 +363,13 @@ def test_kiq_process_shows_in_rubys_process_set_and_stats(
     InteropBlockJob.perform_async(token)
 
     def kiq_process(busy: int) -> dict[str, Any] | None:
-        return next((p for p in ruby_client("processes") if p["pid"] == worker.pid and p["busy"] == busy), None)
+        processes = ruby_client("processes")
+        return next((p for p in processes if p["identity"] == worker.identity and p["busy"] == busy), None)
 
     process = wait_for(lambda: kiq_process(1), "Ruby's ProcessSet to show kiq busy", worker)
     hostname = socket.gethostname()
     assert re.fullmatch(rf"{re.escape(hostname)}:{worker.pid}:[0-9a-f]{{12}}", process["identity"])
-    assert process["hostname"] == hostname
+    assert (process["hostname"], process["pid"]) == (hostname, worker.pid)
     assert process["queues"] == [KIQ_QUEUE, "kiq-low"]
     assert (process["concurrency"], process["tag"], process["labels"]) == (3, "interop", [])
     assert (process["quiet"], process["stopping"]) == ("false", False)
@@ -378,14 +379,14 @@ def test_kiq_process_shows_in_rubys_process_set_and_stats(
     assert stats["processes_size"] == 2  # the Ruby process and kiq's
     assert stats["workers_size"] == 1  # Sidekiq::Workers#size: the sum of the processes' busy
 
-    # Ruby controls kiq remotely: quiet (TSTP) shows as stopping; stop (TERM) ends the process.
+    # Ruby controls kiq remotely: quiet (TSTP) shows as stopping; stop (TERM) ends the worker.
     assert ruby_client("quiet", process["identity"]) == {"found": True}
     wait_for(lambda: (p := kiq_process(1)) and p["stopping"], "kiq to show as quiet in Ruby", worker)
     r.rpush(RELEASE + token, "go")
     assert ruby_client("stop", process["identity"]) == {"found": True}
     assert worker.wait(30) == 0, worker.output()
     assert token in {run["args"][0] for run in runs(r, KIQ_RUNS).values()}
-    assert all(p["pid"] != worker.pid for p in ruby_client("processes"))
+    assert all(p["identity"] != worker.identity for p in ruby_client("processes"))
 
 
 def test_ruby_process_shows_in_kiqs_process_set_and_workers(e2e_config: kiq.Config, ruby_sidekiq: RubySidekiq) -> None:
@@ -425,7 +426,7 @@ def test_kiq_scheduled_jobs_run_in_ruby(
 
 
 def test_ruby_scheduled_jobs_run_in_kiq(
-    e2e_config: kiq.Config, ruby_client: RubyClient, start_worker: Callable[..., WorkerProcess]
+    e2e_config: kiq.Config, ruby_client: RubyClient, start_worker: Callable[..., InProcessWorker]
 ) -> None:
     r = e2e_config.redis
     far_at = time.time() + 3600
@@ -447,7 +448,7 @@ def test_ruby_scheduled_jobs_run_in_kiq(
 
 # -- 5. a Ruby producer pushes arguments a typed parameter cannot read -----------------------------------------------
 def test_a_ruby_pushed_payload_a_typed_parameter_cannot_read_ends_in_retry_with_a_clear_error(
-    e2e_config: kiq.Config, ruby_client: RubyClient, start_worker: Callable[..., WorkerProcess]
+    e2e_config: kiq.Config, ruby_client: RubyClient, start_worker: Callable[..., InProcessWorker]
 ) -> None:
     r = e2e_config.redis
     good = {"when": "2026-01-02T03:04:05Z", "at": "12:30:15", "wait": "PT5S", "color": "red", "totals": {},

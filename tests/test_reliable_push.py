@@ -21,7 +21,7 @@ from kiq import reliable_push
 from tests.jobs.basic import Record
 from tests.outage_support import AofRedis, aof_redis
 from tests.sentinel_support import free_port
-from tests.support import ROOT, WorkerProcess, child_env, wait_until
+from tests.support import ROOT, InProcessWorker, child_env, wait_until
 
 
 @pytest.fixture
@@ -44,9 +44,8 @@ def outage_messages(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str]]:
     return [(record.levelname, record.getMessage()) for record in caplog.records if "reliable push" in record.msg]
 
 
-@pytest.mark.slow  # a kiq worker process
 def test_5000_pushes_across_a_5_s_outage_all_land_in_order_and_run(
-    server: AofRedis, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    server: AofRedis, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="kiq")
     config = kiq.Config(redis_url=server.url, reliable_push=True)
@@ -86,10 +85,12 @@ def test_5000_pushes_across_a_5_s_outage_all_land_in_order_and_run(
     assert [level for level, _ in outage_messages(caplog)] == ["WARNING", "INFO"], outage_messages(caplog)
     assert "sent the" in outage_messages(caplog)[1][1]
 
-    worker_args = ["-r", "tests.jobs.basic", "-q", "default", "-c", "5"]
-    with WorkerProcess(worker_args, server.url, tmp_path / "worker.log") as worker:
+    worker = InProcessWorker(["-r", "tests.jobs.basic", "-q", "default", "-c", "5"], server.url)
+    try:
         wait_until(lambda: watch.hlen("performed") == total, 120, message="every job run")
         worker.stop()
+    finally:
+        worker.close()
     runs = watch.hgetall("performed")
     assert set(runs) == {str(number) for number in range(total)} and all(int(count) >= 1 for count in runs.values())
 

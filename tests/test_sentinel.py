@@ -16,9 +16,9 @@ import kiq
 from kiq.server.heartbeat import MASTER_CHECK_INTERVAL
 from tests.jobs.basic import AppendToFile
 from tests.sentinel_support import SentinelCluster
-from tests.support import FAST, WorkerProcess, wait_until
+from tests.support import FAST, InProcessWorker, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow  # a master, a replica and three Sentinels per test, and a drain of ~20 s
 TOTAL = 1000
 
 
@@ -61,7 +61,8 @@ def test_a_failover_mid_drain_is_followed_without_a_restart(
 
     # the worker shares the clients' push_replicas; heartbeats 5 s apart, so the checks between them move it
     env = {**FAST, "KIQ_HEARTBEAT_INTERVAL": "5", "KIQ_PUSH_REPLICAS": str(sentinel_config.push_replicas)}
-    with WorkerProcess(["-r", "tests.jobs.basic", "--fetch", fetch], cluster.url, tmp_path / "w.log", env) as worker:
+    worker = InProcessWorker(["-r", "tests.jobs.basic", "--fetch", fetch], cluster.url, env)
+    try:
         wait_until(lambda: len(done.read_text().split()) >= 100, 30, message="the drain to be under way")
         pusher = threading.Thread(target=push_during_failover)
         pusher.start()
@@ -74,9 +75,11 @@ def test_a_failover_mid_drain_is_followed_without_a_restart(
         expected = set(pushed) | set(late)
         wait_until(lambda: drained(r, done), 120, message="the queue to be drained and the workers idle")
         finished = done.read_text().split()
-        assert worker.proc.poll() is None, worker.output()  # followed the new master: still the same process
+        assert worker.running, worker.output()  # followed the new master: the same worker, still running
         output = worker.output()
         assert worker.stop() == 0
+    finally:
+        worker.close()
     lost = len(expected - set(finished))
     duplicated = len(finished) - len(set(finished))
     replicas = sentinel_config.push_replicas
