@@ -85,9 +85,12 @@ def server(tmp_path: Path) -> Iterator[AofRedis]:
         yield aof
 
 
-def test_redis_stopped_3_s_mid_run_loses_no_grouped_job_and_is_logged_once(server: AofRedis, tmp_path: Path) -> None:
+def test_redis_stopped_3_s_mid_run_loses_no_grouped_job_and_is_logged_once(
+    server: AofRedis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     done = tmp_path / "done.txt"
     done.touch()
+    monkeypatch.setenv("GROUPS_TEST_FILE", str(done))  # read by the jobs, in this process
     config = kiq.Config(redis_url=server.url, plugins=["groups"])
     labels = [f"{group}-{n}" for group in GROUPS for n in range(75)]
     try:
@@ -101,13 +104,13 @@ def test_redis_stopped_3_s_mid_run_loses_no_grouped_job_and_is_logged_once(serve
             )
     finally:
         config.redis.close()
-    env = {**ENV, "GROUPS_TEST_FILE": str(done)}
     client = server.client()
 
     def finished() -> set[str]:
         return set(done.read_text().split())
 
-    with WorkerProcess(WORKER, server.url, tmp_path / "worker.log", env) as worker:
+    worker = InProcessWorker(WORKER, server.url, ENV)  # the outage, not the worker's process, is the subject
+    try:
         wait_until(lambda: len(finished()) >= 50, 30, message="50 jobs before the outage")
         server.stop()
         wait_until(lambda: "unreachable" in worker.output(), 30, message="the outage in the log")
@@ -119,6 +122,8 @@ def test_redis_stopped_3_s_mid_run_loses_no_grouped_job_and_is_logged_once(serve
         wait_until(lambda: not client.hgetall(base + "c"), 10, message="every slot back")
         assert worker.stop() == 0
         output = worker.output()
+    finally:
+        worker.close()
     print(f"\n{len(labels)} jobs through a 3 s outage: {len(finished())} done, {len(done.read_text().split())} runs")
     assert output.count("is unreachable") == 1 and output.count("Redis works again") == 1, output
     assert "could not release" not in output

@@ -1,12 +1,15 @@
-"""The otel plugin across a real worker process: the producer's context travels through Redis in the payload.
+"""The otel plugin across a real worker (in this process): the producer's context travels through Redis in the
+payload.
 
-The worker runs tests/jobs/otel.py, whose spans land in a Redis list as JSON. The test process does not import
-that module (its configure_server callback would otherwise instrument any in-process worker of other tests),
-so jobs are pushed by wire name.
+The worker runs tests/jobs/otel.py, whose spans land in a Redis list as JSON. That module's configure_server
+callback instruments every worker started after its import: the ``worker_tracing`` fixture keeps it, and its
+tracer provider, to the test's own worker, so the in-process workers of later tests run without it. Jobs are
+pushed by wire name.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -18,9 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import kiq
 import kiq.plugins.otel as otel
-from tests.support import WorkerProcess, make_retries_due, wait_until
-
-pytestmark = pytest.mark.slow
+from tests.support import InProcessWorker, make_retries_due, wait_until
 
 SPANS_KEY = "otel-test:spans"  # tests.jobs.otel.SPANS_KEY
 JOBS = "tests.jobs.otel"
@@ -34,6 +35,21 @@ def sent_spans(e2e_config: kiq.Config) -> Iterator[InMemorySpanExporter]:
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     otel.instrument(e2e_config, tracer_provider=provider)
     yield exporter
+    provider.shutdown()
+
+
+@pytest.fixture
+def worker_tracing(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """tests.jobs.otel's configure_server callback (spans to Redis) for this test's workers only, on a tracer
+    provider of this test's (the module's one would gather a span processor per worker started)."""
+    callbacks = list(kiq.config._server_callbacks)
+    monkeypatch.setattr(kiq.config, "_server_callbacks", callbacks)  # the callbacks, as they were, after the test
+    jobs = importlib.import_module(JOBS)  # its first import registers the callback in ``callbacks``
+    if jobs.trace_to_redis not in callbacks:
+        callbacks.append(jobs.trace_to_redis)
+    provider = TracerProvider()
+    monkeypatch.setattr(jobs, "provider", provider)
+    yield
     provider.shutdown()
 
 
@@ -55,12 +71,15 @@ def hex_ids(span: ReadableSpan) -> tuple[str, str]:
 
 
 def test_the_process_span_in_the_worker_links_to_the_producer_by_default(
-    e2e_config: kiq.Config, sent_spans: InMemorySpanExporter, start_worker_process: Callable[..., WorkerProcess]
+    e2e_config: kiq.Config,
+    sent_spans: InMemorySpanExporter,
+    worker_tracing: None,
+    start_worker: Callable[..., InProcessWorker],
 ) -> None:
     jid = kiq.Client(e2e_config).push({"class": f"{JOBS}.TracedJob", "args": ["a"]})
     (send,) = sent_spans.get_finished_spans()
     trace_id, span_id = hex_ids(send)
-    worker = start_worker_process("-r", JOBS, "-c", "2")
+    worker = start_worker("-r", JOBS, "-c", "2")
     (process,) = worker_spans(e2e_config, "process default", 1)
     (inner,) = worker_spans(e2e_config, "inside a", 1)
     assert process["kind"] == "CONSUMER"
@@ -78,12 +97,15 @@ def test_the_process_span_in_the_worker_links_to_the_producer_by_default(
 
 
 def test_in_child_mode_a_retried_jobs_attempts_are_spans_in_the_producers_trace(
-    e2e_config: kiq.Config, sent_spans: InMemorySpanExporter, start_worker_process: Callable[..., WorkerProcess]
+    e2e_config: kiq.Config,
+    sent_spans: InMemorySpanExporter,
+    worker_tracing: None,
+    start_worker: Callable[..., InProcessWorker],
 ) -> None:
     kiq.Client(e2e_config).push({"class": f"{JOBS}.FlakyJob", "args": []})
     (send,) = sent_spans.get_finished_spans()
     trace_id, span_id = hex_ids(send)
-    worker = start_worker_process(
+    worker = start_worker(
         "-r", JOBS, env={"KIQ_PLUGINS": "otel", "KIQ_OTEL_LINK_MODE": "child", "KIQ_POLL_INTERVAL": "0.2"}
     )
 

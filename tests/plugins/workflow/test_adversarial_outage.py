@@ -1,5 +1,6 @@
-"""Redis stopped while workflow steps run and finish, on real workers and a redis-server of the test's own (AOF,
-``appendfsync always``; tests/outage_support.py), for 3 s (60 s: test_adversarial_long_outage.py), and at maxmemory.
+"""Redis stopped while workflow steps run and finish, on real workers (in this process: the outage, not the worker's
+process, is the subject) and a redis-server of the test's own (AOF, ``appendfsync always``;
+tests/outage_support.py), for 3 s (60 s: test_adversarial_long_outage.py), and at maxmemory.
 
 A step that ends during the outage cannot record its result nor push its successor: the worker must hold that
 outcome (the step unacknowledged) and write it once Redis is back, so every chain ends with its fold, every chord
@@ -13,7 +14,7 @@ import collections
 import contextlib
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,10 +24,11 @@ from kiq.plugins import workflow
 from kiq.plugins.workflow import chain, chord
 from tests.jobs.workflow_adversarial import AsyncFileStep, FileCollect, FileStep
 from tests.outage_support import AofRedis, aof_redis
-from tests.support import FAST, WorkerProcess, wait_until
+from tests.support import FAST, InProcessWorker, wait_until
 
 pytestmark = pytest.mark.slow
 BACK_WITHIN = 30.0  # seconds after Redis returns by which every workflow must have finished
+KILLS = 5  # kills of Redis at most, until one catches a step in flight (see in_a_step)
 
 
 @pytest.fixture
@@ -53,6 +55,16 @@ def runs(path: Path) -> collections.Counter[str]:
     return collections.Counter(step for step, _ in noted(path))
 
 
+def ran(path: Path) -> int:
+    """How many runs were noted."""
+    return sum(runs(path).values())
+
+
+def ran_at_least(path: Path, count: int) -> Callable[[], bool]:
+    """Whether ``count`` runs were noted, asked when called."""
+    return lambda: ran(path) >= count
+
+
 def pushes(path: Path) -> dict[str, int]:
     """How many times each step that ran was pushed: its runs' distinct ``enqueued_at`` (a redelivery keeps it)."""
     found: dict[str, set[str]] = collections.defaultdict(set)
@@ -69,30 +81,58 @@ def start_workflows(config: kiq.Config, step: type[kiq.Job]) -> tuple[list[workf
     return chains, chords
 
 
-def run_through_outage(server: AofRedis, config: kiq.Config, tmp_path: Path, fetch: str, outage: float,
-                       step: type[kiq.Job] = FileStep, maxmemory: bool = False) -> None:  # fmt: skip
+def started(stack: contextlib.ExitStack, args: list[str], url: str, env: dict[str, str]) -> InProcessWorker:
+    """A worker in this process, closed (if still running) when ``stack`` ends."""
+    worker = InProcessWorker(args, url, env)
+    stack.callback(worker.close)
+    return worker
+
+
+def held(worker: InProcessWorker) -> int:
+    """How many job outcomes the worker holds until Redis takes them (its OutcomeKeeper)."""
+    launcher = worker.worker.launcher
+    assert launcher is not None
+    return launcher.keeper.held
+
+
+def in_a_step(workers: list[InProcessWorker], runs_file: Path) -> bool:
+    """Whether a thread of the workers is likely in the middle of a 150 ms step: one runs a job, and the last run was
+    noted 30 to 90 ms ago (the threads that ended then fetched their next steps at once). The threads run their
+    steps in rounds: an outage that begins as a round ends (as a count of runs is reached) finds every thread
+    writing an outcome or fetching, none in a step, and no step ends in the outage."""
+    launchers = [worker.worker.launcher for worker in workers]
+    busy = any(
+        slot.work is not None for launcher in launchers if launcher for m in launcher.managers for slot in m.slots()
+    )
+    return busy and runs_file.exists() and 0.03 <= time.time() - runs_file.stat().st_mtime <= 0.09
+
+
+def run_through_outage(server: AofRedis, config: kiq.Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                       fetch: str, outage: float, step: type[kiq.Job] = FileStep,
+                       maxmemory: bool = False) -> None:  # fmt: skip
     """Two workers: an outage longer than a worker's liveness lets the other's recovery take its working list back
     (reliable fetch) as Redis returns, so a step may run twice; it must still be pushed once."""
     runs_file = tmp_path / "runs.txt"
+    monkeypatch.setenv("WF_ADV_RUNS_FILE", str(runs_file))  # read by the steps, in this process
     problem = "is out of memory" if maxmemory else "is unreachable"
     chains, chords = start_workflows(config, step)
     plugins = "workflow reliable_fetch" if fetch == "reliable" else "workflow"
-    env = {**FAST, "KIQ_PLUGINS": plugins, "KIQ_RELIABLE_RECOVERY_INTERVAL": "1", "WF_ADV_RUNS_FILE": str(runs_file)}
+    env = {**FAST, "KIQ_PLUGINS": plugins, "KIQ_RELIABLE_RECOVERY_INTERVAL": "1"}
     args = ["-r", "tests.jobs.workflow_adversarial", "-c", "4", "--fetch", fetch]
     with contextlib.ExitStack() as stack:
-        workers = [stack.enter_context(WorkerProcess(args, server.url, tmp_path / f"worker-{n}.log", env))
-                   for n in range(2)]  # fmt: skip
-        wait_until(lambda: sum(runs(runs_file).values()) >= 12, 60, message="steps running before the outage")
+        workers = [started(stack, args, server.url, env) for _ in range(2)]
+        wait_until(lambda: ran(runs_file) >= 12, 60, message="steps running before the outage")
+        wait_until(lambda: in_a_step(workers, runs_file), 30, interval=0.01, message="a step half-way")
         # reliable fetch: killed mid-traffic; basic fetch: between two commands (a pop whose reply is lost loses its
         # job, basic fetch's at-most-once window by design, not what this test is about)
         if maxmemory:  # Redis answers, and refuses every write
             config.redis.config_set("maxmemory", 1)
         else:
             server.stop("kill" if fetch == "reliable" else "pause")
-        ended_before = sum(runs(runs_file).values())
+        ended_before = ran(runs_file)
         for worker in workers:
             wait_until(lambda w=worker: problem in w.output(), 30, message="the outage in each worker's log")
-        wait_until(lambda: sum(runs(runs_file).values()) > ended_before, 30, message="a step ending in the outage")
+        wait_until(lambda: ran(runs_file) > ended_before, 30, message="a step ending in the outage")
         time.sleep(outage)  # the outage's length, not a wait for a condition
         if maxmemory:
             config.redis.config_set("maxmemory", 0)
@@ -129,44 +169,65 @@ def run_through_outage(server: AofRedis, config: kiq.Config, tmp_path: Path, fet
 
 @pytest.mark.parametrize("fetch", ["reliable", "basic"])
 def test_steps_ending_during_a_3s_outage_push_their_successors_once_when_redis_is_back(
-    server: AofRedis, config: kiq.Config, tmp_path: Path, fetch: str
+    server: AofRedis, config: kiq.Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fetch: str
 ) -> None:
-    run_through_outage(server, config, tmp_path, fetch, 3.0)
+    run_through_outage(server, config, tmp_path, monkeypatch, fetch, 3.0)
 
 
 def test_async_steps_ending_during_a_3s_outage_push_their_successors_once_when_redis_is_back(
-    server: AofRedis, config: kiq.Config, tmp_path: Path
+    server: AofRedis, config: kiq.Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    run_through_outage(server, config, tmp_path, "reliable", 3.0, AsyncFileStep)
+    run_through_outage(server, config, tmp_path, monkeypatch, "reliable", 3.0, AsyncFileStep)
 
 
 def test_steps_ending_while_redis_is_at_maxmemory_push_their_successors_once_when_it_takes_writes(
-    server: AofRedis, config: kiq.Config, tmp_path: Path
+    server: AofRedis, config: kiq.Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    run_through_outage(server, config, tmp_path, "reliable", 3.0, maxmemory=True)
+    run_through_outage(server, config, tmp_path, monkeypatch, "reliable", 3.0, maxmemory=True)
+
+
+def caught_a_step(worker: InProcessWorker, runs_file: Path, ended_before: int, within: float) -> bool:
+    """Whether, within ``within`` s of a kill of Redis, a step ended (noted after ``ended_before`` runs) and the
+    worker holds an outcome Redis refused."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if ran(runs_file) > ended_before and held(worker) > 0:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def test_a_worker_stopped_while_redis_is_down_leaves_its_held_steps_to_run_again_and_pushes_each_successor_once(
-    server: AofRedis, config: kiq.Config, tmp_path: Path
+    server: AofRedis, config: kiq.Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     runs_file = tmp_path / "runs.txt"
+    monkeypatch.setenv("WF_ADV_RUNS_FILE", str(runs_file))  # read by the steps, in this process
     chains, chords = start_workflows(config, FileStep)
-    env = {**FAST, "KIQ_PLUGINS": "workflow reliable_fetch", "KIQ_RELIABLE_RECOVERY_INTERVAL": "1",
-           "WF_ADV_RUNS_FILE": str(runs_file)}  # fmt: skip
+    env = {**FAST, "KIQ_PLUGINS": "workflow reliable_fetch", "KIQ_RELIABLE_RECOVERY_INTERVAL": "1"}
     args = ["-r", "tests.jobs.workflow_adversarial", "-c", "6", "--fetch", "reliable"]
-    with WorkerProcess([*args, "-t", "2"], server.url, tmp_path / "stopped.log", env) as stopped:
-        wait_until(lambda: sum(runs(runs_file).values()) >= 12, 60, message="steps running before the outage")
-        # counted before the kill: counted after it, a test process slowed by load could miss the steps in flight
-        ended_before = sum(runs(runs_file).values())
-        server.stop("kill")
-        wait_until(lambda: sum(runs(runs_file).values()) > ended_before, 30, message="a step ending in the outage")
+    with contextlib.ExitStack() as stack:
+        stopped = started(stack, [*args, "-t", "2"], server.url, env)
+        wanted = 12  # runs before a kill
+        for kill in range(1, KILLS + 1):
+            wait_until(ran_at_least(runs_file, wanted), 60, message="steps running before the outage")
+            wait_until(lambda: in_a_step([stopped], runs_file), 30, interval=0.01, message="a step half-way")
+            # counted before the kill: counted after it, a test process slowed by load could miss the steps in flight
+            ended_before = ran(runs_file)
+            server.stop("kill")
+            if caught_a_step(stopped, runs_file, ended_before, 5):
+                break
+            # the test process, slowed by load, killed it later than it looked: Redis back, more steps run, again
+            assert kill < KILLS, f"none of {KILLS} kills of Redis caught a step ending in the outage"
+            server.start()
+            wanted = ran(runs_file) + 6
         assert stopped.stop() != 0  # it gave up the held outcomes: the steps stay in its working list
         output = stopped.output()
     assert "unwritten job outcome" in output and "Traceback" not in output, output
-    print("\n" + "\n".join(line for line in output.splitlines() if "unwritten" in line)[:600])
+    print(f"\n{kill} kill(s) of Redis\n" + "\n".join(line for line in output.splitlines() if "unwritten" in line)[:600])
     ran_before = runs(runs_file)
     server.start()
-    with WorkerProcess(args, server.url, tmp_path / "worker.log", env) as worker:  # recovers the stopped one's list
+    with contextlib.ExitStack() as stack:
+        worker = started(stack, args, server.url, env)  # recovers the stopped one's list
 
         def finished() -> bool:
             return all(workflow.status(wf.id, config).state != "running" for wf in chains + chords)  # type: ignore[union-attr]
