@@ -354,17 +354,17 @@ def plugin_settings(sources: Iterable[Source]) -> Iterator[None]:
 # -- the process-wide default config and Sidekiq's configure_server / configure_client -----------------
 _default: Config | None = None
 _server_callbacks: list[Callable[[Config], Any]] = []
-# the config of the worker whose job runs in this context (set by the job runner for the job's duration): inside a
-# job, ``config=None`` means its worker's config. In a worker process that is the process default too; a worker in a
-# test's own process (kiq.testing.Worker) has a config of its own, whose settings and Redis its jobs must see (an
-# iterable job's flush interval and runtime limit, a push from a job).
-job_config: ContextVar[Config | None] = ContextVar("kiq_job_config", default=None)
+# the config of the in-process worker (kiq.testing.Worker) whose thread this is: in its threads (its jobs, its
+# poller, its held writes), ``config=None`` means that worker's config, as it means a worker process's own there
+# (the process default): an iterable job keeps the worker's flush interval and runtime limit, a push from a job or a
+# plugin's write goes to the worker's Redis. None elsewhere.
+worker_config: ContextVar[Config | None] = ContextVar("kiq_worker_config", default=None)
 
 
 def default_config() -> Config:
-    """The Config ``config=None`` means: inside a job, its worker's (``job_config``); else the process-wide one,
-    loaded from the config file and environment on first use."""
-    running = job_config.get()
+    """The Config ``config=None`` means: in an in-process worker's threads, that worker's (``worker_config``); else
+    the process-wide one, loaded from the config file and environment on first use."""
+    running = worker_config.get()
     if running is not None:
         return running
     global _default

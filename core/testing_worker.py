@@ -110,6 +110,7 @@ class Worker:
 
     def _run(self) -> None:
         """The worker's main thread: what ``kiq worker`` runs (kiq.server.swarm.serve), signals from a queue."""
+        config_module.worker_config.set(self.config)  # config=None in this thread and those it starts: this worker's
         try:
             launcher = self.launcher = Launcher(self.config, signal_sink=self._signals.put)
             launcher.announce()
@@ -263,17 +264,24 @@ class _LinesHandler(logging.Handler):
             self.handleError(record)
 
 
-# The threads a worker starts are its own (their log lines are its): while a Worker runs, Thread.start hands the
-# starting thread's owner on to the new thread. Undone when no Worker runs.
+# The threads a worker starts are its own (their log lines are its, and config=None in them means its config): while
+# a Worker runs, Thread.start hands the starting thread's owner on to the new thread. Undone when no Worker runs.
 _lock = threading.Lock()
 _handlers: list[_LinesHandler] = []
 _saved: dict[str, Any] = {}
 
 
 def _owned_start(thread: threading.Thread) -> None:
-    owner = getattr(threading.current_thread(), _OWNER, None)
+    owner: Worker | None = getattr(threading.current_thread(), _OWNER, None)
     if owner is not None:
         setattr(thread, _OWNER, owner)
+        run = thread.run
+
+        def run_as_owned() -> None:  # a new thread starts with empty context variables
+            config_module.worker_config.set(owner.config)
+            run()
+
+        thread.run = run_as_owned  # type: ignore[method-assign]
     _saved["start"](thread)
 
 

@@ -81,8 +81,9 @@ class Walks(kiq.IterableJob):
 
 
 def test_inside_its_jobs_the_default_config_is_the_workers_own(config: kiq.Config) -> None:
-    """A job run by kiq.testing.Worker sees that worker's config as the default, as a job in a worker process
-    does: an iterable job its runtime limit, a push its Redis (here: the worker's concurrency, 3, not the test's)."""
+    """A job run by kiq.testing.Worker, sync or async, sees that worker's config as the default, as a job in a worker
+    process does: an iterable job its runtime limit, a push its Redis (here: the worker's concurrency, 3, not the
+    test's)."""
     assert kiq.default_config() is config and config.concurrency != 3
     SeesItsConfig.perform_async("sync")
     SeesItsConfigAsync.perform_async("async")

@@ -25,7 +25,6 @@ from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 from ..arguments import call_perform
-from ..config import job_config
 from ..errors import Interrupted, InvalidPayload, Shutdown
 from ..failures import TRANSIENT
 from ..job_registry import registry
@@ -97,7 +96,6 @@ class JobRunner:
         if acknowledgement.current.get() is not slot.acknowledgement:  # once per thread, or per async job's task
             acknowledgement.current.set(slot.acknowledgement)
         slot.acknowledgement.begin()
-        running = job_config.set(self.config)  # config=None in the job: this worker's
         try:
             with self.retrier.global_(jobstr, queue):
                 # job logger and stats (one try block for both: same effect as Sidekiq's two layers, cheaper)
@@ -164,7 +162,6 @@ class JobRunner:
             job_logger.clear()
             slot.acknowledgement.end(acknowledge, unit)
             slot.unit = None
-            job_config.reset(running)
 
     def _started(self, queue: str, job: dict[str, Any]) -> None:
         for observer in self.observers:
