@@ -1,6 +1,6 @@
-"""The tracking database goes away while a real worker runs a task: jobs keep running (none lost or blocked),
-more jobs are pushed and run meanwhile, status updates are kept and retried, and everything converges once the
-database is back.
+"""The tracking database goes away while a real worker (in this process) runs a task: jobs keep running (none lost
+or blocked), more jobs are pushed and run meanwhile, status updates are kept and retried, and everything converges
+once the database is back.
 
 Two outages: SQLite's own locking (the test holds an EXCLUSIVE write lock on the database file, so every write
 fails with "database is locked" after the 5 s busy timeout while reads keep working, which lets the test watch
@@ -22,7 +22,7 @@ import kiq
 from kiq.plugins.tracking import Tracker
 from kiq.plugins.tracking.middleware import PUSH_WAIT
 from tests.jobs.tracking import DONE, SlowEnroll
-from tests.support import WorkerProcess, wait_until
+from tests.support import InProcessWorker, wait_until
 from tests.tracking_support import PrivatePostgres, track
 
 pytestmark = pytest.mark.slow
@@ -63,11 +63,11 @@ def outage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Outage]:
 
 
 def test_a_database_outage_loses_no_job_and_statuses_converge(
-    e2e_config: kiq.Config, start_worker_process: Callable[..., WorkerProcess], outage: Outage
+    e2e_config: kiq.Config, start_worker: Callable[..., InProcessWorker], outage: Outage
 ) -> None:
     tracker: Tracker = track(e2e_config, outage.url)
     task_id = tracker.create_task(SlowEnroll, [[n, "fail" if n % 10 == 0 else "ok"] for n in range(JOBS)])
-    worker = start_worker_process(
+    worker = start_worker(
         "-r", "tests.jobs.tracking", "-c", "2",
         env={"KIQ_PLUGINS": "tracking", "KIQ_TRACKING_DATABASE_URL": outage.url},
     )  # fmt: skip
