@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+# the docs group (the site's tools), for make site, docs and test
+DOCS_STAMP := $(VENV)/.docs-stamp
 
 .PHONY: demo test soak lint view typecheck imports pytest bench clean docs site
 
@@ -100,7 +102,6 @@ imports: view
 # The documentation site (mkdocs.yml), from docs/ and the docstrings (of the view above), into build/site to browse:
 # any warning fails it. Its tools are the docs dependency group, pinned. tests/test_docs.py builds it afresh (into a
 # temporary directory) and checks it; `make docs` runs only that test, `make test` runs it with the others.
-DOCS_STAMP := $(VENV)/.docs-stamp
 $(DOCS_STAMP): pyproject.toml $(STAMP)
 	$(INSTALL) --group docs
 	touch $@

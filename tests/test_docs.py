@@ -3,7 +3,7 @@
 page, and the changelog and the license are the repository's own files. The site is built here, into a temporary
 directory, by the test process that runs these tests (beside the others, not before them); it needs the docs
 dependency group and ``make view``, which ``make test`` and ``make docs`` install and link, and is skipped without
-them."""
+them (failed under KIQ_REQUIRE_SERVICES=1)."""
 
 from __future__ import annotations
 
@@ -18,14 +18,14 @@ import pytest
 
 import kiq
 import kiq.ext
-from tests.support import ROOT
+from tests.support import ROOT, missing_service
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     mkdocs = Path(sys.executable).with_name("mkdocs")
     if not mkdocs.exists() or not (ROOT / "build" / "view" / "kiq").is_dir():
-        pytest.skip("the site's tools or the package view are missing: make docs")
+        missing_service("the site's tools (the docs dependency group) or the package view are missing: make docs")
     built = tmp_path_factory.mktemp("site")
     result = subprocess.run(
         # not --quiet: MkDocs 1.6 then drops the warnings before --strict counts them
