@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import time
@@ -16,7 +17,7 @@ import kiq.api
 from kiq.embedded import EmbeddedRedis
 from kiq.server.launcher import SECOND_STOP_AFTER
 from tests.jobs.basic import AppendToFile, Record, Sleepy
-from tests.support import FAST, WorkerProcess, identity_of, raw_redis, wait_until
+from tests.support import FAST, InProcessWorker, WorkerProcess, identity_of, raw_redis, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -172,7 +173,7 @@ def test_the_worker_recovers_when_redis_restarts(tmp_path: Path) -> None:
     config = kiq.Config(redis_url=url)
     client = kiq.Client(config)
     try:
-        with WorkerProcess(["-r", "tests.jobs.basic", "-c", "2"], url, tmp_path / "worker.log", FAST) as worker:
+        with contextlib.closing(InProcessWorker(["-r", "tests.jobs.basic", "-c", "2"], url, FAST)) as worker:
             client.push({"class": "Record", "args": ["before"]})
             wait_until(lambda: config.redis.hexists("performed", "before"), 30, message="a job before the restart")
             server.stop()
