@@ -114,6 +114,72 @@ SERVER_URL = worker_server_url(
 )
 
 
+class CpuWait:
+    """How long the threads of process ``pid`` (this one by default) waited for a CPU: the kernel's run-queue wait of
+    each thread (the second field of /proc/<pid>/task/*/schedstat), summed, sampled every 20 ms within a ``with``
+    block. The suite runs in 8 processes on 2 cores: a process kept waiting is late by that wait, which no code of
+    kiq's can make up, so a bound in time on kiq is checked on the time less this wait. The sum over threads is an
+    upper bound of one chain's wait (threads can wait at once); on an idle machine it is ~0 and the bound is kiq's
+    alone. Without schedstat (not Linux) it is 0; a process that exited keeps its last sample."""
+
+    def __init__(self, pid: int | None = None) -> None:
+        self.tasks = f"/proc/{pid or 'self'}/task"
+        self.samples: list[tuple[float, float]] = []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="cpu-wait", daemon=True)
+
+    def total(self) -> float | None:
+        """The wait so far, in s; None once the process is gone."""
+        try:
+            tasks = os.listdir(self.tasks)
+        except OSError:
+            return None
+        waited = 0
+        for task in tasks:
+            try:
+                with open(f"{self.tasks}/{task}/schedstat") as stats:
+                    waited += int(stats.read().split()[1])
+            except (OSError, IndexError, ValueError):  # a thread that just ended; no schedstat
+                continue
+        return waited / 1e9
+
+    def _sample(self) -> None:
+        while not self._done.wait(0.02):
+            if (waited := self.total()) is not None:
+                self.samples.append((time.time(), waited))
+
+    def __enter__(self) -> CpuWait:
+        self.samples.append((time.time(), self.total() or 0.0))
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join(5)
+
+    def between(self, start: float, end: float) -> float:
+        """The wait from the last sample at or before ``start`` (epoch s) to the first at or after ``end`` (the last
+        one if none is): at least the wait within the window."""
+        before = [waited for at, waited in self.samples if at <= start] or [self.samples[0][1]]
+        after = [waited for at, waited in self.samples if at >= end] or [self.samples[-1][1]]
+        return after[0] - before[-1]
+
+
+def stopped_after_term(worker: WorkerProcess, wait: float) -> tuple[float, float, int]:
+    """TERM ``worker`` and wait at most ``wait`` s: the seconds until it exited, the seconds of those it waited for a
+    CPU (CpuWait: a loaded machine's delay, not kiq's), and its exit code."""
+    with CpuWait(worker.pid) as waits:
+        began, started = time.time(), time.monotonic()
+        worker.signal(signal.SIGTERM)
+        code = worker.wait(wait)
+        elapsed = time.monotonic() - started
+    return elapsed, waits.between(began, began + elapsed), code
+
+
+def exit_late(elapsed: float, waited: float, timeout: float) -> str:
+    return f"exited {elapsed:.2f} s after TERM with -t {timeout} ({waited:.2f} s of it waiting for a CPU)"
+
+
 def fresh_config(url: str, empty: Callable[[], None] | None = None, **settings: Any) -> Iterator[kiq.Config]:
     """A Config of ``settings`` on an emptied Redis (FLUSHDB of the URL's database, or ``empty()``: a cluster's
     FLUSHALL on every primary), the process default until the generator resumes."""

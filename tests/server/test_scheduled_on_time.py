@@ -1,12 +1,11 @@
 """Scheduled jobs and retries start on time: the poller sleeps until the earliest due score and a push of an earlier
 job wakes it (core/server/scheduled.py, poller_wake.py). Lateness is measured against the due time each job was
 scheduled for, as the job records it; 0.25 s is the bound asked of kiq (a job is enqueued within ~50 ms), beyond the
-time this process's threads waited for a CPU (RunQueueWait: on a loaded machine that wait is the machine's, not
+time this process's threads waited for a CPU (CpuWait: on a loaded machine that wait is the machine's, not
 kiq's)."""
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import Counter
@@ -18,62 +17,17 @@ import redis
 import kiq
 from tests.cluster_support import PAIRED_TARGETS
 from tests.jobs.on_time import STARTS, Due, FailsFirst, starts
-from tests.support import InProcessWorker, wait_until
+from tests.support import CpuWait, InProcessWorker, wait_until
 
 StartWorker = Callable[..., InProcessWorker]
 LATE_BY_AT_MOST = 0.25
 JOBS = 20
 
 
-class RunQueueWait:
-    """How long this process's threads have waited for a CPU: the kernel's run-queue wait of each thread (the second
-    field of /proc/self/task/*/schedstat), summed and sampled every 20 ms from ``start()`` on. The suite shares 2
-    cores among several test processes; a starved process runs its poller late by what it waited, which no code of
-    kiq's can make up. The sum over threads is an upper bound of one chain's wait (threads can wait at once); on an
-    idle machine it is ~0, and the bound is kiq's alone. Without schedstat (not Linux) it is 0."""
-
-    def __init__(self) -> None:
-        self.samples: list[tuple[float, float]] = []
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._sample, name="run-queue-wait", daemon=True)
-
-    @staticmethod
-    def total() -> float:
-        waited = 0
-        for task in os.listdir("/proc/self/task"):
-            try:
-                with open(f"/proc/self/task/{task}/schedstat") as stats:
-                    waited += int(stats.read().split()[1])
-            except (OSError, IndexError, ValueError):  # a thread that just ended; no schedstat
-                continue
-        return waited / 1e9
-
-    def _sample(self) -> None:
-        while not self._done.wait(0.02):
-            self.samples.append((time.time(), self.total()))
-
-    def start(self) -> None:
-        self.samples.append((time.time(), self.total()))
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._done.set()
-        self._thread.join(5)
-
-    def between(self, start: float, end: float) -> float:
-        """The wait from the last sample at or before ``start`` to the first at or after ``end`` (so, at least the
-        wait within the window)."""
-        before = [waited for at, waited in self.samples if at <= start] or [self.samples[0][1]]
-        after = [waited for at, waited in self.samples if at >= end] or [self.total()]
-        return after[0] - before[-1]
-
-
 @pytest.fixture
-def run_queue_wait() -> Iterator[RunQueueWait]:
-    waits = RunQueueWait()
-    waits.start()
-    yield waits
-    waits.stop()
+def run_queue_wait() -> Iterator[CpuWait]:
+    with CpuWait() as waits:
+        yield waits
 
 
 def registered(r: redis.Redis, count: int, workers: list[InProcessWorker]) -> None:
@@ -91,7 +45,7 @@ def push_spread(count: int, first: float, last: float) -> list[float]:
 
 
 def assert_on_time(
-    r: redis.Redis, count: int, workers: list[InProcessWorker], waits: RunQueueWait
+    r: redis.Redis, count: int, workers: list[InProcessWorker], waits: CpuWait
 ) -> list[dict[str, object]]:
     wait_until(lambda: r.llen(STARTS) >= count, 30,
                message="the jobs to run\n" + "\n".join(w.output() for w in workers))  # fmt: skip
@@ -115,7 +69,7 @@ def test_scheduled_jobs_start_within_a_quarter_second_of_their_due_time(
     start_worker: StartWorker,
     fetch: str,
     request: pytest.FixtureRequest,
-    run_queue_wait: RunQueueWait,
+    run_queue_wait: CpuWait,
 ) -> None:
     target = request.node.callspec.params.get("one_redis_url")
     chosen = set(zip(PAIRED_TARGETS, ("reliable", "basic"), strict=True))
@@ -130,7 +84,7 @@ def test_scheduled_jobs_start_within_a_quarter_second_of_their_due_time(
 
 
 def test_three_workers_enqueue_each_scheduled_job_once(
-    e2e_config: kiq.Config, start_worker: StartWorker, run_queue_wait: RunQueueWait
+    e2e_config: kiq.Config, start_worker: StartWorker, run_queue_wait: CpuWait
 ) -> None:
     r = e2e_config.redis
     workers = [start_worker("-r", "tests.jobs.on_time", "-c", "2") for _ in range(3)]
@@ -142,7 +96,7 @@ def test_three_workers_enqueue_each_scheduled_job_once(
 
 
 def test_a_retry_runs_within_a_quarter_second_of_its_score(
-    e2e_config: kiq.Config, start_worker: StartWorker, run_queue_wait: RunQueueWait
+    e2e_config: kiq.Config, start_worker: StartWorker, run_queue_wait: CpuWait
 ) -> None:
     r = e2e_config.redis
     worker = start_worker("-r", "tests.jobs.on_time", "-c", "2")
@@ -183,7 +137,7 @@ def set_commands(r: redis.Redis, seconds: float) -> list[str]:
 
 
 def test_with_nothing_due_the_sets_are_polled_no_more_than_sidekiqs_interval_says(
-    e2e_config: kiq.Config, start_worker: StartWorker, run_queue_wait: RunQueueWait
+    e2e_config: kiq.Config, start_worker: StartWorker, run_queue_wait: CpuWait
 ) -> None:
     """Sidekiq's rule (and kiq's before): a pass of two commands (one per set) every 0.5 to 1.5 poll intervals per
     live process. A job due in an hour must not make the poller look more often."""
