@@ -14,15 +14,15 @@ import redis
 
 import kiq
 from kiq.contrib.web.sets import FILTER_WINDOW
+from tests.support import fresh_config
 
-from .http_support import parse, private_config
+from .http_support import parse
 
 Dashboard = Callable[..., str]  # the conftest's fixture
 SIZE = 1_000_000
 MARKER_RANK = FILTER_WINDOW + FILTER_WINDOW // 2  # newest first: the marker lies in the second window
 # ZADD in batches of 1,000 inside Redis, 10,000 entries a call: a million entries in a few seconds, without a
-# million round trips, and no call long enough to hold up the other test processes on a shared server (100,000 a
-# call blocked it for 0.5 s each, which made their scheduled jobs start seconds late)
+# million round trips (on the tests' own server: see e2e_config)
 FILL = """
 for start = tonumber(ARGV[1]), tonumber(ARGV[2]), 1000 do
   local args = {}
@@ -39,9 +39,11 @@ return redis.call('ZCARD', KEYS[1])
 
 
 @pytest.fixture
-def e2e_config(one_redis_url: str) -> Iterator[kiq.Config]:
-    """The dashboard's config, on a database of these tests' own (see http_support)."""
-    yield from private_config(one_redis_url)
+def e2e_config(own_redis_url: str) -> Iterator[kiq.Config]:
+    """The dashboard's config, on a redis-server of these tests' own: the fill keeps a server busy for seconds (100
+    calls of ~60 ms back to back), which on the shared server held up the other test processes' commands (one
+    process's poller enqueued a scheduled job 0.38 s late)."""
+    yield from fresh_config(own_redis_url)
 
 
 @pytest.fixture
