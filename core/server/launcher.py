@@ -153,6 +153,7 @@ class Launcher:
         self.config.plugins.notify("kiq_shutdown", config=self.config)
         for manager in self.managers:  # after the hooks: a plugin may still release held acknowledgements
             manager.close()
+        self.keeper.close()
         self.heartbeat.stop(max(0.0, self.exit_by - time.monotonic()))
         log.info("bye")
         self.done.set()

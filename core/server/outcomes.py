@@ -193,6 +193,7 @@ class OutcomeKeeper:
         self._outcomes: deque[HeldWrite] = deque()
         self._changed = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
+        self._closed = False
         if config.plugins.write_keeper is None:
             config.plugins.write_keeper = self
 
@@ -228,11 +229,20 @@ class OutcomeKeeper:
             log.error("%s", outcome.replay_line())
         return len(outcomes)
 
+    def close(self) -> None:
+        """The worker stopped (what it still held was written or given up): the writer thread ends, so a worker run
+        in a test's own process leaves no thread behind."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+
     def _run(self) -> None:
         backoff = Backoff(*BACKOFF)
         while True:
             with self._changed:
                 while not self._outcomes:
+                    if self._closed:
+                        return
                     self._changed.wait()
                 outcome = self._outcomes[0]
             try:

@@ -83,8 +83,14 @@ def start_worker(server: AofRedis, fetch: str, *extra: str) -> contextlib.closin
     return contextlib.closing(InProcessWorker(worker_args(fetch, *extra), server.url, ENV))
 
 
+def outcome_writers() -> int:
+    """The threads writing held job outcomes alive in this process."""
+    return sum(thread.name == "kiq-outcomes" for thread in threading.enumerate())
+
+
 def run_through_outage(server: AofRedis, client: redis.Redis, fetch: str, stop: str, outage: float) -> None:
     jids = push(server.url, 300, 20)
+    writers = outcome_writers()
     with start_worker(server, fetch) as worker:
         wait_until(lambda: client.scard(DONE) >= 50, 30, message="50 jobs before the outage")
         server.stop(stop)
@@ -98,6 +104,8 @@ def run_through_outage(server: AofRedis, client: redis.Redis, fetch: str, stop: 
         wait_until(lambda: "Redis works again" in worker.output(), 10, message="the end of the outage in the log")
         assert worker.stop() == 0
         output = worker.output()
+    # the thread that wrote the held outcomes ended with the worker (none left in this process)
+    wait_until(lambda: outcome_writers() <= writers, 5, message="the worker's outcome writer to end")
     assert output.count("is unreachable") == 1 and output.count("Redis works again") == 1, output
     # the jobs running when Redis went away failed, and their failures were held, then written (to retry: after a
     # long outage they are due at once, and the poller has already run them again)
