@@ -242,6 +242,7 @@ class OutcomeKeeper:
             with self._changed:
                 while not self._outcomes:
                     if self._closed:
+                        self._thread = None  # a write held after the stop (a plugin's) starts a writer again
                         return
                     self._changed.wait()
                 outcome = self._outcomes[0]
