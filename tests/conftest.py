@@ -212,6 +212,16 @@ def e2e_config(one_redis_url: str, request: pytest.FixtureRequest) -> Iterator[k
 
 
 @pytest.fixture
+def server_callbacks(monkeypatch: pytest.MonkeyPatch) -> list[Callable[[kiq.Config], object]]:
+    """kiq's ``configure_server`` callbacks, as a list of this test's own: what the test registers (or a module it
+    imports, or a Sentry integration's setup) runs in every worker this process starts later, and is gone after
+    the test, so the later tests' in-process workers run without it."""
+    callbacks = list(kiq.config._server_callbacks)
+    monkeypatch.setattr(kiq.config, "_server_callbacks", callbacks)
+    return callbacks
+
+
+@pytest.fixture
 def r(config: kiq.Config) -> redis.Redis:
     """The raw Redis client of ``config``, for reading back exactly what kiq wrote."""
     return config.redis

@@ -512,8 +512,15 @@ class InProcessWorker:
     def kill(self) -> None:
         raise pytest.UsageError("kill -9 needs a worker process: use start_worker_process")
 
+    def __enter__(self) -> InProcessWorker:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     def close(self) -> None:
-        """At the end of a test: stop it, its running jobs requeued at once (a second TERM cuts a stop short)."""
+        """At the end of a test (or of its ``with`` block): stop it, its running jobs requeued at once (a second TERM
+        cuts a stop short)."""
         if not self.worker.running:
             return
         self.worker.signal("TERM")

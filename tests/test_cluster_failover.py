@@ -114,8 +114,7 @@ def test_a_failover_mid_drain_loses_no_job_and_the_worker_follows(
     env = {**FAST, "KIQ_HEARTBEAT_INTERVAL": "5", "KIQ_SLOTS": case.slots}
     weighted = [arg for queue in queues for arg in ("-q", f"{queue},1")]  # every queue drains at once
     args = ["-r", "tests.jobs.failover", "--fetch", "reliable", *weighted]
-    worker = InProcessWorker(args, cluster.url, env)
-    try:
+    with InProcessWorker(args, cluster.url, env) as worker:
         wait_until(lambda: len(done.read_text().splitlines()) >= 1000, 60, message="the drain to be under way")
         pusher = threading.Thread(target=push_through_the_failover)
         pusher.start()
@@ -140,8 +139,6 @@ def test_a_failover_mid_drain_loses_no_job_and_the_worker_follows(
         assert worker.running, worker.output()  # followed the new primary: the same worker, still running
         output = worker.output()
         assert worker.stop() == 0, output
-    finally:
-        worker.close()
     runs = runs_of(done)
     finished = [jid for jid, _ in runs]
     lost = len(set(expected) - set(finished))

@@ -85,12 +85,9 @@ def test_5000_pushes_across_a_5_s_outage_all_land_in_order_and_run(
     assert [level for level, _ in outage_messages(caplog)] == ["WARNING", "INFO"], outage_messages(caplog)
     assert "sent the" in outage_messages(caplog)[1][1]
 
-    worker = InProcessWorker(["-r", "tests.jobs.basic", "-q", "default", "-c", "5"], server.url)
-    try:
+    with InProcessWorker(["-r", "tests.jobs.basic", "-q", "default", "-c", "5"], server.url) as worker:
         wait_until(lambda: watch.hlen("performed") == total, 120, message="every job run")
         worker.stop()
-    finally:
-        worker.close()
     runs = watch.hgetall("performed")
     assert set(runs) == {str(number) for number in range(total)} and all(int(count) >= 1 for count in runs.values())
 

@@ -61,8 +61,7 @@ def test_a_failover_mid_drain_is_followed_without_a_restart(
 
     # the worker shares the clients' push_replicas; heartbeats 5 s apart, so the checks between them move it
     env = {**FAST, "KIQ_HEARTBEAT_INTERVAL": "5", "KIQ_PUSH_REPLICAS": str(sentinel_config.push_replicas)}
-    worker = InProcessWorker(["-r", "tests.jobs.basic", "--fetch", fetch], cluster.url, env)
-    try:
+    with InProcessWorker(["-r", "tests.jobs.basic", "--fetch", fetch], cluster.url, env) as worker:
         wait_until(lambda: len(done.read_text().split()) >= 100, 30, message="the drain to be under way")
         pusher = threading.Thread(target=push_during_failover)
         pusher.start()
@@ -78,8 +77,6 @@ def test_a_failover_mid_drain_is_followed_without_a_restart(
         assert worker.running, worker.output()  # followed the new master: the same worker, still running
         output = worker.output()
         assert worker.stop() == 0
-    finally:
-        worker.close()
     lost = len(expected - set(finished))
     duplicated = len(finished) - len(set(finished))
     replicas = sentinel_config.push_replicas

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import signal
 import time
@@ -173,7 +172,7 @@ def test_the_worker_recovers_when_redis_restarts(tmp_path: Path) -> None:
     config = kiq.Config(redis_url=url)
     client = kiq.Client(config)
     try:
-        with contextlib.closing(InProcessWorker(["-r", "tests.jobs.basic", "-c", "2"], url, FAST)) as worker:
+        with InProcessWorker(["-r", "tests.jobs.basic", "-c", "2"], url, FAST) as worker:
             client.push({"class": "Record", "args": ["before"]})
             wait_until(lambda: config.redis.hexists("performed", "before"), 30, message="a job before the restart")
             server.stop()

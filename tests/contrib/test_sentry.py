@@ -9,7 +9,7 @@ import json
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -84,10 +84,9 @@ def start(config: kiq.Config, endpoint: Any, **options: Any) -> Sentry:
 
 
 @pytest.fixture(autouse=True)
-def closed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def closed(server_callbacks: list[Callable[[kiq.Config], object]]) -> Iterator[None]:
     # KiqIntegration.setup_once registers the plugin for every worker this process starts later (configure_server):
-    # kept to this test, so the later tests' in-process workers run without it
-    monkeypatch.setattr(kiq.config, "_server_callbacks", list(kiq.config._server_callbacks))
+    # kept to this test (server_callbacks)
     with sentry_sdk.isolation_scope():  # this test's breadcrumbs are its own, not those of the tests before
         yield
     sentry_sdk.get_client().close()  # inactive again: the plugin then does nothing in the tests that follow

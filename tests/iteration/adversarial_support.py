@@ -35,15 +35,10 @@ ARGS = ("-r", "tests.jobs.iteration_adversarial", "-q", QUEUE, "-c", "2")
 ENV = {**FAST, "KIQ_ITERATION_FLUSH_INTERVAL": FLUSH}
 
 
-@contextmanager
-def run_worker(server: AofRedis, *args: str, env: dict[str, str] | None = None) -> Iterator[InProcessWorker]:
+def run_worker(server: AofRedis, *args: str, env: dict[str, str] | None = None) -> InProcessWorker:
     """The worker ``kiq worker`` would run on ``server`` for the adversarial jobs' queue, in this process; stopped
-    at the end of the ``with`` block (its running jobs requeued). ``env``: ``KIQ_*`` settings only."""
-    worker = InProcessWorker([*ARGS, *args], server.url, {**ENV, **(env or {})})
-    try:
-        yield worker
-    finally:
-        worker.close()
+    at the end of a ``with`` block (its running jobs requeued). ``env``: ``KIQ_*`` settings only."""
+    return InProcessWorker([*ARGS, *args], server.url, {**ENV, **(env or {})})
 
 
 def start_worker(server: AofRedis, tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> WorkerProcess:

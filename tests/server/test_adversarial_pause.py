@@ -7,7 +7,6 @@ paused queue stays paused through an outage, and reads the set again at its next
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import sys
@@ -126,7 +125,7 @@ def test_a_paused_queue_stays_paused_through_an_outage_and_an_unpause_applies_on
     if fetch == "reliable":
         env["KIQ_PLUGINS"] = "reliable_fetch"
     args = ["-r", "tests.jobs.adversarial", "-q", "held", "-q", "open", "-c", "3", "--fetch", fetch]
-    with contextlib.closing(InProcessWorker(args, server.url, env)) as worker:
+    with InProcessWorker(args, server.url, env) as worker:
         wait_until(lambda: len(starts(record, "open")) >= 20, 60, message="jobs of the open queue running")
 
         server.stop(stop)

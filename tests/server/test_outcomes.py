@@ -10,7 +10,6 @@ nothing stays in a queue or a working list (0 stuck).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -78,9 +77,9 @@ def worker_args(fetch: str, *extra: str) -> list[str]:
     return ["-r", "tests.jobs.outcomes", "-c", str(CONCURRENCY), "--fetch", fetch, *extra]
 
 
-def start_worker(server: AofRedis, fetch: str, *extra: str) -> contextlib.closing[InProcessWorker]:
+def start_worker(server: AofRedis, fetch: str, *extra: str) -> InProcessWorker:
     """The worker ``kiq worker`` would run, in this process (closed at the end of the ``with`` block)."""
-    return contextlib.closing(InProcessWorker(worker_args(fetch, *extra), server.url, ENV))
+    return InProcessWorker(worker_args(fetch, *extra), server.url, ENV)
 
 
 def outcome_writers() -> int:
@@ -221,7 +220,7 @@ def test_a_death_hook_whose_redis_write_is_refused_is_called_again_once_redis_is
     finally:
         config.redis.close()
     env = {**ENV, "KIQ_PLUGINS": "tests.jobs.outcomes:DeathRecorder"}
-    with contextlib.closing(InProcessWorker(worker_args("basic"), server.url, env)) as worker:
+    with InProcessWorker(worker_args("basic"), server.url, env) as worker:
         wait_until(lambda: client.scard(DONE) >= 20, 30, message="20 jobs before the outage")
         server.stop()
         wait_until(lambda: "failed: ConnectionError" in worker.output(), 30, message="a job failing in the outage")

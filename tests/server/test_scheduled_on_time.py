@@ -25,7 +25,7 @@ JOBS = 20
 
 
 @pytest.fixture
-def run_queue_wait() -> Iterator[CpuWait]:
+def cpu_wait() -> Iterator[CpuWait]:
     with CpuWait() as waits:
         yield waits
 
@@ -69,7 +69,7 @@ def test_scheduled_jobs_start_within_a_quarter_second_of_their_due_time(
     start_worker: StartWorker,
     fetch: str,
     request: pytest.FixtureRequest,
-    run_queue_wait: CpuWait,
+    cpu_wait: CpuWait,
 ) -> None:
     target = request.node.callspec.params.get("one_redis_url")
     chosen = set(zip(PAIRED_TARGETS, ("reliable", "basic"), strict=True))
@@ -80,23 +80,23 @@ def test_scheduled_jobs_start_within_a_quarter_second_of_their_due_time(
     registered(r, 1, [worker])
     time.sleep(1)
     push_spread(JOBS, 0.5, 5.0)
-    assert_on_time(r, JOBS, [worker], run_queue_wait)
+    assert_on_time(r, JOBS, [worker], cpu_wait)
 
 
 def test_three_workers_enqueue_each_scheduled_job_once(
-    e2e_config: kiq.Config, start_worker: StartWorker, run_queue_wait: CpuWait
+    e2e_config: kiq.Config, start_worker: StartWorker, cpu_wait: CpuWait
 ) -> None:
     r = e2e_config.redis
     workers = [start_worker("-r", "tests.jobs.on_time", "-c", "2") for _ in range(3)]
     registered(r, 3, workers)
     push_spread(30, 0.3, 2.0)
-    runs = assert_on_time(r, 30, workers, run_queue_wait)
+    runs = assert_on_time(r, 30, workers, cpu_wait)
     time.sleep(0.5)  # a second enqueue of any of them would have run by now
     assert Counter(run["jid"] for run in starts(r)) == Counter({run["jid"]: 1 for run in runs})
 
 
 def test_a_retry_runs_within_a_quarter_second_of_its_score(
-    e2e_config: kiq.Config, start_worker: StartWorker, run_queue_wait: CpuWait
+    e2e_config: kiq.Config, start_worker: StartWorker, cpu_wait: CpuWait
 ) -> None:
     r = e2e_config.redis
     worker = start_worker("-r", "tests.jobs.on_time", "-c", "2")
@@ -109,7 +109,7 @@ def test_a_retry_runs_within_a_quarter_second_of_its_score(
     wait_until(lambda: r.llen(STARTS) >= 1, 30, message=f"the retry to run\n{worker.output()}")
     (run,) = starts(r)
     assert run["retry_count"] == 0
-    late, waited = run["started"] - score, run_queue_wait.between(score, run["started"])
+    late, waited = run["started"] - score, cpu_wait.between(score, run["started"])
     assert late >= 0 and late - waited <= LATE_BY_AT_MOST, (late, waited)
 
 
@@ -137,7 +137,7 @@ def set_commands(r: redis.Redis, seconds: float) -> list[str]:
 
 
 def test_with_nothing_due_the_sets_are_polled_no_more_than_sidekiqs_interval_says(
-    e2e_config: kiq.Config, start_worker: StartWorker, run_queue_wait: CpuWait
+    e2e_config: kiq.Config, start_worker: StartWorker, cpu_wait: CpuWait
 ) -> None:
     """Sidekiq's rule (and kiq's before): a pass of two commands (one per set) every 0.5 to 1.5 poll intervals per
     live process. A job due in an hour must not make the poller look more often."""
@@ -151,5 +151,5 @@ def test_with_nothing_due_the_sets_are_polled_no_more_than_sidekiqs_interval_say
     passes_at_most = window / (0.5 * 0.5) + 1  # every pass at the shortest interval Sidekiq's rule allows
     assert len(commands) <= 2 * passes_at_most, commands
     # the regular polls go on, in the time this process had a CPU
-    ran = window - run_queue_wait.between(began, began + window)
+    ran = window - cpu_wait.between(began, began + window)
     assert len(commands) >= 2 * (ran / (1.5 * 0.5) - 1), (ran, commands)

@@ -109,8 +109,7 @@ def test_redis_stopped_3_s_mid_run_loses_no_grouped_job_and_is_logged_once(
     def finished() -> set[str]:
         return set(done.read_text().split())
 
-    worker = InProcessWorker(WORKER, server.url, ENV)  # the outage, not the worker's process, is the subject
-    try:
+    with InProcessWorker(WORKER, server.url, ENV) as worker:  # the outage, not the worker's process, is the subject
         wait_until(lambda: len(finished()) >= 50, 30, message="50 jobs before the outage")
         server.stop()
         wait_until(lambda: "unreachable" in worker.output(), 30, message="the outage in the log")
@@ -122,8 +121,6 @@ def test_redis_stopped_3_s_mid_run_loses_no_grouped_job_and_is_logged_once(
         wait_until(lambda: not client.hgetall(base + "c"), 10, message="every slot back")
         assert worker.stop() == 0
         output = worker.output()
-    finally:
-        worker.close()
     print(f"\n{len(labels)} jobs through a 3 s outage: {len(finished())} done, {len(done.read_text().split())} runs")
     assert output.count("is unreachable") == 1 and output.count("Redis works again") == 1, output
     assert "could not release" not in output

@@ -39,14 +39,14 @@ def sent_spans(e2e_config: kiq.Config) -> Iterator[InMemorySpanExporter]:
 
 
 @pytest.fixture
-def worker_tracing(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def worker_tracing(
+    monkeypatch: pytest.MonkeyPatch, server_callbacks: list[Callable[[kiq.Config], object]]
+) -> Iterator[None]:
     """tests.jobs.otel's configure_server callback (spans to Redis) for this test's workers only, on a tracer
     provider of this test's (the module's one would gather a span processor per worker started)."""
-    callbacks = list(kiq.config._server_callbacks)
-    monkeypatch.setattr(kiq.config, "_server_callbacks", callbacks)  # the callbacks, as they were, after the test
-    jobs = importlib.import_module(JOBS)  # its first import registers the callback in ``callbacks``
-    if jobs.trace_to_redis not in callbacks:
-        callbacks.append(jobs.trace_to_redis)
+    jobs = importlib.import_module(JOBS)  # its first import registers the callback in ``server_callbacks``
+    if jobs.trace_to_redis not in server_callbacks:
+        server_callbacks.append(jobs.trace_to_redis)
     provider = TracerProvider()
     monkeypatch.setattr(jobs, "provider", provider)
     yield

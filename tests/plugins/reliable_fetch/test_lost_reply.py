@@ -201,7 +201,7 @@ def test_a_worker_runs_the_job_of_a_lost_fetch_reply_soon_after_redis_answers_ag
     proxy.cut_next_reply(down=True, marker=f'"jid":"{jid}"'.encode())
     args = ["-r", "tests.jobs.outcomes", "-c", "2", "--fetch", "reliable"]
     url = f"redis://127.0.0.1:{proxy.port}/0"
-    with contextlib.closing(InProcessWorker(args, url, FAST)) as worker:
+    with InProcessWorker(args, url, FAST) as worker:
         wait_until(lambda: proxy.cuts == 1, 30, message="the fetch reply cut")
         working = [key for key in r.scan_iter("kiq:working:*") if r.llen(key)]
         assert len(working) == 1 and r.llen("queue:default") == 0  # moved, and no thread runs it

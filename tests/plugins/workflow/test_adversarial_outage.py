@@ -81,13 +81,6 @@ def start_workflows(config: kiq.Config, step: type[kiq.Job]) -> tuple[list[workf
     return chains, chords
 
 
-def started(stack: contextlib.ExitStack, args: list[str], url: str, env: dict[str, str]) -> InProcessWorker:
-    """A worker in this process, closed (if still running) when ``stack`` ends."""
-    worker = InProcessWorker(args, url, env)
-    stack.callback(worker.close)
-    return worker
-
-
 def held(worker: InProcessWorker) -> int:
     """How many job outcomes the worker holds until Redis takes them (its OutcomeKeeper)."""
     launcher = worker.worker.launcher
@@ -120,7 +113,7 @@ def run_through_outage(server: AofRedis, config: kiq.Config, tmp_path: Path, mon
     env = {**FAST, "KIQ_PLUGINS": plugins, "KIQ_RELIABLE_RECOVERY_INTERVAL": "1"}
     args = ["-r", "tests.jobs.workflow_adversarial", "-c", "4", "--fetch", fetch]
     with contextlib.ExitStack() as stack:
-        workers = [started(stack, args, server.url, env) for _ in range(2)]
+        workers = [stack.enter_context(InProcessWorker(args, server.url, env)) for _ in range(2)]
         wait_until(lambda: ran(runs_file) >= 12, 60, message="steps running before the outage")
         wait_until(lambda: in_a_step(workers, runs_file), 30, interval=0.01, message="a step half-way")
         # reliable fetch: killed mid-traffic; basic fetch: between two commands (a pop whose reply is lost loses its
@@ -205,8 +198,7 @@ def test_a_worker_stopped_while_redis_is_down_leaves_its_held_steps_to_run_again
     chains, chords = start_workflows(config, FileStep)
     env = {**FAST, "KIQ_PLUGINS": "workflow reliable_fetch", "KIQ_RELIABLE_RECOVERY_INTERVAL": "1"}
     args = ["-r", "tests.jobs.workflow_adversarial", "-c", "6", "--fetch", "reliable"]
-    with contextlib.ExitStack() as stack:
-        stopped = started(stack, [*args, "-t", "2"], server.url, env)
+    with InProcessWorker([*args, "-t", "2"], server.url, env) as stopped:
         wanted = 12  # runs before a kill
         for kill in range(1, KILLS + 1):
             wait_until(ran_at_least(runs_file, wanted), 60, message="steps running before the outage")
@@ -226,8 +218,7 @@ def test_a_worker_stopped_while_redis_is_down_leaves_its_held_steps_to_run_again
     print(f"\n{kill} kill(s) of Redis\n" + "\n".join(line for line in output.splitlines() if "unwritten" in line)[:600])
     ran_before = runs(runs_file)
     server.start()
-    with contextlib.ExitStack() as stack:
-        worker = started(stack, args, server.url, env)  # recovers the stopped one's list
+    with InProcessWorker(args, server.url, env) as worker:  # recovers the stopped one's list
 
         def finished() -> bool:
             return all(workflow.status(wf.id, config).state != "running" for wf in chains + chords)  # type: ignore[union-attr]
