@@ -10,13 +10,14 @@ processed every item before it. A job that must not run twice at once needs a lo
 from __future__ import annotations
 
 import collections
+import os
 import signal
 from pathlib import Path
 
 import pytest
 
 from kiq.iteration import state
-from tests.iteration.adversarial_support import nothing_failed, own_redis, queued, start_worker
+from tests.iteration.adversarial_support import nothing_failed, own_redis, queued, run_worker, start_worker
 from tests.jobs.iteration_adversarial import KILL_ON_INTERRUPT, FileWalk, hooks_run, items_run
 from tests.support import FAST_RECOVERY, wait_until
 
@@ -38,7 +39,10 @@ def test_kill_9_between_the_save_and_the_re_push_resumes_and_loses_nothing(tmp_p
         assert saved is not None and saved.cursor == len(items_run(base)) > 0  # saved: the item to resume at
         assert queued(r) == []  # not re-pushed: only the dead worker's working list holds it
 
-        with start_worker(server, tmp_path, env=env) as second:
+        # the resuming worker, never killed, runs in this process: the kill's middleware is not installed here (no
+        # KILL_ON_INTERRUPT in this process's environment), and its marker says the walk's one kill happened
+        assert not os.environ.get(KILL_ON_INTERRUPT) and Path(f"{base}.killed").exists()
+        with run_worker(server, env=env) as second:
             wait_until(lambda: "complete" in hooks_run(base), 90, message="the walk's end")
             assert second.stop(30) == 0
         # resumed at the saved cursor (and re-pushed by each later runtime limit): every item once
@@ -63,7 +67,7 @@ def test_the_same_jid_running_twice_at_once_skips_no_item(tmp_path: Path) -> Non
                 saved = state.read(r, jid)
                 assert saved is not None
                 Path(f"{base}.go").touch()  # held items go on once each run gets there
-                with start_worker(server, tmp_path, env=RELIABLE) as rescuer:
+                with run_worker(server, env=RELIABLE) as rescuer:  # in this process: only the frozen one is stopped
                     wait_until(lambda: any(hook.startswith("resume:") for hook in hooks_run(base)), 90,
                                message="orphan recovery handing the job to the second worker")  # fmt: skip
                     frozen.signal(signal.SIGCONT)

@@ -17,6 +17,7 @@ import kiq.ext
 from kiq.iteration import state
 from tests.jobs.iteration import HOOKS, QUEUE, SEEN, AsyncWalk, SlowItems, Walk, seen
 from tests.support import FAST, FAST_RECOVERY, WorkerProcess, kill_counts, make_retries_due, wait_until
+from tests.swarm_support import VictimSwarm
 
 pytestmark = pytest.mark.slow
 
@@ -68,23 +69,27 @@ def test_term_five_times_mid_walk_every_item_once(e2e_config: kiq.Config, start_
 
 @kill_counts(2, 5)
 def test_sigkill_with_reliable_fetch_resumes_from_the_last_save(
-    e2e_config: kiq.Config, start_worker_process: StartWorker, kills: int
+    e2e_config: kiq.Config, start_worker_process: StartWorker, start_worker: StartWorker, kills: int
 ) -> None:
+    """Each kill hits the child of one swarm of two that runs the walk (the other recovers it, or the one started
+    in place of the killed one); the last worker, never killed, runs in this process."""
     r = e2e_config.redis
     env = {**ENV, **FAST_RECOVERY, "KIQ_FETCH": "reliable", "KIQ_RELIABLE_MAX_INTERRUPTS": "100"}
     jid = Walk.perform_async(ITEMS, PAUSE)
     assert jid is not None
+    swarm = VictimSwarm(start_worker_process, r, 2, *ARGS, **env)
     redone = 0
     for kill in range(1, kills + 1):
-        worker = start_worker_process(*ARGS, env=env)
-        wait_until(lambda kill=kill: progress(r) >= kill * 1500, 90, message=f"progress before kill {kill}")
-        worker.kill()
+        # the one job runs in one child: the busy one (it keeps the job until it is killed)
+        swarm.kill(among=swarm.busy, until=lambda _, kill=kill: progress(r) >= kill * 1500)
         last_seen = progress(r) - 1  # items run in order: the highest one that began
         saved = state.read(r, jid)
         resume_at = 0 if saved is None else saved.cursor
         assert 0 <= last_seen + 1 - resume_at <= WINDOW, (last_seen, resume_at)
         redone += last_seen + 1 - resume_at
-    worker = start_worker_process(*ARGS, env=env)
+    assert swarm.stop() == 0, swarm.output()  # the walk is in the killed child's working list: no child runs it
+    assert swarm.deaths() >= kills - 1, swarm.output()
+    worker = start_worker(*ARGS, env=env)
     wait_until(lambda: finished(r, jid), 180, message="the walk's end")
     worker.stop()
     runs = seen(e2e_config)

@@ -15,6 +15,7 @@ import kiq
 from tests.jobs.basic import Record
 from tests.jobs.coroutines import AsyncBoom, Context, Nap, nap_function
 from tests.support import FAST, FAST_RECOVERY, WorkerProcess, make_retries_due, wait_until
+from tests.swarm_support import VictimSwarm
 
 pytestmark = pytest.mark.slow
 StartWorker = Callable[..., WorkerProcess]
@@ -91,16 +92,15 @@ def test_kill_9_with_reliable_fetch_loses_no_async_job(
     total = 400
     Nap.perform_bulk([[0.5, str(n)] for n in range(total)])
     env = {**FAST_RECOVERY, "KIQ_ASYNC_CONCURRENCY": "50"}
-    workers = [start_worker_process(*JOBS, "--fetch", "reliable", env=env) for _ in range(2)]
-    for _ in range(3):  # kill one while its 50 coroutines await, start another
+    # 2 workers, the children of one swarm: the parent starts another in place of each one killed
+    swarm = VictimSwarm(start_worker_process, r, 2, *JOBS, "--fetch", "reliable", **env)
+    for _ in range(3):  # kill one while its 50 coroutines await
         wait_until(lambda: r.llen("nap_started") >= 60, 30)
         r.delete("nap_started")
-        victim = workers.pop(0)
-        victim.kill()
-        workers.append(start_worker_process(*JOBS, "--fetch", "reliable", env=env))
+        swarm.kill(until=swarm.busy)
     wait_until(lambda: r.scard("napped") == total, 90, message=f"every job ({r.scard('napped')} done)")
-    for worker in workers:
-        assert worker.stop() == 0
+    assert swarm.stop() == 0  # the children alive at the end stopped cleanly
+    assert swarm.deaths() == 3
     assert r.zcard("dead") == 0 and r.zcard("retry") == 0
     assert len(r.hvals("nap_runs")) == total  # every job finished at least once (a finished one killed before
     # its acknowledgement runs again: at least once)

@@ -16,6 +16,7 @@ import redis
 import kiq
 from tests.jobs.pause import DONE, STARTS, AsyncStamp, Stamp
 from tests.support import FAST, FAST_RECOVERY, WorkerProcess, identity_of, wait_until
+from tests.swarm_support import VictimSwarm
 
 StartWorker = Callable[..., WorkerProcess]
 
@@ -83,34 +84,38 @@ def test_a_paused_queue_is_left_alone_within_a_second_and_taken_again_within_a_s
 
 
 def test_reliable_fetch_loses_nothing_when_workers_are_killed_around_a_pause(
-    e2e_config: kiq.Config, start_worker_process: StartWorker
+    e2e_config: kiq.Config, start_worker_process: StartWorker, start_worker: StartWorker
 ) -> None:
     """A worker killed while the queue is paused leaves its jobs to recovery, which puts them back in the paused
-    queue, where they wait (no worker takes them); after the unpause they run, even with another kill then."""
+    queue, where they wait (no worker takes them); after the unpause they run, even with another kill then. The
+    workers killed are the children of one swarm of one (a memory limit no child reaches makes ``-p 1`` a swarm):
+    the first, then the one its parent starts in its place; the last worker, never killed, runs in this process."""
     r = e2e_config.redis
     queue = kiq.Queue("paused", e2e_config)
     args = ("-r", "tests.jobs.pause", "-q", "paused", "-c", "4", "--fetch", "reliable")
     jids = [Stamp.set(queue="paused").perform_async(1500) for _ in range(40)]
-    first = start_worker_process(*args, env=FAST_RECOVERY)
-    identity = identity_of(r, first)
-    wait_until(lambda: int(r.hget(identity, "busy") or 0) == 4, 30, message="the first worker busy")
+    swarm = VictimSwarm(start_worker_process, r, 1, *args, **FAST_RECOVERY)
+    [first] = swarm.ready().values()
+    wait_until(lambda: int(r.hget(first["identity"], "busy") or 0) == 4, 30, message="the first worker busy")
 
     queue.pause()
     more = [Stamp.set(queue="paused").perform_async(50) for _ in range(20)]  # pushes go on while paused
-    first.kill()  # SIGKILL: 4 jobs in its working list
-    second = start_worker_process(*args, env=FAST_RECOVERY)
+    assert swarm.kill()["pid"] == first["pid"]  # SIGKILL: 4 jobs in its working list; the parent starts a second child
     # recovery puts the killed worker's 4 jobs back into the paused queue, where they wait
+    identity = first["identity"]
     wait_until(lambda: not list(r.scan_iter(match=f"kiq:working:{identity}:*")), 30, message="recovery")
     wait_until(lambda: queue.size == len(jids) + len(more), 30, message="every job back in the queue")
-    identity_of(r, second)
+    [second] = swarm.ready().values()
+    assert second["pid"] != first["pid"]
     time.sleep(BOUND + 1.0)  # long enough for the second worker to have taken a job if it were to
     assert queue.size == len(jids) + len(more) and r.scard(DONE) == 0
 
     queue.unpause()
-    second_identity = identity_of(r, second)
-    wait_until(lambda: int(r.hget(second_identity, "busy") or 0) > 0, 30, message="the second worker busy")
-    second.kill()  # SIGKILL again, with jobs in flight after the unpause
-    third = start_worker_process(*args, "-c", "20", env=FAST_RECOVERY)
+    wait_until(lambda: int(r.hget(second["identity"], "busy") or 0) > 0, 30, message="the second worker busy")
+    assert swarm.kill()["pid"] == second["pid"]  # SIGKILL again, with jobs in flight after the unpause
+    assert swarm.stop() == 0, swarm.output()  # stopped before its parent starts a third child
+    assert swarm.deaths() >= 1, swarm.output()
+    third = start_worker(*args, "-c", "20", env=FAST_RECOVERY)
     wait_until(lambda: r.scard(DONE) == len(jids) + len(more), 120, message="every job done")
     assert set(r.smembers(DONE)) == set(jids + more)
     assert third.stop() == 0, third.output()

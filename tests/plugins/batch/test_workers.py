@@ -6,7 +6,6 @@ and an outcome Redis refuses keeps its job in the worker's working list until it
 from __future__ import annotations
 
 import json
-import random
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -18,6 +17,7 @@ import kiq
 from kiq.plugins.batch import Batch, BatchPlugin, status
 from tests.jobs.batch import FAIL, ORDER, RUNS, Callback, Counted, Flaky, MakesChild, Marked, Noop
 from tests.support import FAST, WorkerProcess, kill_counts, make_retries_due, wait_until
+from tests.swarm_support import VictimSwarm
 
 from .conftest import events
 
@@ -114,8 +114,9 @@ def test_with_reliable_fetch_and_sigkills_each_callback_is_pushed_once(
     total = 1500
     with Batch(on_complete=UNSERVED, on_success=UNSERVED, on_death=UNSERVED) as batch:
         Counted.perform_bulk([[40]] * total)
-    workers = [start_worker_process(*RELIABLE_ARGS, env=RELIABLE_ENV) for _ in range(3)]
-    chaos = random.Random()
+    # 3 workers, the children of one swarm: the parent starts a new one in place of each killed
+    swarm = VictimSwarm(start_worker_process, r, 3, *RELIABLE_ARGS, **RELIABLE_ENV)
+    swarm.ready()
     pending_at_kills = []
     for _ in range(kills):
         wait_until(lambda: r.hlen(RUNS) > 0, message="jobs to run")
@@ -123,8 +124,7 @@ def test_with_reliable_fetch_and_sigkills_each_callback_is_pushed_once(
         found = status(batch.bid)
         assert found is not None
         pending_at_kills.append(found.pending)
-        workers.pop(chaos.randrange(len(workers))).kill()  # SIGKILL
-        workers.append(start_worker_process(*RELIABLE_ARGS, env=RELIABLE_ENV))
+        swarm.kill(until=swarm.busy)  # SIGKILL, a child with jobs in flight
     assert all(pending > 0 for pending in pending_at_kills), pending_at_kills  # every kill came during the batch
 
     def succeeded() -> bool:
@@ -133,6 +133,8 @@ def test_with_reliable_fetch_and_sigkills_each_callback_is_pushed_once(
 
     wait_until(succeeded, 90, interval=0.2, message="the batch to succeed")
     wait_until(lambda: not working_lists(r), 30, message="the working lists to empty")
+    swarm.stop()
+    assert swarm.deaths() == kills
     runs = {jid: int(count) for jid, count in r.hgetall(RUNS).items()}
     print(f"\nbatch under {kills} SIGKILLs: {total} jobs, {sum(runs.values()) - total} ran twice, pending at each "
           f"kill: {pending_at_kills}")  # fmt: skip

@@ -19,9 +19,11 @@ from kiq.plugins.reliable_fetch.acks import AckSender
 from kiq.plugins.reliable_fetch.keys import alive_key, working_key
 from kiq.plugins.reliable_fetch.ledger import Ledger
 from tests.jobs.reliable import DONE, RUNS_BY_JID, Tick
-from tests.support import WorkerProcess, identity_of, wait_until
+from tests.support import InProcessWorker, WorkerProcess, wait_until
+from tests.swarm_support import VictimSwarm
 
 StartWorker = Callable[..., WorkerProcess]
+StartInProcess = Callable[..., InProcessWorker]
 
 RELIABLE = {"KIQ_HEARTBEAT_INTERVAL": "1", "KIQ_PLUGINS": "reliable_fetch", "KIQ_RELIABLE_RECOVERY_INTERVAL": "1"}
 ARGS = ("-r", "tests.jobs.reliable", "-q", "default", "-c", "10", "--fetch", "reliable")
@@ -39,24 +41,29 @@ def recovery_pass_after(r: redis.Redis, round_no: int) -> None:
 
 
 def test_finished_jobs_on_an_idle_worker_killed_later_never_run_again(
-    e2e_config: kiq.Config, start_worker_process: StartWorker
+    e2e_config: kiq.Config, start_worker_process: StartWorker, start_worker: StartInProcess
 ) -> None:
     r = e2e_config.redis
     jids = Tick.perform_bulk([[20]] * 4)
+    # one worker process at a time, a new one after each kill: a swarm of one child, whose parent starts a new child
+    # in place of each one killed
+    swarm = VictimSwarm(start_worker_process, r, 1, *ARGS, **RELIABLE)
     for round_no in range(1, 4):
-        worker = start_worker_process(*ARGS, env=RELIABLE)
-        identity = identity_of(r, worker)
+        [child] = swarm.ready().values()  # the round's worker: a new process, a new identity
+        identity = child["identity"]
         if round_no == 1:
             wait_until(lambda: r.scard(DONE) == len(jids), 30, message="the 4 jobs")
         else:
             recovery_pass_after(r, round_no)  # whatever the last victim left would have run by now
         time.sleep(IDLE_BEFORE_KILL)  # the worker sits idle (the scenario, not a wait for a condition)
-        worker.kill()
+        victim = swarm.kill()
+        assert victim["identity"] == identity
         # nothing finished is still listed as in flight: there is nothing to recover, run again or count
         assert r.lrange(working_key(identity, "default"), 0, -1) == []
-        alive = alive_key(identity)
-        wait_until(lambda: not r.exists(alive), 10, message="the victim's liveness to expire")  # noqa: B023
-    worker = start_worker_process(*ARGS, env=RELIABLE)
+        alive_now = alive_key(identity)
+        wait_until(lambda: not r.exists(alive_now), 10, message="the victim's liveness to expire")  # noqa: B023
+    assert swarm.stop() == 0, swarm.output()
+    worker = start_worker(*ARGS, env=RELIABLE)  # never killed: in this process
     recovery_pass_after(r, 4)
     assert {jid: r.hget(RUNS_BY_JID, jid) for jid in jids} == {jid: "1" for jid in jids}
     assert r.zcard("dead") == 0

@@ -4,15 +4,16 @@ A poison pill that kills its worker ends in the dead set after the cap while oth
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import redis
 
 import kiq
 from kiq.payload import loads
+from kiq.plugins.reliable_fetch.keys import alive_key
 from tests.jobs.reliable import (
     DEATHS,
     DONE,
@@ -24,7 +25,8 @@ from tests.jobs.reliable import (
     TrackedWork,
     expected_status,
 )
-from tests.support import WorkerProcess, identity_of, kill_counts, wait_until
+from tests.support import WorkerProcess, kill_counts, wait_until
+from tests.swarm_support import VictimSwarm
 from tests.tracking_support import track
 
 StartWorker = Callable[..., WorkerProcess]
@@ -58,36 +60,50 @@ def run_with_kills(
     kills: int,
     every: float = KILL_EVERY,
     concurrency: int = 4,
-) -> list[WorkerProcess]:
-    """Start the workers, SIGKILL a random one every ``every`` s and start a replacement; returns the live ones."""
+) -> VictimSwarm:
+    """Start a swarm of WORKERS workers and SIGKILL a random child every ``every`` s (its parent starts a new one in
+    its place, as a supervisor would); returns the swarm."""
     args = ("-r", "tests.jobs.reliable", "-q", "default", "-c", str(concurrency), "--fetch", fetch)
-    workers = [start_worker(*args, env=env) for _ in range(WORKERS)]
-    chaos = random.Random()
+    swarm = VictimSwarm(start_worker, r, WORKERS, *args, **env)
+    victims = []
     for _ in range(kills):
         time.sleep(every)
-        victim = workers.pop(chaos.randrange(len(workers)))
+
         # a victim still starting (slow under load) would have no job to lose; near the end, no job may be left
-        identity = identity_of(r, victim)
+        def busy_or_drained(info: dict[str, Any]) -> bool:
+            return swarm.busy(info) or not r.exists("queue:default")
 
-        def busy_or_drained(key: str = identity) -> bool:
-            return int(r.hget(key, "busy") or 0) > 0 or not r.exists("queue:default")
+        victims.append(swarm.kill(until=busy_or_drained))
+    # until the victims' liveness keys expire (3 heartbeats), their working lists are not orphans yet: a test that
+    # saw every job done in that window and stopped the workers would leave those lists with nobody to recover
+    wait_until(
+        lambda: not any(r.exists(alive_key(victim["identity"])) for victim in victims),
+        10,
+        message="the victims' liveness to expire",
+    )
+    return swarm
 
-        wait_until(busy_or_drained, 30, message="the victim to be running jobs")
-        victim.kill()
-        workers.append(start_worker(*args, env=env))
-    # until the last victims' liveness keys expire (3 heartbeats), their working lists are not orphans yet: a test
-    # that saw every job done in that window and stopped the workers would leave those lists with nobody to recover
-    wait_until(lambda: len(keys(r, "kiq:alive:*")) <= len(workers), 10, message="the victims' liveness to expire")
-    return workers
+
+def started_children(swarm: VictimSwarm) -> set[int]:
+    """The pids of the children the swarm's parent has now (started and not reaped: Linux's view)."""
+    parent = swarm.process.pid
+    with open(f"/proc/{parent}/task/{parent}/children") as children:
+        return {int(pid) for pid in children.read().split()}
 
 
-def stop_all(r: redis.Redis, workers: list[WorkerProcess]) -> None:
-    for worker in workers:
-        identity_of(r, worker)  # registered, so past its start: a worker still importing dies of TERM (-15)
-    for worker in workers:
-        worker.signal(15)
-    for worker in workers:
-        assert worker.wait(40) == 0, worker.output()
+def stop_all(swarm: VictimSwarm) -> None:
+    """TERM the swarm once each child it has is registered, so past its start (a child still starting dies of TERM,
+    -15); one the parent would start later is not waited for (a stopping parent starts none)."""
+
+    def registered() -> set[int]:
+        pids = {info["pid"] for info in swarm.children().values()}
+        return pids if started_children(swarm) <= pids else set()
+
+    running = wait_until(registered, 30, message="the swarm's children to be registered")
+    assert swarm.stop(40) == 0, swarm.output()
+    # the parent exits with 0 whatever its children did: each child's exit status is in the parent's log
+    stopped = swarm.exits()
+    assert {pid: stopped.get(pid) for pid in running} == dict.fromkeys(running, 0), swarm.output()
 
 
 @kill_counts(4, 12)
@@ -98,13 +114,13 @@ def test_reliable_fetch_loses_no_job_when_workers_are_killed(
     total = 5000
     Tick.perform_bulk([[40]] * total)
     env = {**RELIABLE, "KIQ_RELIABLE_MAX_INTERRUPTS": "1000"}  # here every interruption is the test's doing
-    workers = run_with_kills(r, start_worker_process, "reliable", env, kills)
+    swarm = run_with_kills(r, start_worker_process, "reliable", env, kills)
 
     def everything_done() -> bool:
         return r.scard(DONE) == total and not r.exists("queue:default") and not orphans(r)
 
     wait_until(everything_done, 120, interval=0.5, message=f"all {total} jobs ({r.scard(DONE)} done)")
-    stop_all(r, workers)
+    stop_all(swarm)
     # the killed workers' liveness keys expire (3 heartbeats); the stopped ones removed theirs and their lists
     wait_until(lambda: not keys(r, "kiq:alive:*"), 10, message="liveness keys to expire")
     assert keys(r, "kiq:working:*") == [] and keys(r, "kiq:recovering:*") == []
@@ -128,13 +144,13 @@ def test_a_crash_loop_kills_no_healthy_job(
     r = e2e_config.redis
     total = 4000
     Tick.perform_bulk([[20]] * total)
-    workers = run_with_kills(r, start_worker_process, "reliable", RELIABLE, kills, every=1.3, concurrency=3)
+    swarm = run_with_kills(r, start_worker_process, "reliable", RELIABLE, kills, every=1.3, concurrency=3)
 
     def everything_done() -> bool:
         return r.scard(DONE) == total and not r.exists("queue:default") and not orphans(r)
 
     wait_until(everything_done, 60, interval=0.5, message=f"all {total} jobs ({r.scard(DONE)} done)")
-    stop_all(r, workers)
+    stop_all(swarm)
     runs = [int(count) for count in r.hvals(RUNS_BY_JID)]
     print(
         f"\ncrash loop: {total} jobs, {kills} SIGKILLs, {r.scard(INTERRUPTED)} recovered from killed workers, "
@@ -148,9 +164,9 @@ def test_basic_fetch_loses_jobs_under_the_same_chaos(e2e_config: kiq.Config, sta
     r = e2e_config.redis
     total, kills = 2000, 2
     Tick.perform_bulk([[40]] * total)
-    workers = run_with_kills(r, start_worker_process, "basic", FAST, kills)
+    swarm = run_with_kills(r, start_worker_process, "basic", FAST, kills)
     wait_until(lambda: not r.exists("queue:default"), 60, interval=0.5, message="the queue to drain")
-    stop_all(r, workers)  # a graceful stop lets the survivors finish what they hold
+    stop_all(swarm)  # a graceful stop lets the survivors finish what they hold
     lost = total - r.scard(DONE)
     print(f"\nbasic fetch: {total} jobs, {kills} SIGKILLs, {lost} lost")
     assert lost > 0
@@ -163,19 +179,10 @@ def test_a_poison_pill_goes_to_dead_after_the_cap_and_other_jobs_flow(
     poison = KillsItsWorker.perform_async()
     first = Tick.perform_bulk([[5]] * 100)
     args = ("-r", "tests.jobs.reliable", "-q", "default", "-c", "2", "--fetch", "reliable")
-    workers = [start_worker_process(*args, env=RELIABLE) for _ in range(2)]
-    deaths_of_workers = 0
-
-    def supervise() -> bool:
-        """Restart dead workers (as systemd or Kubernetes would) until the poison pill is dead."""
-        nonlocal deaths_of_workers
-        for index, worker in enumerate(workers):
-            if worker.proc.poll() is not None:
-                deaths_of_workers += 1
-                workers[index] = start_worker_process(*args, env=RELIABLE)
-        return r.zcard("dead") == 1
-
-    wait_until(supervise, 90, interval=0.2, message="the poison pill in dead")
+    # two workers, each restarted when it dies (the swarm's parent does what systemd or Kubernetes would)
+    swarm = VictimSwarm(start_worker_process, r, 2, *args, **RELIABLE)
+    wait_until(lambda: r.zcard("dead") == 1, 90, interval=0.2, message="the poison pill in dead")
+    deaths_of_workers = swarm.deaths()
     later = Tick.perform_bulk([[5]] * 100)
     wait_until(lambda: r.scard(DONE) == len(first) + len(later), 30, message="the other jobs")
     [dead] = [loads(item) for item in r.zrange("dead", 0, -1)]
@@ -184,7 +191,7 @@ def test_a_poison_pill_goes_to_dead_after_the_cap_and_other_jobs_flow(
     assert dead["error_class"] == "kiq.plugins.reliable_fetch.recovery.InterruptedJobError"
     assert deaths_of_workers == 3
     wait_until(lambda: r.lrange(DEATHS, 0, -1) == [poison], 10, message="the death hook")
-    stop_all(r, workers)
+    stop_all(swarm)
 
 
 @kill_counts(4, 12)
@@ -198,14 +205,14 @@ def test_tracked_statuses_converge_when_workers_are_killed(
     total = 500
     task_id = tracker.create_task(TrackedWork, [[index, 300 + index % 5 * 50] for index in range(total)])
     env = {**RELIABLE, "KIQ_PLUGINS": "reliable_fetch tracking", "KIQ_TRACKING_DATABASE_URL": tracking_db_url}
-    workers = run_with_kills(r, start_worker_process, "reliable", env, kills)
+    swarm = run_with_kills(r, start_worker_process, "reliable", env, kills)
 
     def complete() -> bool:
         summary = tracker.task(task_id, with_events=False)
         return bool(summary and summary["complete"]) and not r.exists("queue:default") and not orphans(r)
 
     wait_until(complete, 180, interval=0.5, message="the task to complete")
-    stop_all(r, workers)
+    stop_all(swarm)
     task = tracker.task(task_id)
     assert task is not None
     events = {event["params"][0]: event for event in task["events"]}

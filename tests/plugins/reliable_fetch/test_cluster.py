@@ -19,7 +19,7 @@ from kiq.plugins.reliable_fetch import ReliableFetch, ReliableUnit, recover_orph
 from kiq.plugins.reliable_fetch.keys import JobList, alive_key, recovering_key, working_key
 from kiq.server.fetch import fetcher_for
 from tests.jobs.reliable import DONE, INTERRUPTED, RUNS, Tick
-from tests.support import WorkerProcess, wait_until
+from tests.support import InProcessWorker, WorkerProcess, wait_until
 
 IDENTITY = "host:1:aaaaaaaaaaaa"
 GHOST = "ghost:2:bbbbbbbbbbbb"  # the owner of planted orphan lists: no such process is alive
@@ -29,6 +29,7 @@ pytestmark = pytest.mark.cluster(only=True)
 
 MakeFetch = Callable[..., ReliableFetch]
 StartWorker = Callable[..., WorkerProcess]
+StartInProcess = Callable[..., InProcessWorker]
 
 
 @pytest.fixture
@@ -233,8 +234,11 @@ def test_a_job_past_the_interrupt_cap_goes_to_the_dead_set(recovering: kiq.Confi
     assert [loads(job)["jid"] for job in recovering.redis.lrange(keys.queue(queue), 0, -1)] == ["healthy"]
 
 
-def test_a_worker_killed_mid_drain_loses_no_job(e2e_config: kiq.Config, start_worker_process: StartWorker) -> None:
-    """A real worker on the cluster, SIGKILLed while it runs jobs of three queues; another recovers them."""
+def test_a_worker_killed_mid_drain_loses_no_job(
+    e2e_config: kiq.Config, start_worker_process: StartWorker, start_worker: StartInProcess
+) -> None:
+    """A real worker on the cluster, SIGKILLed while it runs jobs of three queues; another (never killed: in this
+    process) recovers them."""
     names = spread_queues(e2e_config)
     r = e2e_config.redis
     total = 150
@@ -254,7 +258,7 @@ def test_a_worker_killed_mid_drain_loses_no_job(e2e_config: kiq.Config, start_wo
     wait_until(lambda: any(r.llen(key) for key in all_lists(e2e_config)), 30, message="jobs in its working lists")
     first.kill()
     assert r.scard(DONE) < total  # killed mid-drain
-    second = start_worker_process(*args, env=env)
+    second = start_worker(*args, env=env)
     wait_until(lambda: r.scard(DONE) == total, 120, interval=0.5, message=f"all jobs ({r.scard(DONE)} done)")
     wait_until(lambda: all_lists(e2e_config) == [], 30, message="no list left")  # the killed one's recovered
     print(

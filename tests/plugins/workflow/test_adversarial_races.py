@@ -5,6 +5,7 @@ small chords ending at the same instant on many threads (each body once), with s
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 
 import pytest
@@ -25,7 +26,7 @@ from tests.jobs.workflow_adversarial import (
     Meet,
     Step,
 )
-from tests.support import WorkerProcess, wait_until
+from tests.support import InProcessWorker, WorkerProcess, wait_until
 
 from .conftest import RELIABLE_ENV
 
@@ -50,7 +51,10 @@ def runs_of(r: redis.Redis, job: str, wf: workflow.Workflow, step: str) -> int:
 
 @pytest.mark.parametrize("step", [Step, AsyncStep], ids=["sync", "async"])
 def test_a_worker_killed_between_a_steps_end_and_its_successors_push_pushes_it_once_after_recovery(
-    config: kiq.Config, start_worker_process: StartWorker, step: type[kiq.Job]
+    config: kiq.Config,
+    start_worker_process: StartWorker,
+    start_worker: Callable[..., InProcessWorker],
+    step: type[kiq.Job],
 ) -> None:
     r = config.redis
     flow_chain = chain(step.s(1), step.s(), step.s()).perform_async()
@@ -58,14 +62,17 @@ def test_a_worker_killed_between_a_steps_end_and_its_successors_push_pushes_it_o
     # the chain's first step and the chord's last member to end: each worker dies right after its perform returned
     targets = [(flow_chain, "0", "1"), (flow_chord, "0.1", "1")]
     r.sadd(KILL_AFTER, *(f"{wf.id}:{member}" for wf, member, _ in targets))
-    for wf, member, successor in targets:
+    for wf, member, successor in targets:  # a process each (a kill -9), no sibling alive to recover its jobs early
         victim = start_worker_process(*ARGS, "-c", "2", env={**RELIABLE_ENV, "WF_ADV_KILL_AFTER": "1"})
         wait_until(lambda victim=victim: victim.proc.poll() is not None, 60, message="the worker to kill itself")
         assert r.sismember(ENDED, f"{wf.id}:{member}")
         # killed after perform returned, before the step script ran: nothing recorded, no successor pushed
         found = workflow.status(wf.id)
         assert found is not None and (found.step(member).state, found.step(successor).state) == ("enqueued", "waiting")
-    start_worker_process(*ARGS, "-c", "2", env=RELIABLE_ENV)  # recovers the dead workers' working lists
+    # the recoverer, in this process: it must not kill itself (its jobs' middleware is only added under that
+    # variable, and every listed step was taken from KILL_AFTER)
+    assert "WF_ADV_KILL_AFTER" not in os.environ and r.scard(KILL_AFTER) == 0
+    start_worker(*ARGS, "-c", "2", env=RELIABLE_ENV)  # recovers the dead workers' working lists
     wait_until(finished([flow_chain, flow_chord]), 60, interval=0.2, message="both workflows to finish")
     name = step.kiq_name
     assert flow_chain.result() == 1 and flow_chord.result() == [10, 20]

@@ -5,7 +5,6 @@ every chain's fold; no step lost); a dying member fails its workflow (on_error o
 from __future__ import annotations
 
 import json
-import random
 import time
 from collections.abc import Callable
 
@@ -16,6 +15,7 @@ from kiq.plugins import workflow
 from kiq.plugins.workflow import chord, group
 from tests.jobs.workflow import BODIES, HANDLED, REDELIVERED, RUNS, Add, AsyncDouble, Boom, Collect, Const, Handler, Mul
 from tests.support import FAST, WorkerProcess, kill_counts, wait_until
+from tests.swarm_support import VictimSwarm
 
 from .conftest import RELIABLE_ENV
 
@@ -60,17 +60,19 @@ def test_200_chords_and_200_chains_under_sigkills_push_each_step_once(
         chord(group(Const.s(n * 100 + m, ms=40) for m in range(10)), Collect.s()).perform_async() for n in range(200)
     ]
     chains = [chain_of(n).perform_async() for n in range(200)]
-    workers = [start_worker_process(*RELIABLE_ARGS, env=RELIABLE_ENV) for _ in range(3)]
-    chaos = random.Random()
+    # 3 workers, the children of one swarm: the parent starts a new one in place of each killed
+    swarm = VictimSwarm(start_worker_process, r, 3, *RELIABLE_ARGS, **RELIABLE_ENV)
+    swarm.ready()
     unrun_at_kills = []
     for _ in range(kills):
         wait_until(lambda: r.hlen(RUNS) > 0, message="steps to run")
         time.sleep(0.6)  # pacing the chaos, not timing anything asserted
         unrun_at_kills.append(STEPS - r.hlen(RUNS))
-        workers.pop(chaos.randrange(2)).kill()  # SIGKILL, one of the two oldest: they have steps in flight
-        workers.append(start_worker_process(*RELIABLE_ARGS, env=RELIABLE_ENV))
+        swarm.kill(until=swarm.busy)  # SIGKILL, a child with steps in flight
     assert all(unrun > 0 for unrun in unrun_at_kills), unrun_at_kills  # every kill came mid-run
     wait_until(finished([wf.id for wf in chords + chains]), 120, interval=0.3, message="every workflow to finish")
+    swarm.stop()
+    assert swarm.deaths() == kills
 
     bodies = [json.loads(raw) for raw in r.lrange(BODIES, 0, -1)]
     assert {body["wf"] for body in bodies} == {wf.id for wf in chords}
