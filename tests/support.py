@@ -27,10 +27,12 @@ import pytest
 import redis
 
 import kiq
+import kiq.cli.worker as kiq_cli_worker
 import kiq.ext
 import kiq.testing
 from kiq import config as kiq_config
 from kiq.cli import build_parser
+from kiq.cli import main as kiq_cli_main
 from kiq.cli.worker import worker_overrides
 from kiq.tabs import TabRequest, TabView
 
@@ -475,11 +477,11 @@ class InProcessWorker:
 
     def __init__(self, args: Sequence[str], redis_url: str, env: dict[str, str] | None = None) -> None:
         parsed = worker_parser().parse_args(["worker", "--redis-url", redis_url, *args])
-        if parsed.processes not in (None, "1") or parsed.shard or parsed.config:
-            raise pytest.UsageError(f"{list(args)}: -p, --shard and -C need a process: use start_worker_process")
+        if parsed.processes not in (None, "1") or parsed.shard:
+            raise pytest.UsageError(f"{list(args)}: -p and --shard need a process: use start_worker_process")
         overrides = worker_overrides(parsed)
         require = overrides.pop("require", [])
-        config = kiq.Config.load(env=env or {}, **overrides)  # the config file, the environment, the flags
+        config = kiq.Config.load(parsed.config, env=env or {}, **overrides)  # -C's file, the environment, the flags
         self.worker = kiq.testing.Worker(config, require=require)
         self.worker.start()
 
@@ -529,6 +531,36 @@ class InProcessWorker:
             return
         self.worker.signal("TERM")
         self.worker.wait(30)
+
+
+# the steps of `kiq worker` past reading its settings (kiq.cli.worker): refused_start fails the test at each
+WORKER_START_STEPS = ("setup_logging", "enter_server_mode", "import_required", "serve", "Swarm")
+
+
+def refused_start(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    redis_url: str,
+    args: Sequence[str],
+    env: dict[str, str],
+) -> tuple[int, str]:
+    """``kiq worker ARGS`` by the CLI's own ``main`` in this process, for a start refused while its settings are read
+    (the refusal is the subject, not a process): its exit status and output. The environment is a worker process's
+    (child_env, with ``env``); each step of a start past the settings fails the test instead of starting a worker in
+    this process (which would hang it)."""
+    for name in [name for name in os.environ if name.startswith("KIQ_")]:
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+    def past_the_settings(step: str, *_: object, **__: object) -> NoReturn:
+        raise AssertionError(f"kiq worker {' '.join(args)} was not refused with its settings: it went on to {step}")
+
+    for step in WORKER_START_STEPS:
+        monkeypatch.setattr(kiq_cli_worker, step, functools.partial(past_the_settings, step))
+    code = kiq_cli_main(["worker", "--redis-url", redis_url, *args])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
 
 
 def identity_of(r: redis.Redis, worker: WorkerProcess | InProcessWorker) -> str:

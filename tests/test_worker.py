@@ -76,23 +76,6 @@ def test_tstp_quiets_the_worker(start_worker: StartWorker, e2e_config: kiq.Confi
     assert not r.sismember("processes", key)
 
 
-def test_term_during_a_long_job_requeues_it_and_exits_in_time(
-    start_worker_process: StartWorker, e2e_config: kiq.Config
-) -> None:
-    r = e2e_config.redis
-    jid = Sleepy.perform_async(60)
-    worker = start_worker_process("-r", "tests.jobs.basic", "-t", "1", env=FAST)
-    wait_until(lambda: r.llen("started") == 1, 30, message="the long job to start")
-    started = time.monotonic()
-    worker.signal(signal.SIGTERM)
-    assert worker.wait(1 + 5) == 0
-    assert time.monotonic() - started < 1 + 5
-    (requeued,) = r.lrange("queue:default", 0, -1)
-    assert json.loads(requeued)["jid"] == jid
-    assert r.llen("finished") == 0 and r.zcard("retry") == 0
-    assert "pushed 1 jobs back to Redis" in worker.output()
-
-
 def test_a_second_term_requeues_the_running_job_and_exits_at_once(
     start_worker_process: StartWorker, e2e_config: kiq.Config
 ) -> None:

@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 
 import kiq
+import kiq.cli
+import kiq.cli.worker
 from tests.jobs.adversarial import STARTS_FILE
 from tests.jobs.stop import STARTED, Stubborn
 from tests.outage_support import AofRedis, aof_redis
-from tests.support import FAST, FAST_RECOVERY, WorkerProcess, exit_late, stopped_after_term, wait_until
+from tests.support import FAST, FAST_RECOVERY, WorkerProcess, exit_late, refused_start, stopped_after_term, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -204,11 +206,13 @@ def test_t_0_requeues_at_once_and_exits_in_time(
 
 @pytest.mark.parametrize("timeout", ["1e12", "1e300", "100000000"])
 def test_an_absurd_t_is_refused_with_a_clear_error(
-    e2e_config: kiq.Config, start_worker_process: StartWorker, timeout: str
+    e2e_config: kiq.Config, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], timeout: str
 ) -> None:
-    worker = start_worker_process("-r", "tests.jobs.stop", "-t", timeout, env=FAST)
-    code = worker.wait(30)
-    output = worker.output()
+    """``kiq worker -t <absurd>`` exits 2 with the error line, while reading its settings (in this process: the
+    refusal is the subject, not a process)."""
+    url = e2e_config.redis_url
+    assert url is not None
+    code, output = refused_start(monkeypatch, capsys, url, ["-r", "tests.jobs.stop", "-t", timeout], FAST)
     assert code == 2, output
     assert "bad value for setting 'timeout'" in output and "must be at most 86400" in output, output
     assert "Traceback" not in output, output

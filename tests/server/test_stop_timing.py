@@ -48,6 +48,9 @@ def test_term_exits_within_the_timeout_plus_two_seconds_with_the_jobs_requeued(
     # nothing lost: every job is back in its queue (a stop requeues what still runs), nothing left elsewhere
     assert sorted(record.jid for record in kiq.Queue("default", e2e_config)) == sorted(jids)
     assert not list(r.scan_iter(match="kiq:working:*"))
+    assert r.zcard("retry") == 0 and r.zcard("dead") == 0  # requeued as they were: no failure counted
+    if fetch == "basic" and job is Stubborn:  # each process says what it pushed back
+        assert worker.output().count("pushed 2 jobs back to Redis") == int(processes), worker.output()
 
 
 def test_a_stop_that_hangs_past_the_grace_exits_anyway_with_the_jobs_requeued(

@@ -16,7 +16,7 @@ import pytest
 import kiq
 from kiq.plugins.periodic import periodic_statuses
 from tests.jobs.periodic import TICKS
-from tests.support import FAST, WorkerProcess, identity_of, wait_until
+from tests.support import FAST, WorkerProcess, identity_of, refused_start, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -96,11 +96,14 @@ def test_a_shared_schedule_entry_for_a_class_this_worker_does_not_import_is_skip
 
 
 def test_a_worker_refuses_to_start_with_a_bad_cron_expression(
-    e2e_config: kiq.Config, start_worker_process: StartWorker
+    e2e_config: kiq.Config, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    worker = start_worker_process(*WORKER, env=schedule_env({"cron": "*/5 * * *", "class": "PeriodicTick"}))
-    assert worker.wait(30) == 2
+    url = e2e_config.redis_url
+    assert url is not None
+    env = schedule_env({"cron": "*/5 * * *", "class": "PeriodicTick"})
+    code, output = refused_start(monkeypatch, capsys, url, WORKER, env)  # in this process: refused at its settings
+    assert code == 2, output
     assert (
         "kiq: error: bad value for setting 'periodic' (from environment): periodic job 1 (PeriodicTick): "
-        "bad cron expression '*/5 * * *': Wrong number of fields" in worker.output()
+        "bad cron expression '*/5 * * *': Wrong number of fields" in output
     )

@@ -22,7 +22,7 @@ from kiq.plugins.reliable_fetch import ReliableFetch, ReliableUnit
 from kiq.plugins.reliable_fetch.fetch import BLOCK_SECONDS
 from kiq.server.fetch import fetcher_for
 from tests.jobs.reliable import DONE, HOLD, Hold
-from tests.support import InProcessWorker, WorkerProcess, short_block, wait_until
+from tests.support import InProcessWorker, short_block, wait_until
 
 IDENTITY = "host:1:aaaaaaaaaaaa"
 WORKING = f"kiq:working:{IDENTITY}:default"
@@ -393,27 +393,23 @@ def test_fetched_payload_is_untouched(make_fetch: MakeFetch, r: redis.Redis) -> 
 
 
 # -- end to end: one setting switches a real worker to the reliable fetcher ----------------------------
-@pytest.mark.parametrize("how", ["cli", "env", pytest.param("config-file", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("how", ["cli", "env", "config-file"])
 def test_a_worker_uses_the_reliable_fetcher_when_told_by(
-    how: str, e2e_config: kiq.Config, request: pytest.FixtureRequest, tmp_path: Path
+    how: str, e2e_config: kiq.Config, start_worker: Callable[..., InProcessWorker], tmp_path: Path
 ) -> None:
     r = e2e_config.redis
     args = ["-r", "tests.jobs.reliable", "-q", "default", "-c", "2"]
     env = {"KIQ_HEARTBEAT_INTERVAL": "1"}
-    harness = "start_worker"  # the worker in this process
     if how == "cli":
         args += ["--fetch", "reliable"]
     elif how == "env":
         env["KIQ_FETCH"] = "reliable"
-    else:
+    else:  # `kiq worker -C FILE`: the CLI's parser reads the flag, Config.load the file
         (tmp_path / "worker.toml").write_text('fetch = "reliable"\n')
         args += ["-C", str(tmp_path / "worker.toml")]
-        # `kiq worker -C FILE`: the CLI reads the file, which only a worker process runs (start_worker refuses -C)
-        harness = "start_worker_process"
-    start: Callable[..., WorkerProcess | InProcessWorker] = request.getfixturevalue(harness)
     r.set(HOLD, "1")
     jid = Hold.perform_async()
-    worker = start(*args, env=env)
+    worker = start_worker(*args, env=env)
 
     def held_in_a_working_list() -> bool:
         return any(jid in item for key in r.scan_iter(match="kiq:working:*") for item in r.lrange(key, 0, -1))
