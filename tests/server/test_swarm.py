@@ -3,7 +3,6 @@ child that dies, replaces one over ``max_memory_mb``, passes signals on, and its
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -17,31 +16,12 @@ import redis
 import kiq
 from kiq.api import ProcessSet
 from tests.jobs.basic import Sleepy
-from tests.support import FAST, FAST_RECOVERY, WorkerProcess, wait_until
+from tests.support import FAST, FAST_RECOVERY, InProcessWorker, WorkerProcess, wait_until
+from tests.swarm_support import alive, children
 
 pytestmark = pytest.mark.slow
 StartWorker = Callable[..., WorkerProcess]
 JOBS = ("-r", "tests.jobs.basic")
-
-
-def children(r: redis.Redis, parent: int) -> dict[int, dict[str, Any]]:
-    """The registry's live processes forked by ``parent``: swarm index -> info (a killed child's entry stays in the
-    registry until it expires)."""
-    found = {}
-    for identity in r.smembers("processes"):
-        raw = r.hget(identity, "info")
-        info = json.loads(raw) if raw else {}
-        if info.get("swarm_parent") == parent and alive(info["pid"]):
-            found[info["swarm_index"]] = info
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def three(r: redis.Redis, swarm: WorkerProcess) -> dict[int, dict[str, Any]]:
@@ -95,7 +75,7 @@ def test_children_stop_when_the_parent_is_killed(start_worker_process: StartWork
 
 
 def test_kill_9_of_the_whole_tree_loses_no_job_with_reliable_fetch(
-    start_worker_process: StartWorker, e2e_config: kiq.Config
+    start_worker_process: StartWorker, start_worker: Callable[..., InProcessWorker], e2e_config: kiq.Config
 ) -> None:
     r = e2e_config.redis
     Sleepy.perform_bulk([[0.3]] * 60)
@@ -105,7 +85,7 @@ def test_kill_9_of_the_whole_tree_loses_no_job_with_reliable_fetch(
     for pid in [swarm.pid, *(info["pid"] for info in found.values())]:
         os.kill(pid, signal.SIGKILL)
     assert r.llen("finished") < 60
-    survivor = start_worker_process(*JOBS, "-c", "10", "--fetch", "reliable", env=FAST_RECOVERY)
+    survivor = start_worker(*JOBS, "-c", "10", "--fetch", "reliable", env=FAST_RECOVERY)  # never killed: in-process
     wait_until(lambda: len(set(r.lrange("finished", 0, -1))) == 60, 60, message="every job to finish")
     assert survivor.stop() == 0 and r.zcard("dead") == 0
 

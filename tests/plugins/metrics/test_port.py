@@ -20,7 +20,16 @@ import kiq
 import kiq.ext
 from tests.jobs.operations import FREEZE_FILE, STARTS, Broken, Fine, Recorded, ShortWalk
 from tests.plugins.metrics.support import NO_ANSWER, free_port, get, scrape, value
-from tests.support import FAST, ROOT, OwnRedis, WorkerProcess, child_env, redis_server_binary, wait_until
+from tests.support import (
+    FAST,
+    ROOT,
+    InProcessWorker,
+    OwnRedis,
+    WorkerProcess,
+    child_env,
+    redis_server_binary,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 StartWorker = Callable[..., WorkerProcess]
@@ -278,13 +287,15 @@ def test_readyz_fails_while_quiet_and_kiq_health_without_a_worker_is_unhealthy(s
 
 
 def test_redis_stopped_fails_readiness_not_liveness_and_both_come_back(tmp_path: Path) -> None:
+    """In-process (the plugin's port and registry are the worker's own: nothing global to clash with another
+    worker of this process), on a Redis of its own."""
     directory = tmp_path / "redis"
     directory.mkdir()
     server = OwnRedis(directory, redis_server_binary())  # this test's own: it stops and starts it again
     port = free_port()
     args = [*JOBS, "--metrics-port", str(port)]
     env = {**FAST, "KIQ_LIVENESS_TIMEOUT": "2"}
-    with WorkerProcess(args, server.url, tmp_path / "worker.log", env) as worker:
+    with InProcessWorker(args, server.url, env) as worker:
         wait_until(lambda: get(port, "/readyz", timeout=2)[0] == 200, 30, message="a ready worker")
         server.stop()  # kill -9: connections are refused from now on
         body = wait_until(lambda: (a := get(port, "/readyz", timeout=10)) and a[0] == 503 and a, 30)[1]
@@ -301,6 +312,7 @@ def test_redis_stopped_fails_readiness_not_liveness_and_both_come_back(tmp_path:
             assert get(port, "/livez")[0] == 200
             assert value(scrape(port), "kiq_up") == 1
             assert worker.stop() == 0
+            assert get(port, "/livez")[0] == NO_ANSWER  # the stop closed the port
         finally:
             server.stop()
 
