@@ -94,8 +94,10 @@ class AsyncClient:
             sink.current.write(jobs)
             return
         # reliable push holds jobs for the config's Redis, sent by its sync client from the background sender (a
-        # client given its own ``redis`` raises in an outage, as without reliable push)
-        if held and self._redis is None and behind_held(self.config.redis, jobs, self.config, send_now=False):
+        # client given its own ``redis`` raises in an outage, as without reliable push); in a thread: a push that
+        # finds the buffer full waits there for a send under way
+        held_here = held and self._redis is None
+        if held_here and await asyncio.to_thread(behind_held, self.config.redis, jobs, self.config, False):
             return
         connection = self.redis
         listed = listed_queues(pool_of(connection))

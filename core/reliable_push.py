@@ -41,6 +41,7 @@ log = logging.getLogger("kiq")
 BACKOFF = (0.05, 2.0)  # seconds until the first attempt after a failed one, doubled per failure up to the second
 CHUNK = 1000  # jobs per round trip when the buffer is sent, as push_bulk's batches
 EXIT_WAIT = 10.0  # seconds the exit attempt waits for a send under way in another thread
+SEND_WAIT = 10.0  # seconds a push that finds the buffer full waits for a send under way in another thread
 
 # writes jobs to the buffer's Redis exactly as a push does (raises on an outage); given by the client that held them
 Writer = Callable[[list[EncodedJob]], None]
@@ -142,12 +143,21 @@ def hold(destination: object, jobs: list[EncodedJob], config: Config, error: Exc
 def behind_held(destination: object, jobs: list[EncodedJob], config: Config, send_now: bool) -> bool:
     """While jobs are held for ``destination``'s Redis, a push goes in behind them (True: held; the caller is done),
     and once an attempt is due they are sent: here when ``send_now`` (a sync push), else by the background
-    sender, woken. False: nothing is held for it, the caller writes as usual."""
-    with _registry:  # a buffer in ``held`` is sent to the end by whoever sends it: nothing added to it is left over
-        buffer = held.get(_key(destination))
-        if buffer is None:
-            return False
-        _add(buffer, jobs, config, None)
+    sender, woken. False: nothing is held for it, the caller writes as usual. A push that would pass the limit while
+    another thread sends the held jobs waits for that send (Redis answers again: it may empty the buffer), up to
+    SEND_WAIT; it raises ``PushBufferFull`` only when no send is under way (the last one failed)."""
+    while True:
+        with _registry:  # a buffer in ``held`` is sent to the end by whoever sends it: nothing added to it is left over
+            buffer = held.get(_key(destination))
+            if buffer is None:
+                return False
+            if _fits(buffer, jobs, config) or not buffer.sending.locked():
+                _add(buffer, jobs, config, None)
+                break
+        if buffer.sending.acquire(timeout=SEND_WAIT):  # the send under way ended: look again
+            buffer.sending.release()
+        else:
+            _add(buffer, jobs, config, None)  # a send hung past SEND_WAIT: the buffer is full
     if buffer.due():
         if send_now:
             buffer.send()
@@ -159,6 +169,12 @@ def behind_held(destination: object, jobs: list[EncodedJob], config: Config, sen
 def _key(destination: object) -> int:
     """A buffer's key in ``held``: its Redis client's connection pool (one Redis, whichever client object)."""
     return id(pool_of(destination))
+
+
+def _fits(buffer: PushBuffer, jobs: list[EncodedJob], config: Config) -> bool:
+    limit: int = config.get("reliable_push_limit")
+    with buffer.lock:
+        return len(buffer.jobs) + len(jobs) <= limit
 
 
 def _add(buffer: PushBuffer, jobs: list[EncodedJob], config: Config, error: Exception | None) -> None:

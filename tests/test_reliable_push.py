@@ -118,6 +118,31 @@ def test_an_outage_longer_than_the_buffer_raises_and_keeps_what_it_held(
     assert "sent the 100 job(s)" in outage_messages(caplog)[1][1]
 
 
+@pytest.mark.parametrize("client_kind", ["sync", "asyncio"])
+def test_a_push_to_a_full_buffer_while_its_jobs_are_being_sent_waits_for_the_send(
+    server: AofRedis, client_kind: str
+) -> None:
+    """Redis is back and the held jobs are on their way (here slowed by ``CLIENT PAUSE``): the buffer still counts
+    them until the reply, so a push then found it full and raised PushBufferFull, though nothing was unreachable."""
+    config = kiq.Config(redis_url=server.url, reliable_push=True, reliable_push_limit=100)
+    client = kiq.Client(config)
+    server.stop("term")
+    assert all(client.push({"class": Record, "args": [str(number)]}) for number in range(100))
+    server.start()
+    watch = server.client()
+    watch.execute_command("CLIENT", "PAUSE", 3000, "WRITE")  # the held jobs' send waits for its reply until then
+
+    def sending() -> bool:
+        return any(buffer.sending.locked() for buffer in reliable_push.held.values())
+
+    wait_until(sending, 10, message="the held jobs' send under way")
+    if client_kind == "sync":
+        assert client.push({"class": Record, "args": ["after"]})
+    else:
+        assert asyncio.run(kiq.AsyncClient(config).push({"class": Record, "args": ["after"]}))
+    assert queued_in_order(watch) == [*(str(number) for number in range(100)), "after"]  # and in order
+
+
 def test_bulk_and_scheduled_pushes_are_held_too(server: AofRedis) -> None:
     config = kiq.Config(redis_url=server.url, reliable_push=True)
     client = kiq.Client(config)
