@@ -203,14 +203,19 @@ def _children(r: object, parent: int) -> list[int]:
 
 
 def test_livez_fails_for_a_stopped_worker_and_a_frozen_heartbeat_while_a_healthy_worker_stays_live(
-    start_worker_process: StartWorker, tmp_path: Path
+    start_worker_process: StartWorker,
+    start_worker: StartWorker,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The stopped worker is a process (SIGSTOP stops a whole process); the frozen and the healthy one run here."""
     freeze = tmp_path / "freeze"
-    env = {"KIQ_LIVENESS_TIMEOUT": "2", FREEZE_FILE: str(freeze)}
+    env = {"KIQ_LIVENESS_TIMEOUT": "2"}
+    monkeypatch.setenv(FREEZE_FILE, str(freeze))  # read by FreezableHeartbeat, in the frozen worker only
     plugin = ("--plugins", "tests.jobs.operations:FreezableHeartbeat")
     stopped, stopped_port = started(start_worker_process, env=env)
-    frozen, frozen_port = started(start_worker_process, *plugin, env=env)
-    healthy, healthy_port = started(start_worker_process, env=env)
+    frozen, frozen_port = started(start_worker, *plugin, env=env)
+    healthy, healthy_port = started(start_worker, env=env)
     # the whole process stopped (a per-thread SIGSTOP does not exist): its port answers nothing
     stopped.signal(signal.SIGSTOP)
     try:
