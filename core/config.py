@@ -9,13 +9,12 @@ registers each plugin once per config.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib.metadata
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -33,6 +32,7 @@ from .settings import (
     as_int,
     as_queues,
     did_you_mean,
+    plugin_sources,
     read_environment,
     read_file,
 )
@@ -137,7 +137,7 @@ class Config:
         """defaults < config file (``config_file``, kiq.toml or [tool.kiq]) < the plugins' settings sources (see
         ``plugin_settings``) < ``KIQ_*`` env < ``settings``."""
         file, environment = read_file(config_file), read_environment(os.environ if env is None else env)
-        return cls([file, *_plugin_sources, environment], **settings)
+        return cls([file, *plugin_sources(), environment], **settings)
 
     # -- settings access ----------------------------------------------------------------------------
     def __getattr__(self, name: str) -> Any:
@@ -335,29 +335,11 @@ def _setting_plugins() -> dict[str, importlib.metadata.EntryPoint]:
     return {entry_point.name: entry_point for entry_point in importlib.metadata.entry_points(group=SETTINGS_GROUP)}
 
 
-# -- settings that installed plugins give (the kiq_settings_source hook), while a kiq command runs --------------
-_plugin_sources: list[Source] = []
-
-
-@contextlib.contextmanager
-def plugin_settings(sources: Iterable[Source]) -> Iterator[None]:
-    """Lay ``sources`` between the config file and the environment of every ``Config.load`` in this process for
-    the block (the ``kiq`` command line runs each command inside one, with its installed plugins' sources)."""
-    added = list(sources)
-    _plugin_sources.extend(added)
-    try:
-        yield
-    finally:
-        del _plugin_sources[len(_plugin_sources) - len(added) :]
-
-
 # -- the process-wide default config and Sidekiq's configure_server / configure_client -----------------
 _default: Config | None = None
 _server_callbacks: list[Callable[[Config], Any]] = []
-# the config of the in-process worker (kiq.testing.Worker) whose thread this is: in its threads (its jobs, its
-# poller, its held writes), ``config=None`` means that worker's config, as it means a worker process's own there
-# (the process default): an iterable job keeps the worker's flush interval and runtime limit, a push from a job or a
-# plugin's write goes to the worker's Redis. None elsewhere.
+# the in-process worker's (kiq.testing.Worker) config, in its threads: there ``config=None`` means it, as a worker
+# process's own config is its default (its jobs' settings, its Redis for their pushes). None elsewhere.
 worker_config: ContextVar[Config | None] = ContextVar("kiq_worker_config", default=None)
 
 

@@ -12,10 +12,11 @@ less simply than a dict of ``Setting`` objects.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import tomllib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -357,3 +358,24 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     """`` (did you mean 'queue'?)`` for a near miss of a known name, else an empty string."""
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+# -- settings that installed plugins give (the kiq_settings_source hook), while a kiq command runs --------------
+_plugin_sources: list[Source] = []
+
+
+@contextlib.contextmanager
+def plugin_settings(sources: Iterable[Source]) -> Iterator[None]:
+    """Lay ``sources`` between the config file and the environment of every ``Config.load`` in this process for
+    the block (the ``kiq`` command line runs each command inside one, with its installed plugins' sources)."""
+    added = list(sources)
+    _plugin_sources.extend(added)
+    try:
+        yield
+    finally:
+        del _plugin_sources[len(_plugin_sources) - len(added) :]
+
+
+def plugin_sources() -> list[Source]:
+    """The sources ``plugin_settings`` lays now: ``Config.load`` puts them between the file and the environment."""
+    return list(_plugin_sources)

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import kiq
-from kiq.config import plugin_settings
 from kiq.plugin_manager import PluginManager
+from kiq.settings import plugin_settings
 
 
 class ProjectSettings:

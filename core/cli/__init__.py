@@ -15,10 +15,11 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ..config import Config, plugin_settings
+from ..config import Config
 from ..embedded import EmbeddedRedis
 from ..errors import KiqError
 from ..plugin_manager import PluginManager, installed_plugins
+from ..settings import plugin_settings
 from ..version import __version__
 from . import inspection, iteration, worker
 from .settings_command import add_settings_command, without_password
