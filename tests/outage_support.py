@@ -23,8 +23,8 @@ class AofRedis:
     ``stop("kill")`` is SIGKILL mid-traffic, as a crash (only what the AOF holds survives); ``stop("term")`` is
     SIGTERM mid-traffic, as an operator's stop (Redis finishes its command, writes its AOF, and closes every
     connection without sending what it had not sent yet). Either can catch a fetch with its reply lost.
-    ``stop("pause")`` first pauses every client's writes (``CLIENT PAUSE WRITE``: what was executed has been answered
-    by the time the pause is), then kills it: no fetch is caught so. With basic fetch such a fetch loses its jobs
+    ``stop("pause")`` first pauses every client's writes (``CLIENT PAUSE WRITE``), waits until what was executed has
+    been answered, then kills it: no fetch is caught so. With basic fetch such a fetch loses its jobs
     (an at-most-once window of basic fetch, docs/guide/guarantees.md), which is not the failure path a test of held
     outcomes is about."""
 
@@ -47,9 +47,15 @@ class AofRedis:
         assert self.process is not None and how in ("pause", "kill", "term"), how
         if self.process.poll() is None:
             if how == "pause":
-                pauser = redis.Redis(port=self.port)
+                pauser = redis.Redis(port=self.port, decode_responses=True)
                 try:
                     pauser.execute_command("CLIENT", "PAUSE", 600_000, "WRITE")
+                    # the pause's OK may leave before the replies of commands run in the same turn of Redis's event
+                    # loop (a basic fetch's pop, in the AOF already: its job lost with the reply): kill only once
+                    # every other client's reply is sent (CLIENT LIST runs in a later turn; obl/oll: unsent output)
+                    me = pauser.client_id()
+                    wait_until(lambda: all(c["obl"] == "0" and c["oll"] == "0" for c in pauser.client_list()
+                                           if int(c["id"]) != me), 5, message="the replies sent")  # fmt: skip
                 finally:
                     pauser.close()
             self.process.send_signal(signal.SIGTERM if how == "term" else signal.SIGKILL)

@@ -157,12 +157,27 @@ def test_a_paused_queue_stays_paused_through_an_outage_and_an_unpause_applies_on
         assert first - done[0] <= BOUND, f"the held job started {first - done[0]:.2f} s after the unpause went in"
 
         every = set(held + opened + more)
-        wait_until(lambda: every <= {jid for _, jid, _ in starts(record)}, 90, message="every job started")
+        try:
+            wait_until(lambda: every <= {jid for _, jid, _ in starts(record)}, 90, message="every job started")
+        except AssertionError as exc:  # which never started, and whether Redis still has them
+            missing = whereabouts(client, every - {jid for _, jid, _ in starts(record)})
+            raise AssertionError(f"{exc}: {missing}; paused: {client.smembers('kiq:paused')}") from None
         assert worker.stop() == 0
         output = worker.output()
     assert output.count("is unreachable") == 2 and output.count("Redis works again") == 2, output
     assert "paused queues" not in output, output  # the failed reads of the paused set are not logged (debug only)
     assert "Internal exception" not in output, output
+
+
+def whereabouts(client: redis.Redis, jids: set[str]) -> str:
+    """Where each of ``jids`` is in Redis (the queues, retry, schedule, dead), or ``gone``: for a failure message."""
+    found: dict[str, list[str]] = {jid: [] for jid in jids}
+    for key in client.scan_iter():
+        kind = client.type(key)
+        items = client.lrange(key, 0, -1) if kind == "list" else client.zrange(key, 0, -1) if kind == "zset" else []
+        for jid in jids:
+            found[jid] += [key] * any(jid in item for item in items)
+    return ", ".join(f"{jid}: {' '.join(keys) or 'gone'}" for jid, keys in sorted(found.items()))
 
 
 # -- garbage in the paused set ----------------------------------------------------------------------------------
