@@ -38,12 +38,13 @@ demo: $(MODULES)
 
 # The suite runs in TEST_PROCESSES processes (pytest-xdist): each has its own embedded Redis, its own databases on
 # KIQ_TEST_REDIS_URL's server and its own PostgreSQL schema (tests/support.py, tests/conftest.py). Most tests wait
-# (on workers, timeouts, outages): 8 processes keep 2 cores busy (4 left one idle); the timing tests allow for their
+# (on workers, timeouts, outages): 10 processes keep 2 cores busy (4 left one idle); the timing tests allow for their
 # process's wait for a CPU (docs/development.md, "What a run costs"). worksteal: a process that runs out of tests
 # takes some from a busy one (a few tests take 10-30 s). `make pytest` runs in this process only (one file, -k).
 # The tests marked soak (long Redis outages, long kill -9 loops) are left out (pyproject's addopts): `make soak`
 # runs them, after the hour-long soak.
-TEST_PROCESSES ?= 8
+# (10 processes take 30 databases of KIQ_TEST_REDIS_URL's server, 3 each: .ci/services.sh gives it 32)
+TEST_PROCESSES ?= 10
 # Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE, as on some CI images): each
 # test process would otherwise compile and assertion-rewrite every test module again (16 s of CPU each instead of 5),
 # and every worker or CLI subprocess would compile kiq.
