@@ -146,18 +146,21 @@ def behind_held(destination: object, jobs: list[EncodedJob], config: Config, sen
     sender, woken. False: nothing is held for it, the caller writes as usual. A push that would pass the limit while
     another thread sends the held jobs waits for that send (Redis answers again: it may empty the buffer), up to
     SEND_WAIT; it raises ``PushBufferFull`` only when no send is under way (the last one failed)."""
+    hung = False  # a send under way outlasted SEND_WAIT: no more waiting
     while True:
         with _registry:  # a buffer in ``held`` is sent to the end by whoever sends it: nothing added to it is left over
             buffer = held.get(_key(destination))
             if buffer is None:
                 return False
-            if _fits(buffer, jobs, config) or not buffer.sending.locked():
+            try:
                 _add(buffer, jobs, config, None)
                 break
-        if buffer.sending.acquire(timeout=SEND_WAIT):  # the send under way ended: look again
+            except PushBufferFull:
+                if hung or not buffer.sending.locked():
+                    raise
+        hung = not buffer.sending.acquire(timeout=SEND_WAIT)  # the send under way ended: look again
+        if not hung:
             buffer.sending.release()
-        else:
-            _add(buffer, jobs, config, None)  # a send hung past SEND_WAIT: the buffer is full
     if buffer.due():
         if send_now:
             buffer.send()
@@ -169,12 +172,6 @@ def behind_held(destination: object, jobs: list[EncodedJob], config: Config, sen
 def _key(destination: object) -> int:
     """A buffer's key in ``held``: its Redis client's connection pool (one Redis, whichever client object)."""
     return id(pool_of(destination))
-
-
-def _fits(buffer: PushBuffer, jobs: list[EncodedJob], config: Config) -> bool:
-    limit: int = config.get("reliable_push_limit")
-    with buffer.lock:
-        return len(buffer.jobs) + len(jobs) <= limit
 
 
 def _add(buffer: PushBuffer, jobs: list[EncodedJob], config: Config, error: Exception | None) -> None:
