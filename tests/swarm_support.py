@@ -30,6 +30,13 @@ def children(r: redis.Redis, parent: int) -> dict[int, dict[str, Any]]:
     return found
 
 
+def forked(pid: int) -> list[int]:
+    """The pids of the children ``pid``'s main thread forked and has not reaped (Linux's /proc; a swarm's parent forks
+    there), oldest first; a killed child is among them until reaped, unlike in the registry, where it stays a while."""
+    with open(f"/proc/{pid}/task/{pid}/children") as children:
+        return [int(child) for child in children.read().split()]
+
+
 def alive(pid: int) -> bool:
     """Whether ``pid`` runs: a killed child stays a zombie until its parent reaps it (up to the swarm parent's poll,
     0.5 s), and its last heartbeat still shows it busy: that is not alive."""
@@ -97,7 +104,7 @@ class VictimSwarm:
 
     def deaths(self) -> int:
         """The children the parent saw die of anything but a stop (it restarts each, unless it is stopping by then)."""
-        return len(re.findall(r"^.*swarm child \d+ \(pid \d+\) exited with .* restarting in", self.output(), re.M))
+        return len(re.findall(r"swarm child \d+ \(pid \d+\) exited with .* restarting in", self.output()))
 
     def exits(self) -> dict[int, int]:
         """Each child that exited: pid -> exit status, from the parent's log (a stop's and a death's lines alike)."""

@@ -26,6 +26,7 @@ import kiq
 from tests.jobs.outcomes import DEATHS, DONE
 from tests.outage_support import AofRedis, aof_redis
 from tests.support import FAST, InProcessWorker, WorkerProcess, make_retries_due, wait_until
+from tests.swarm_support import forked
 
 # an exception no thread of the worker caught fails the test (a worker process wrote its "Traceback" to its output)
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")]
@@ -244,7 +245,7 @@ def test_a_swarm_stopped_with_redis_still_down_restarts_no_child_and_exits_non_z
     with WorkerProcess(args, server.url, tmp_path / "swarm.log", ENV) as swarm:
         wait_until(lambda: client.scard(DONE) >= CONCURRENCY, 30, message="the first jobs done")
         server.stop()
-        first = int(Path(f"/proc/{swarm.pid}/task/{swarm.pid}/children").read_text().split()[0])
+        first = forked(swarm.pid)[0]
         wait_until(lambda: failed_in(swarm.output(), first), 30, message="a job of the first child failing")
         os.kill(first, signal.SIGTERM)  # stopped on its own (as from the API): it exits with 3 and stays stopped
         try:

@@ -30,6 +30,7 @@ from tests.support import (
     redis_server_binary,
     wait_until,
 )
+from tests.swarm_support import forked
 
 pytestmark = pytest.mark.slow
 StartWorker = Callable[..., WorkerProcess]
@@ -144,11 +145,10 @@ def test_a_swarm_serves_one_port_summed_over_its_children_and_across_a_kill_9(
     assert value(scrape(port), "kiq_concurrency") == 20
     Fine.perform_bulk([[] for _ in range(60)])
     wait_until(lambda: processed(port) == 60, 30, message="60 jobs counted")
-    r = e2e_config.redis
-    children = wait_until(lambda: len(found := _children(r, worker.pid)) == 2 and found, 30)
+    children = wait_until(lambda: len(found := forked(worker.pid)) == 2 and found, 30)
     os.kill(children[0], signal.SIGKILL)
     # the killed child's counts stay in the sum; its replacement counts from zero in a file of its own
-    wait_until(lambda: (p := _children(r, worker.pid)) and len(p) == 2 and children[0] not in p, 30, message="restart")
+    wait_until(lambda: (p := forked(worker.pid)) and len(p) == 2 and children[0] not in p, 30, message="restart")
     wait_until(lambda: value(scrape(port), "kiq_processes") == 2, 30)
     assert processed(port) == 60
     Fine.perform_bulk([[] for _ in range(50)])
@@ -194,12 +194,6 @@ def test_a_hung_swarm_child_fails_livez_about_when_a_sibling_takes_over_its_job(
     # after /livez failed
     assert seen["livez"] <= 3 * 2 + 2 and abs(seen["livez"] - seen["rerun"]) <= 4, seen
     assert worker.stop() == 0
-
-
-def _children(r: object, parent: int) -> list[int]:
-    """The pids of ``parent``'s live children (from /proc: the registry keeps a killed child's entry a while)."""
-    found = subprocess.run(["pgrep", "-P", str(parent)], capture_output=True, text=True).stdout.split()
-    return sorted(int(pid) for pid in found)
 
 
 def test_livez_fails_for_a_stopped_worker_and_a_frozen_heartbeat_while_a_healthy_worker_stays_live(

@@ -26,7 +26,7 @@ from tests.jobs.reliable import (
     expected_status,
 )
 from tests.support import WorkerProcess, kill_counts, wait_until
-from tests.swarm_support import VictimSwarm
+from tests.swarm_support import VictimSwarm, forked
 from tests.tracking_support import track
 
 StartWorker = Callable[..., WorkerProcess]
@@ -84,20 +84,13 @@ def run_with_kills(
     return swarm
 
 
-def started_children(swarm: VictimSwarm) -> set[int]:
-    """The pids of the children the swarm's parent has now (started and not reaped: Linux's view)."""
-    parent = swarm.process.pid
-    with open(f"/proc/{parent}/task/{parent}/children") as children:
-        return {int(pid) for pid in children.read().split()}
-
-
 def stop_all(swarm: VictimSwarm) -> None:
     """TERM the swarm once each child it has is registered, so past its start (a child still starting dies of TERM,
     -15); one the parent would start later is not waited for (a stopping parent starts none)."""
 
     def registered() -> set[int]:
         pids = {info["pid"] for info in swarm.children().values()}
-        return pids if started_children(swarm) <= pids else set()
+        return pids if set(forked(swarm.process.pid)) <= pids else set()
 
     running = wait_until(registered, 30, message="the swarm's children to be registered")
     assert swarm.stop(40) == 0, swarm.output()
