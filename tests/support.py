@@ -119,7 +119,7 @@ SERVER_URL = worker_server_url(
 class CpuWait:
     """How long the threads of process ``pid`` (this one by default) waited for a CPU: the kernel's run-queue wait of
     each thread (the second field of /proc/<pid>/task/*/schedstat), summed, sampled every 20 ms within a ``with``
-    block. The suite runs in 8 processes on 2 cores: a process kept waiting is late by that wait, which no code of
+    block. The suite runs in 10 processes on 2 cores: a process kept waiting is late by that wait, which no code of
     kiq's can make up, so a bound in time on kiq is checked on the time less this wait. The sum over threads is an
     upper bound of one chain's wait (threads can wait at once); on an idle machine it is ~0 and the bound is kiq's
     alone. Without schedstat (not Linux) it is 0; a process that exited keeps its last sample."""
