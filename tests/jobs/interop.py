@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 import kiq
+from tests.jobs import wait_for_release
 
 KIQ_QUEUE = "kiq"
 RUBY_QUEUE = "ruby"
@@ -65,7 +66,7 @@ class InteropBlockJob(kiq.Job):
     kiq_options = {"queue": KIQ_QUEUE}
 
     def perform(self, token: str) -> None:
-        kiq.default_config().redis.blpop([RELEASE + token], timeout=20)
+        wait_for_release(kiq.default_config().redis, RELEASE + token)
         record_run(self, [token])
 
 

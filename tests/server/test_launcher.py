@@ -15,6 +15,7 @@ import redis
 import kiq
 from kiq.keys import STATS_TTL
 from kiq.server.launcher import Launcher
+from tests.jobs import wait_for_release
 from tests.support import short_block, wait_until
 
 
@@ -26,7 +27,7 @@ class Hold(kiq.Job):
     def perform(self) -> None:
         redis = kiq.default_config().redis
         redis.rpush("held", self.jid)
-        redis.blpop(["release"], timeout=20)
+        wait_for_release(redis, "release")
 
 
 class Fail(kiq.Job):
