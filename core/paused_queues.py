@@ -29,20 +29,25 @@ REFRESH_INTERVAL = 0.4  # seconds a process goes on with the paused set it read 
 
 class PausedQueues:
     """The paused set as this process last read it, read again when older than ``interval`` seconds by whichever
-    thread asks first (the others go on with the previous answer meanwhile, rather than wait)."""
+    thread asks first (the others go on with the previous answer meanwhile, rather than wait). Before the first
+    answer there is none to go on with: a thread asking then waits for the read under way, and raises the error
+    when the set cannot be read (never "nothing paused" for a set not read yet: the fetches of two threads, or of
+    two capsules, ask at once when a worker starts)."""
 
     def __init__(self, redis: Any, interval: float = REFRESH_INTERVAL) -> None:
         self.redis = redis
         self.interval = interval
         self._keys: frozenset[str] = frozenset()
         self._next_read = 0.0
+        self._read_once = False  # an answer was read: a failed read may go on with it
         self._reading = threading.Lock()
 
     def keys(self) -> frozenset[str]:
         """The list keys (``kiq.ext.Keyspace.queue``) of the paused queues."""
-        if time.monotonic() >= self._next_read and self._reading.acquire(blocking=False):
+        if time.monotonic() >= self._next_read and self._reading.acquire(blocking=not self._read_once):
             try:
-                self._read()
+                if time.monotonic() >= self._next_read:  # not read meanwhile by the thread this one waited for
+                    self._read()
             finally:
                 self._reading.release()
         return self._keys
@@ -54,6 +59,8 @@ class PausedQueues:
             # the last answer holds (a paused queue stays paused through an outage, never "nothing paused" for a
             # failed read), and the next ask reads again: the first fetch once Redis is back sees the set as it is
             # then. The fetch that follows reports the outage, once (kiq.server.outcomes.RedisOutage).
+            if not self._read_once:
+                raise
             log.debug("could not read the paused queues: %s", exc)
             return
         keys = keyspace(self.redis)
@@ -64,6 +71,7 @@ class PausedQueues:
             except ValueError:  # a name no queue of this layout can have (written by another program): no jobs
                 continue
         self._keys = frozenset(listed)
+        self._read_once = True
         self._next_read = time.monotonic() + self.interval
 
 

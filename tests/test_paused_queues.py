@@ -4,6 +4,7 @@ semantics for the rest."""
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 
 import pytest
@@ -14,6 +15,7 @@ import kiq.ext
 from kiq.fetcher import MAX_BLOCK, Capsule, QueueOrder
 from kiq.paused_queues import REFRESH_INTERVAL, PausedQueues, paused_queues
 from kiq.server.fetch import BasicFetch
+from tests.sentinel_support import free_port
 from tests.support import wait_until
 
 
@@ -25,6 +27,27 @@ def test_the_paused_set_is_read_once_per_interval_then_again(config: kiq.Config,
     assert wait_until(view.keys, 5) == frozenset({"queue:mail"})
     kiq.Queue("mail", config).unpause()
     wait_until(lambda: not view.keys(), 5)
+
+
+def test_before_its_first_answer_a_thread_waits_for_the_read_under_way(config: kiq.Config, r: redis.Redis) -> None:
+    """Two fetching threads (two leaders, or two capsules) ask at once when a worker starts: the one that does not
+    read must not take the empty view it starts with for "nothing paused" (it fetched a paused queue's job)."""
+    kiq.Queue("held", config).pause()
+    view = PausedQueues(r)
+    answers: list[frozenset[str]] = []
+    with view._reading:  # the first read under way, in another thread
+        asking = threading.Thread(target=lambda: answers.append(view.keys()))
+        asking.start()
+        asking.join(0.3)
+        assert asking.is_alive() and not answers  # it waits, rather than answer with no read yet
+    asking.join(5)
+    assert answers == [frozenset({"queue:held"})]
+
+
+def test_a_first_read_that_fails_raises_rather_than_answer_nothing_paused() -> None:
+    view = PausedQueues(redis.Redis(port=free_port(), socket_connect_timeout=0.5))
+    with pytest.raises(redis.ConnectionError):
+        view.keys()
 
 
 def test_the_promise_of_a_second_holds_by_construction() -> None:
