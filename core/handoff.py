@@ -47,7 +47,15 @@ class BatchFetch:
     threads), so the process never holds a job that no idle thread is ready to run, and every ready job is taken
     before its sleeper's deadline passes (a sleeper whose time is up takes a ready job, if any, instead of
     returning None; the leader that ends its fetch answers it once, and no later fetch counts it, so it is not
-    woken at every job). Only one thread at a time talks to Redis to fetch, on its own connection.
+    woken at every job). Only one thread at a time talks to Redis to fetch, on its own connection, unless
+    ``leaders`` is 2 or more.
+
+    Several leaders (``leaders``, 1 by default): up to that many threads fetch at once, each on a connection of its
+    own, each asking for the idle threads the others have not asked for. At light load two blocking pops are parked:
+    the thread a job wakes runs it while the other pop waits on, so no sleeper has to be woken to take over the
+    waiting (one thread woken a job, as a pop per thread is, where passing the lead on after every job took two). A
+    leader passes the lead on when it was the last one fetching, or when its fetch came back full (a backlog) while
+    threads still sleep. For a fetcher whose ``pop`` may run in two threads at once.
 
     None means "Redis had no job": a thread whose wait ends without a job while the latest fetch failed raises that
     failure (a copy), as its leader did, so that its processor does not take the outage for over (a worker logs an
@@ -57,8 +65,9 @@ class BatchFetch:
 
     - ``pop(wanted, block)``: implement it, the one swappable part: up to ``wanted`` jobs in one round trip, as
       ``(queue name, raw job)`` pairs oldest first, waiting up to ``block`` s for the first one when
-      ``block >= min_block``. Only the leader calls it, one call at a time, without the engine's lock, so it may
-      keep bookkeeping of its own unlocked; it talks to Redis on ``connection``. What it raises reaches the leader's
+      ``block >= min_block``. Only a leader calls it, without the engine's lock: one call at a time unless
+      ``leaders`` > 1, so it may keep bookkeeping of its own unlocked; it talks to Redis on ``connection`` (each
+      leader's own). What it raises reaches the leader's
       processor (an outage) and, as a copy, the threads that waited on it.
     - ``next_job()``: call it from ``retrieve_work`` and wrap what it returns in the fetcher's unit of work
       (``kiq.ext.UnitOfWork``); None after ``block_seconds`` without a job, or once closed with none ready.
@@ -67,7 +76,7 @@ class BatchFetch:
     - ``close(timeout)``: stops the hand-off (waiting threads get None), waits up to ``timeout`` for a fetch under
       way, then releases ``connection``; an override calls it first, then gives back what the fetcher holds.
     - ``take_unstarted()``: the ready jobs no thread took, out of the hand-off (a quiet gives them back).
-    - read-only state: ``closed``; settings: ``block_seconds``, ``min_block``, ``prefetch``.
+    - read-only state: ``closed``; settings: ``block_seconds``, ``min_block``, ``prefetch``, ``leaders``.
     """
 
     # the longest a thread waits for work before retrieve_work returns None (so it notices a quiet or stop): the
@@ -76,6 +85,7 @@ class BatchFetch:
     block_seconds: float = TIMEOUT
     min_block: float = MIN_BLOCK  # a shorter wait is not worth a blocking Redis call
     prefetch: int = 0  # the most jobs a fetch brings beyond the idle threads while the queues keep a backlog
+    leaders: int = 1  # threads that may fetch at once, each on its own connection (more only if pop is thread-safe)
 
     def __init__(self, redis: Any, block_seconds: float | None = None) -> None:
         if block_seconds is not None:
@@ -84,12 +94,21 @@ class BatchFetch:
         self._ready: deque[Fetched] = deque()  # fetched, not yet taken; oldest first
         self._sleepers: list[tuple[SimpleQueue[Any], float]] = []  # idle threads' mailboxes and deadlines
         self._woken = 0  # sleepers sent _WAKE that have not come for a job yet
-        self._fetching = False  # a leader is at work
+        self._leading = 0  # leaders at work (at most ``leaders``)
+        self._asked = 0  # the most jobs the leaders' fetches under way may bring
         self._closed = False
         self._failure: Exception | None = None  # what the latest fetch raised; None once one works
         self._ahead = 0  # jobs the next fetch brings beyond the idle threads (prefetch): grows while fetches are full
         self._local = threading.local()
-        self.connection = DedicatedConnection(redis)  # used by the leader only
+        self._redis = redis
+        self._connections = [DedicatedConnection(redis)]  # one per leader at work, made as needed
+        self._free = list(self._connections)  # those no leader uses now
+
+    @property
+    def connection(self) -> DedicatedConnection:
+        """The calling leader's connection (the first one, outside a fetch)."""
+        connection: DedicatedConnection | None = getattr(self._local, "connection", None)
+        return connection or self._connections[0]
 
     def pop(self, wanted: int, block: float) -> list[Fetched]:
         """At most ``wanted`` jobs (at least one if ``block`` > 0 and a job comes within ``block`` s), oldest first.
@@ -113,19 +132,27 @@ class BatchFetch:
                 return self._take_ready()
             if self._closed:
                 return None
-            if self._fetching:
-                self._sleepers.append((box, deadline))
-            else:
-                self._fetching = True
+            if self._may_lead():
+                self._leading += 1
                 box = None
+            else:
+                self._sleepers.append((box, deadline))
         return self._lead(deadline) if box is None else self._sleep(box, deadline)
+
+    def _may_lead(self) -> bool:
+        """Whether a thread asking for work fetches (else it sleeps): no one fetches, or fewer than ``leaders`` do and
+        the idle threads outnumber the jobs ready and asked for. Called with the lock held."""
+        if not self._leading:
+            return True
+        idle = len(self._sleepers) + self._woken + self._leading + 1
+        return self._leading < self.leaders and idle + self._ahead > len(self._ready) + self._asked
 
     def _take_ready(self) -> Fetched:
         """The oldest ready job; wakes the next sleeper if more are ready, or, if this was the last one and no
         fetch is under way, so that it fetches (the job was fetched for it, and a thread already awake took it).
         Called with the lock held."""
         job = self._ready.popleft()
-        if self._sleepers and not self._woken and (self._ready or not self._fetching):
+        if self._sleepers and not self._woken and (self._ready or not self._leading):
             self._wake(self._sleepers.pop())
         return job
 
@@ -147,7 +174,7 @@ class BatchFetch:
                 signal = box.get(timeout=max(0.0, deadline - time.monotonic()))
             except Empty:
                 with self._lock:
-                    if (box, deadline) in self._sleepers and (self._ready or not self._fetching or self._closed):
+                    if (box, deadline) in self._sleepers and (self._ready or not self._leading or self._closed):
                         self._sleepers.remove((box, deadline))
                         return self._ready_or_none()
                 # a fetch under way counts on this thread (or a signal is on its way): its leader answers
@@ -161,7 +188,7 @@ class BatchFetch:
                 self._woken -= 1
                 if self._ready:
                     return self._take_ready()
-                if self._fetching and not self._closed:
+                if not self._closed and not self._may_lead():
                     self._sleepers.append((box, deadline))  # the fetch under way counts on it: its leader answers
                     continue
                 if self._closed:
@@ -169,35 +196,50 @@ class BatchFetch:
                 if time.monotonic() >= deadline:
                     self._raise_failure()
                     return None
-                self._fetching = True
+                self._leading += 1
             return self._lead(deadline)
 
     def _lead(self, deadline: float) -> Fetched | None:
         """Fetch until this thread has a job or its time is up; then pass the lead on if idle threads are left
-        without a ready job."""
+        without a ready job and no other leader fetches for them."""
+        with self._lock:
+            connection = self._free.pop() if self._free else self._new_connection()
+        self._local.connection = connection
         while True:
             with self._lock:
-                idle = len(self._sleepers) + self._woken + 1
-                wanted = idle + self._ahead - len(self._ready)
+                idle = len(self._sleepers) + self._woken + self._leading
+                wanted = idle + self._ahead - len(self._ready) - self._asked
+                if wanted <= 0 and not self._ready:  # the other leaders' fetches count on this thread
+                    self._end_lead(connection, full=False)
+                    return None
+                self._asked += max(wanted, 0)
             try:
                 # at most MAX_BLOCK per call: the next one builds its queue list again (a queue paused or unpaused)
                 block = min(deadline - time.monotonic(), MAX_BLOCK)
                 jobs = self.pop(wanted, block) if wanted > 0 else []
             except BaseException as exc:
                 with self._lock:
+                    self._asked -= max(wanted, 0)
                     if isinstance(exc, Exception):  # not a stop (Shutdown, KeyboardInterrupt): that is this thread's
                         self._failure = exc
-                    self._end_lead()  # the lead passes on; the error reaches this thread's processor
+                    self._end_lead(connection, full=False)  # the lead passes on; the error reaches its processor
                 raise
             with self._lock:
+                self._asked -= max(wanted, 0)
                 self._failure = None
+                full = len(jobs) >= wanted > 0
                 if self.prefetch:  # full: a backlog, so bring more next time; short: the queues are empty
-                    self._ahead = min(self.prefetch, max(idle, 2 * self._ahead)) if len(jobs) >= wanted > 0 else 0
+                    self._ahead = min(self.prefetch, max(idle, 2 * self._ahead)) if full else 0
                 self._ready.extend(jobs)
                 mine = self._ready.popleft() if self._ready else None
                 if mine is not None or self._closed or time.monotonic() >= deadline:
-                    self._end_lead()
+                    self._end_lead(connection, full=full and wanted > 1)
                     return mine
+
+    def _new_connection(self) -> DedicatedConnection:
+        connection = DedicatedConnection(self._redis)
+        self._connections.append(connection)
+        return connection
 
     def _raise_failure(self) -> None:
         """Before a waiting thread returns without a job (called with the lock held): when the latest fetch failed,
@@ -210,9 +252,12 @@ class BatchFetch:
             failure = self._failure
         raise failure
 
-    def _end_lead(self) -> None:
+    def _end_lead(self, connection: DedicatedConnection, full: bool) -> None:
         """Called with the lock held by a leader that is done: answer the sleepers whose time is up, hand the
-        lead to a sleeper if there are more idle threads than ready jobs, and start the chain of wake-ups."""
+        lead to a sleeper if there are more idle threads than ready jobs and asked for, unless another leader fetches
+        and this fetch found no backlog (``full``), and start the chain of wake-ups."""
+        self._free.append(connection)
+        self._local.connection = None
         now = time.monotonic()
         waiting = []
         for sleeper in self._sleepers:
@@ -223,11 +268,13 @@ class BatchFetch:
             else:
                 waiting.append(sleeper)
         self._sleepers = waiting
-        if waiting and not self._closed and len(waiting) + self._woken > len(self._ready):
+        needed = len(waiting) + self._woken > len(self._ready) + self._asked
+        if waiting and not self._closed and needed and (self._leading == 1 or full):
             waiting.pop()[0].put(_LEAD)
         else:
-            self._fetching = False
-            self._lock.notify_all()
+            self._leading -= 1
+            if not self._leading:
+                self._lock.notify_all()
         if self._ready and self._sleepers and not self._woken:
             self._wake(self._sleepers.pop())
 
@@ -255,6 +302,7 @@ class BatchFetch:
             for sleeper in self._sleepers:
                 self._wake(sleeper)
             self._sleepers.clear()
-            self._lock.wait_for(lambda: not self._fetching, timeout=timeout)
-            if not self._fetching:
-                self.connection.release()
+            self._lock.wait_for(lambda: not self._leading, timeout=timeout)
+            if not self._leading:
+                for connection in self._connections:
+                    connection.release()

@@ -4,7 +4,8 @@ One round trip takes as many jobs as the capsule has idle processor threads: on 
 ``BLMPOP`` over the queues in Sidekiq's strict, random or weighted order, which blocks at once when every queue is
 empty (at most 2 s, so a quiet or stop is noticed within 2 s) and takes a batch from the first queue with jobs;
 otherwise (before Redis 7, on a cluster, a fetch that may not wait) ``RPOP key count`` or a Lua script over several
-queues, then ``BRPOP`` when every queue is empty. A job is out of
+queues, then ``BRPOP`` when every queue is empty. Two such fetches may wait at once, each on its own connection
+(``BatchFetch.leaders``): at light load the thread a job wakes runs it while the other keeps waiting. A job is out of
 Redis once fetched, so a crash loses the jobs in hand, never more than one per thread (as Sidekiq's BRPOP per thread); a
 stop pushes them back with ``RPUSH`` (the end fetches take from, so they run next). The ``reliable`` plugin keeps
 fetched jobs in Redis until they are acknowledged.
@@ -65,6 +66,10 @@ class BasicFetch(BatchFetch):
         self.order = capsule.queue_order()
         self.keys = self.order.keyspace
         self.source = capsule.job_source()  # a plugin's (kiq_job_source), or None: the queues' lists
+        # two blocking pops parked at light load, so the thread a job wakes runs it while the other waits on: one
+        # thread woken per job. Not over a plugin's job source (it may not take two fetches at once), nor on a
+        # cluster (its client routes each command itself: no connection of the fetcher's own to block on)
+        self.leaders = 2 if self.source is None and not self.keys.cluster else 1
         self._multi_pop = True  # BLMPOP (Redis 7) until the server says it has none
 
     def retrieve_work(self) -> BasicUnitOfWork | None:

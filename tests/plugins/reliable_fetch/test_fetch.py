@@ -240,7 +240,7 @@ def test_a_job_pushed_while_blocking_is_fetched(make_fetch: MakeFetch, r: redis.
     thread = threading.Thread(target=lambda: got.append(fetch.retrieve_work()))
     thread.start()
     # let it block in BLMOVE (or be on its way there); the assertion below does not depend on it
-    wait_until(lambda: fetch._fetching, 5, message="the fetch to start")
+    wait_until(lambda: fetch._leading, 5, message="the fetch to start")
     jobs = push(r, "default", 1)
     thread.join(5)
     unit = got[0] or take(fetch)

@@ -27,6 +27,6 @@ def private_names(cls: type) -> set[str]:
 
 def test_the_shipped_fetchers_use_no_private_name_of_the_engine() -> None:
     engine = private_names(kiq.ext.BatchFetch)
-    assert {"_lock", "_fetching", "_closed", "_lead"} <= engine  # what is compared: the engine's own internals
+    assert {"_lock", "_leading", "_closed", "_lead"} <= engine  # what is compared: the engine's own internals
     assert private_names(ReliableFetch) & engine == set()
     assert private_names(BasicFetch) & engine == set()
