@@ -6,8 +6,9 @@ schedule (every millisecond, the jobs due by then in one command), at 20 (the mu
 6,000 jobs/s; so no system's own client, nor its pushing process on the same cores, is what is measured. Each job
 records its latency (perform start - push time) in a local file, with no Redis call (bench/systems/latency_jobs.py
 and sidekiq_latency.rb). Per rate: the rate reached, p50/p99, and the worker's and Redis's CPU per job (Redis's
-includes the pushes, the same for every system). The multi-queue rows spread the pushes over two or three queues
-that the worker serves in strict order (kiq reliable blocks on several queues there, where it slept before).
+includes the pushes, the same for every system), and the context switches of the worker's threads per job (a
+thread woken to run a job, or to take over a wait, is one). The multi-queue rows spread the pushes over two or three
+queues that the worker serves in strict order (kiq reliable blocks on several queues there, where it slept before).
 Each system has its own redis-server; the systems run one after the other, so compare them as ratios in one run.
 """
 
@@ -77,6 +78,7 @@ class Row:
     p99_ms: float | None = None
     worker_us: float | None = None  # worker CPU per job
     redis_us: float | None = None  # Redis CPU per job (the pushes included)
+    switches: float | None = None  # context switches of the worker's threads per job (a thread woken is one)
     notes: list[str] = field(default_factory=list)
 
 
@@ -169,6 +171,7 @@ def measure(setup: Setup, args: argparse.Namespace, port: int, work: Path) -> li
         for row in rows:
             seconds = args.seconds if row.rate >= 1000 else max(args.seconds, 5.0)
             worker_before, redis_before = procs.cpu_seconds(worker.pid), redis_cpu(server)
+            switches_before = procs.context_switches(worker.pid)
             row.jobs, took = run_rate(pusher, setup.queues, row.rate, seconds)
             row.reached = row.jobs / took
             deadline = time.monotonic() + 30
@@ -179,6 +182,7 @@ def measure(setup: Setup, args: argparse.Namespace, port: int, work: Path) -> li
                 values, end = lines(out, offset)
             row.worker_us = (procs.cpu_seconds(worker.pid) - worker_before) / row.jobs * 1e6
             row.redis_us = (redis_cpu(server) - redis_before) / row.jobs * 1e6
+            row.switches = (procs.context_switches(worker.pid) - switches_before) / row.jobs
             offset, row.ran = end, len(values)
             if values:
                 values.sort()
@@ -239,12 +243,13 @@ def markdown(result: dict[str, Any]) -> str:
     """The part's table and issue 43's targets, from its JSON result."""
     out = [f"One raw pipelined pusher for every system, {result['seconds_per_rate']:g} s per rate; "
            f"{result['machine']}.", "",
-           "| system | rate asked | reached | p50 ms | p99 ms | worker CPU µs/job | Redis CPU µs/job | notes |",
-           "|---|---:|---:|---:|---:|---:|---:|---|"]  # fmt: skip
+           "| system | rate asked | reached | p50 ms | p99 ms | worker CPU µs/job | Redis CPU µs/job "
+           "| worker context switches/job | notes |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---|"]  # fmt: skip
     for row in result["rows"]:
         out.append(f"| {row['label']} | {row['rate']:,.0f} | {row['reached']:,.0f} | {_number(row['p50_ms'])} | "
                    f"{_number(row['p99_ms'])} | {_number(row['worker_us'], 0)} | {_number(row['redis_us'], 0)} | "
-                   f"{'; '.join(row['notes'])} |")  # fmt: skip
+                   f"{_number(row.get('switches'), 1)} | {'; '.join(row['notes'])} |")  # fmt: skip
     checks = targets(result["rows"])
     if checks:
         out += ["", "| target (issue 43) | measured | result |", "|---|---|---|"]

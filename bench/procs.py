@@ -52,6 +52,21 @@ def peak_rss_kib(root: int) -> int:
     return sum(status_value(pid, "VmHWM") for pid in tree(root))
 
 
+def context_switches(root: int) -> int:
+    """Voluntary and involuntary context switches of every thread of ``root``'s process tree so far: a thread woken
+    (to fetch, to take over a wait) shows as one more switch."""
+    total = 0
+    for pid in tree(root):
+        try:
+            tasks = os.listdir(PROC / str(pid) / "task")
+        except OSError:
+            continue
+        for task in tasks:
+            total += status_value(int(task), "voluntary_ctxt_switches")
+            total += status_value(int(task), "nonvoluntary_ctxt_switches")
+    return total
+
+
 def cpu_seconds(root: int) -> float:
     """User + system CPU time of ``root``'s process tree (its live processes) from /proc, in seconds."""
     ticks = 0
