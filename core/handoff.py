@@ -50,12 +50,14 @@ class BatchFetch:
     woken at every job). Only one thread at a time talks to Redis to fetch, on its own connection, unless
     ``leaders`` is 2 or more.
 
-    Several leaders (``leaders``, 1 by default): up to that many threads fetch at once, each on a connection of its
-    own, each asking for the idle threads the others have not asked for. At light load two blocking pops are parked:
-    the thread a job wakes runs it while the other pop waits on, so no sleeper has to be woken to take over the
-    waiting (one thread woken a job, as a pop per thread is, where passing the lead on after every job took two). A
-    leader passes the lead on when it was the last one fetching, or when its fetch came back full (a backlog) while
-    threads still sleep. For a fetcher whose ``pop`` may run in two threads at once.
+    Several leaders (``leaders``, 1 by default): at light load up to that many threads fetch at once, each on a
+    connection of its own, each asking for the idle threads the others have not asked for. Two blocking pops are
+    parked: the thread a job wakes runs it while the other pop waits on, so no sleeper has to be woken to take over
+    the waiting (one thread woken a job, as a pop per thread is, where passing the lead on after every job took two).
+    A leader passes the lead on when it was the last one fetching, or when its fetch came back full while threads
+    still sleep. Under a backlog (the last fetch of several jobs came back full) one leader fetches at a time, as
+    with ``leaders = 1``: the threads that finish wait for its batch instead of each fetching for itself. For a
+    fetcher whose ``pop`` may run in two threads at once.
 
     None means "Redis had no job": a thread whose wait ends without a job while the latest fetch failed raises that
     failure (a copy), as its leader did, so that its processor does not take the outage for over (a worker logs an
@@ -67,8 +69,8 @@ class BatchFetch:
       ``(queue name, raw job)`` pairs oldest first, waiting up to ``block`` s for the first one when
       ``block >= min_block``. Only a leader calls it, without the engine's lock: one call at a time unless
       ``leaders`` > 1, so it may keep bookkeeping of its own unlocked; it talks to Redis on ``connection`` (each
-      leader's own). What it raises reaches the leader's
-      processor (an outage) and, as a copy, the threads that waited on it.
+      leader's own). What it raises reaches the leader's processor (an outage) and, as a copy, the threads that
+      waited on it.
     - ``next_job()``: call it from ``retrieve_work`` and wrap what it returns in the fetcher's unit of work
       (``kiq.ext.UnitOfWork``); None after ``block_seconds`` without a job, or once closed with none ready.
     - ``bulk_requeue(units)``: implement it (the ``kiq.ext.Fetcher`` seam); ``heartbeat()`` and ``quiet()`` are no-ops
@@ -96,6 +98,7 @@ class BatchFetch:
         self._woken = 0  # sleepers sent _WAKE that have not come for a job yet
         self._leading = 0  # leaders at work (at most ``leaders``)
         self._asked = 0  # the most jobs the leaders' fetches under way may bring
+        self._backlog = False  # the last fetch of more than one job came back full: one leader batches best
         self._closed = False
         self._failure: Exception | None = None  # what the latest fetch raised; None once one works
         self._ahead = 0  # jobs the next fetch brings beyond the idle threads (prefetch): grows while fetches are full
@@ -140,12 +143,16 @@ class BatchFetch:
         return self._lead(deadline) if box is None else self._sleep(box, deadline)
 
     def _may_lead(self) -> bool:
-        """Whether a thread asking for work fetches (else it sleeps): no one fetches, or fewer than ``leaders`` do and
-        the idle threads outnumber the jobs ready and asked for. Called with the lock held."""
+        """Whether a thread asking for work fetches (else it sleeps): no one fetches, or fewer than ``leaders`` do, the
+        queues keep no backlog (under one, the threads that finish wait for the next fetch, which brings a batch for
+        all of them, where a second leader would fetch for fewer) and the idle threads outnumber the jobs ready and
+        asked for. Called with the lock held."""
         if not self._leading:
             return True
+        if self._leading >= self.leaders or self._backlog:
+            return False
         idle = len(self._sleepers) + self._woken + self._leading + 1
-        return self._leading < self.leaders and idle + self._ahead > len(self._ready) + self._asked
+        return idle + self._ahead > len(self._ready) + self._asked
 
     def _take_ready(self) -> Fetched:
         """The oldest ready job; wakes the next sleeper if more are ready, or, if this was the last one and no
@@ -228,6 +235,8 @@ class BatchFetch:
                 self._asked -= max(wanted, 0)
                 self._failure = None
                 full = len(jobs) >= wanted > 0
+                if wanted > 1:  # a fetch of one job full says nothing of a backlog
+                    self._backlog = full
                 if self.prefetch:  # full: a backlog, so bring more next time; short: the queues are empty
                     self._ahead = min(self.prefetch, max(idle, 2 * self._ahead)) if full else 0
                 self._ready.extend(jobs)
