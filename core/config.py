@@ -281,12 +281,13 @@ class Config:
         from .redis import connect, is_cluster
 
         threads = self.concurrency + sum(concurrency for _, concurrency in self.capsules.values())
-        # every processor may hold a connection (BRPOP); plus heartbeat, poller, the poller's wake-up subscription
-        # (held for good) and pushes from jobs
+        # every processor may hold a connection (a job's own command); plus each capsule's fetch (two connections
+        # when two of its threads fetch at once: BatchFetch.leaders), heartbeat, poller, the poller's wake-up
+        # subscription (held for good) and pushes from jobs
         client = connect(
             self.redis_url,
             self.embedded_dir,
-            pool_size=threads + 6,
+            pool_size=threads + 2 * (1 + len(self.capsules)) + 5,
             embedded=self.embedded,
             slots=self.slots,
             timeout=self.redis_timeout,
