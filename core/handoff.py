@@ -215,24 +215,24 @@ class BatchFetch:
         while True:
             with self._lock:
                 idle = len(self._sleepers) + self._woken + self._leading
-                wanted = idle + self._ahead - len(self._ready) - self._asked
-                if wanted <= 0 and not self._ready:  # the other leaders' fetches count on this thread
+                wanted = max(0, idle + self._ahead - len(self._ready) - self._asked)
+                if not wanted and not self._ready:  # the other leaders' fetches count on this thread
                     self._end_lead(connection, full=False)
                     return None
-                self._asked += max(wanted, 0)
+                self._asked += wanted
             try:
                 # at most MAX_BLOCK per call: the next one builds its queue list again (a queue paused or unpaused)
                 block = min(deadline - time.monotonic(), MAX_BLOCK)
                 jobs = self.pop(wanted, block) if wanted > 0 else []
             except BaseException as exc:
                 with self._lock:
-                    self._asked -= max(wanted, 0)
+                    self._asked -= wanted
                     if isinstance(exc, Exception):  # not a stop (Shutdown, KeyboardInterrupt): that is this thread's
                         self._failure = exc
                     self._end_lead(connection, full=False)  # the lead passes on; the error reaches its processor
                 raise
             with self._lock:
-                self._asked -= max(wanted, 0)
+                self._asked -= wanted
                 self._failure = None
                 full = len(jobs) >= wanted > 0
                 if wanted > 1:  # a fetch of one job full says nothing of a backlog

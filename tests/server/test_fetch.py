@@ -104,18 +104,26 @@ def take_concurrently(fetch: BasicFetch, threads: int) -> list[BasicUnitOfWork |
 
 
 class CountingFetch(BasicFetch):
-    """Counts round trips (the fetches a leader makes for the waiting threads)."""
+    """Counts round trips (the fetches leaders make for the waiting threads; two may fetch at once), what each asked
+    for and the jobs they brought. ``delay`` slows each round trip, so that the other threads are waiting when the
+    next one starts."""
 
-    def __init__(self, capsule: Capsule) -> None:
+    def __init__(self, capsule: Capsule, delay: float = 0.0) -> None:
         super().__init__(capsule)
+        self.delay = delay
         self.round_trips = 0
+        self.jobs = 0
         self.wanted: list[int] = []
+        self.counting = threading.Lock()
 
     def pop(self, wanted: int, block: float) -> list[tuple[str, str]]:
-        self.round_trips += 1
-        self.wanted.append(wanted)
-        time.sleep(0.05)  # a slow round trip, so that the other threads are waiting when the next one starts
-        return super().pop(wanted, block)
+        time.sleep(self.delay)
+        jobs = super().pop(wanted, block)
+        with self.counting:
+            self.round_trips += 1
+            self.wanted.append(wanted)
+            self.jobs += len(jobs)
+        return jobs
 
 
 @pytest.mark.cluster
@@ -123,7 +131,7 @@ def test_one_round_trip_serves_every_waiting_thread_and_takes_no_more(
     config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace
 ) -> None:
     r.lpush(keys.queue("default"), *[f"job-{i}" for i in range(20)])
-    fetch = CountingFetch(capsule(config, ("default", 0)))
+    fetch = CountingFetch(capsule(config, ("default", 0)), delay=0.05)
     units = take_concurrently(fetch, 6)
     jobs = sorted(unit.job for unit in units if unit is not None)
     assert len(jobs) == 6 and len(set(jobs)) == 6  # every thread got its own job
@@ -496,28 +504,13 @@ def test_at_light_load_the_thread_a_job_wakes_runs_it_while_a_second_pop_waits(
     assert per_job < 1.8, f"{per_job:.2f} context switches per job"
 
 
-class TallyingFetch(BasicFetch):
-    """Counts round trips and the jobs they bring (two leaders may fetch at once)."""
-
-    def __init__(self, capsule: Capsule) -> None:
-        super().__init__(capsule)
-        self.tally = Counter[str]()
-        self.tally_lock = threading.Lock()
-
-    def pop(self, wanted: int, block: float) -> list[tuple[str, str]]:
-        jobs = super().pop(wanted, block)
-        with self.tally_lock:
-            self.tally.update(round_trips=1, jobs=len(jobs))
-        return jobs
-
-
 def test_under_a_backlog_one_leader_fetches_a_batch_for_every_idle_thread(config: kiq.Config, r: redis.Redis) -> None:
     """The second parked pop is for light load: under a backlog a thread that finishes waits for the next fetch,
     which brings a job for each idle thread, rather than fetching for itself (a drain took twice the round trips,
     and ran at 0.57x, when threads that finished became second leaders)."""
     jobs = 2000
     r.lpush("queue:default", *[f"job-{number}" for number in range(jobs)])
-    fetch = short_block(TallyingFetch(capsule(config, ("default", 0))), 0.3)
+    fetch = short_block(CountingFetch(capsule(config, ("default", 0))), 0.3)
     taken: list[str] = []
 
     def work() -> None:
@@ -530,5 +523,5 @@ def test_under_a_backlog_one_leader_fetches_a_batch_for_every_idle_thread(config
     for thread in threads:
         thread.join(30)
     assert sorted(taken) == sorted(f"job-{number}" for number in range(jobs))
-    batch = fetch.tally["jobs"] / fetch.tally["round_trips"]
+    batch = fetch.jobs / fetch.round_trips
     assert batch >= 6, f"{batch:.1f} jobs a round trip"
