@@ -425,6 +425,9 @@ def _slot_count(slots: str) -> int:
     return count
 
 
+TIMER_STEP = 1.0  # seconds between a pool cluster's timer runs (hz 1)
+
+
 class ClusterPool:
     """The clusters of one test process (pytest-xdist runs several: each needs clusters of its own, since tests
     empty them), one per server, started on first use and stopped at the end of the session."""
@@ -439,9 +442,10 @@ class ClusterPool:
             cluster = self.clusters[server] = LoopbackCluster(directory, server_binary(server)).start()
             # hz 1 once formed (gossip forms it faster at the default 10): idle, a node's timers then cost a quarter
             # of the default's, and 16 clusters (8 test processes, 2 servers) idling took a fifth of a core for the
-            # whole run. Nothing of a pool's cluster fails over (tests that break one start their own).
+            # whole run. Nothing of a pool's cluster fails over (tests that break one start their own). A blocking
+            # command's timeout is served by those timers: it ends up to TIMER_STEP late.
             for node in cluster.nodes:
-                node.command("CONFIG", "SET", "hz", "1")
+                node.command("CONFIG", "SET", "hz", str(round(1 / TIMER_STEP)))
         cluster = self.clusters[server]
         assert cluster.complete(), f"a test left {cluster} short of 3 primaries and 3 replicas"
         return cluster

@@ -18,6 +18,7 @@ import kiq.ext
 from kiq.errors import ConfigError
 from kiq.fetcher import TIMEOUT, Capsule, QueueOrder
 from kiq.server.fetch import BasicFetch, BasicUnitOfWork, fetcher_for
+from tests.cluster_support import TIMER_STEP
 from tests.support import TEST_BLOCK, short_block, wait_until
 
 # the block time of a test whose threads must go on waiting for a while (half the production 2 s): to push a job
@@ -149,12 +150,13 @@ def test_a_batch_over_several_queues_keeps_the_strict_order(config: kiq.Config, 
 
 
 @pytest.mark.cluster
-def test_waiting_threads_get_none_when_the_queues_stay_empty(config: kiq.Config) -> None:
+def test_waiting_threads_get_none_when_the_queues_stay_empty(config: kiq.Config, keys: kiq.ext.Keyspace) -> None:
     fetch = short_block(BasicFetch(capsule(config, ("empty", 0))), 0.3)
     started = time.monotonic()
     assert take_concurrently(fetch, 4) == [None] * 4
-    # each within about its block time (one may wait for the blocked leader): 3 of them, as 6 s were for 2 s
-    assert time.monotonic() - started < 3 * fetch.block_seconds
+    # each within about its block time (one may wait for the blocked leader): 3 of them, as 6 s were for 2 s; and a
+    # pool cluster's blocking pop ends at its next timer run
+    assert time.monotonic() - started < 3 * fetch.block_seconds + (TIMER_STEP if keys.cluster else 0)
 
 
 def waiting(fetch: BasicFetch, threads: int) -> bool:
@@ -167,7 +169,10 @@ def waiting(fetch: BasicFetch, threads: int) -> bool:
 def test_a_job_pushed_while_threads_wait_is_fetched_by_one_of_them(
     config: kiq.Config, r: redis.Redis, keys: kiq.ext.Keyspace
 ) -> None:
-    fetch = short_block(BasicFetch(capsule(config, ("default", 0), ("other", 0))), LONG_BLOCK)
+    # on a cluster the pop blocks on the first queue's slot for MAX_BLOCK, and a pool cluster ends it at its next
+    # timer run: the threads wait long enough for the pop on every slot that follows
+    block = LONG_BLOCK + (TIMER_STEP if keys.cluster else 0)
+    fetch = short_block(BasicFetch(capsule(config, ("default", 0), ("other", 0))), block)
     results: list[BasicUnitOfWork | None] = []
     waiter = threading.Thread(target=lambda: results.extend(take_concurrently(fetch, 3)))
     waiter.start()
@@ -512,16 +517,22 @@ def test_under_a_backlog_one_leader_fetches_a_batch_for_every_idle_thread(config
     r.lpush("queue:default", *[f"job-{number}" for number in range(jobs)])
     fetch = short_block(CountingFetch(capsule(config, ("default", 0))), 0.3)
     taken: list[str] = []
+    start = threading.Barrier(10)  # every thread asks from the start, not as the main thread gets to start it
+    end = time.monotonic() + 30
 
     def work() -> None:
-        while (unit := fetch.retrieve_work()) is not None:
-            taken.append(unit.job)
+        # as a processor does: a wait that ends without a job is followed by the next (on CI, starved threads
+        # whose 0.3-s wait ran out ended here, and the few left fetched 4.2 jobs a round trip)
+        start.wait()
+        while len(taken) < jobs and time.monotonic() < end:
+            if (unit := fetch.retrieve_work()) is not None:
+                taken.append(unit.job)
 
     threads = [threading.Thread(target=work) for _ in range(10)]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(30)
+        thread.join(31)
     assert sorted(taken) == sorted(f"job-{number}" for number in range(jobs))
     batch = fetch.jobs / fetch.round_trips
     assert batch >= 6, f"{batch:.1f} jobs a round trip"
