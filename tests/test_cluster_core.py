@@ -187,7 +187,8 @@ def test_a_worker_runs_retries_and_buries_jobs_and_the_api_sees_it(
     jid = Sleepy.set(queue="alpha").perform_async(30)
     works = wait_until(lambda: list(Workers()), 30, message="the Sleepy job in the process's work hash")
     assert [work.payload["jid"] for work in works] == [jid] and works[0].queue == "alpha"
-    assert Workers().size == 1 and Stats().workers_size == 1
+    # a beat writes the work hash, then (after a PING that times the round trip) the busy count these two read
+    wait_until(lambda: Workers().size == 1 and Stats().workers_size == 1, 30, message="the heartbeat's busy count")
     busy_page = Dashboard(e2e_config).get("/busy")
     assert busy_page.status_code == 200 and jid in busy_page.text
 
