@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -424,12 +425,39 @@ class OneJobPerFetch(kiq.ext.BatchFetch):
         return [("default", f"job-{self.left}")]
 
 
-def _switches(thread_ids: list[int]) -> int:
-    total = 0
-    for tid in thread_ids:
-        with open(f"/proc/self/task/{tid}/status") as status:
-            total += sum(int(line.split()[1]) for line in status if line.startswith("voluntary_ctxt_switches"))
-    return total
+class Takers:
+    """``count`` threads, each taking jobs with ``take`` (None: no job came) until ``stop``, and the voluntary context
+    switches of the lot so far (Linux's /proc): a thread stays alive until stopped, so its count can be read."""
+
+    def __init__(self, take: Callable[[], str | None], count: int = 10) -> None:
+        self.taken: list[str] = []
+        self._take = take
+        self._ids: list[int] = []
+        self._stopping = threading.Event()
+        self._threads = [threading.Thread(target=self._work) for _ in range(count)]
+        for thread in self._threads:
+            thread.start()
+        wait_until(lambda: len(self._ids) == count, 5, message="the threads to start")
+
+    def _work(self) -> None:
+        self._ids.append(threading.get_native_id())
+        while not self._stopping.is_set():
+            job = self._take()
+            if job is not None:
+                self.taken.append(job)
+
+    def switches(self) -> int:
+        total = 0
+        for tid in self._ids:
+            with open(f"/proc/self/task/{tid}/status") as status:
+                total += sum(int(line.split()[1]) for line in status if line.startswith("voluntary_ctxt_switches"))
+        return total
+
+    def stop(self, fetch: kiq.ext.BatchFetch) -> None:
+        self._stopping.set()
+        fetch.close()
+        for thread in self._threads:
+            thread.join(5)
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="counts context switches in /proc (Linux)")
@@ -439,32 +467,12 @@ def test_at_light_load_a_sleeper_whose_time_is_up_is_not_woken_at_every_job(conf
     eight wake-ups a job in a worker at 1,000 jobs/s."""
     jobs = 400
     fetch = OneJobPerFetch(config.redis, jobs, block_seconds=0.05)  # many deadlines pass during the run
-    taken: list[str] = []
-    ids: list[int] = []
-    done, measured = threading.Event(), threading.Event()
-
-    def work() -> None:
-        ids.append(threading.get_native_id())
-        while not done.is_set():
-            fetched = fetch.next_job()
-            if fetched is not None:
-                taken.append(fetched[1])
-                if len(taken) == jobs:
-                    done.set()
-        measured.wait(10)  # alive until counted
-
-    threads = [threading.Thread(target=work) for _ in range(10)]
-    for thread in threads:
-        thread.start()
-    wait_until(lambda: len(ids) == 10, 5, message="the threads to start")
-    before = _switches(ids)
-    assert done.wait(30)
-    per_job = (_switches(ids) - before) / jobs
-    measured.set()
-    fetch.close()
-    for thread in threads:
-        thread.join(5)
-    assert sorted(taken) == sorted(f"job-{i}" for i in range(jobs))
+    takers = Takers(lambda: fetched[1] if (fetched := fetch.next_job()) else None)
+    before = takers.switches()
+    wait_until(lambda: len(takers.taken) == jobs, 30, interval=0.005, message="every job taken")
+    per_job = (takers.switches() - before) / jobs
+    takers.stop(fetch)
+    assert sorted(takers.taken) == sorted(f"job-{i}" for i in range(jobs))
     assert per_job < 6, f"{per_job:.1f} context switches per job"
 
 
@@ -480,32 +488,16 @@ def test_at_light_load_the_thread_a_job_wakes_runs_it_while_a_second_pop_waits(
     fetch = short_block(BasicFetch(capsule(config, ("default", 0))), LONG_BLOCK)
     assert fetch.leaders == 2
     jobs = 150
-    taken: list[str] = []
-    ids: list[int] = []
-    done = threading.Event()
-
-    def work() -> None:
-        ids.append(threading.get_native_id())
-        while not done.is_set():  # set once counted: a thread that left would have no switches to read
-            unit = fetch.retrieve_work()
-            if unit is not None:
-                taken.append(unit.job)
-
-    threads = [threading.Thread(target=work) for _ in range(10)]
-    for thread in threads:
-        thread.start()
-    wait_until(lambda: len(ids) == 10 and waiting(fetch, 10) and fetch._leading == 2, 5, message="two pops parked")
-    before = _switches(ids)
+    takers = Takers(lambda: unit.job if (unit := fetch.retrieve_work()) else None)
+    wait_until(lambda: waiting(fetch, 10) and fetch._leading == 2, 5, message="two pops parked")
+    before = takers.switches()
     for number in range(jobs):
         r.lpush("queue:default", f"job-{number}")
-        wait_until(lambda: len(taken) > number, 5, message="the job taken")  # noqa: B023 (called at once)
+        wait_until(lambda: len(takers.taken) > number, 5, message="the job taken")  # noqa: B023 (called at once)
         time.sleep(0.002)
-    per_job = (_switches(ids) - before) / jobs
-    done.set()
-    fetch.close()
-    for thread in threads:
-        thread.join(5)
-    assert sorted(taken) == sorted(f"job-{i}" for i in range(jobs))
+    per_job = (takers.switches() - before) / jobs
+    takers.stop(fetch)
+    assert sorted(takers.taken) == sorted(f"job-{i}" for i in range(jobs))
     assert per_job < 1.8, f"{per_job:.2f} context switches per job"
 
 
