@@ -13,7 +13,8 @@ apart from what their users call. Both lists are pinned by tests/test_public_api
   hand-off ``BatchFetch`` with its ``Fetched`` jobs, the pop script ``pop_script`` and its reader ``popped_jobs``;
 - Redis keys and scripts: ``keyspace``/``Keyspace`` (every key's name in the ``slots`` layout), ``lua_script``/
   ``LuaScript`` (a declared script), ``ENQUEUE_LUA``/``enqueue_keys`` (push a job from a script),
-  ``run_pipeline``;
+  ``run_pipeline``, ``master_generation`` (when to drop a connection a plugin keeps: the worker moved to a new
+  master);
 - Redis failures: ``TRANSIENT`` (the errors of a Redis that will take the write later) and its categories
   ``UNREACHABLE``, ``REFUSED``, ``MOVED`` (kiq.failures); ``hold_write`` (hold a plugin's write for a job until
   Redis takes it); ``Backoff`` (the pauses of a retry loop);
@@ -36,7 +37,7 @@ from .held_writes import hold_write
 from .hookspecs import AttemptOutcome, JobObserver, JobSource, JobWriter, hookimpl, hookspec
 from .keys import Keyspace, keyspace
 from .payload import check_job, dumps, epoch_seconds, loads, new_jid, new_public_id, parse_payload, wire_time
-from .pipeline import run_pipeline
+from .pipeline import master_generation, run_pipeline
 from .readings import Reading
 from .returns import ResultTypeError, result_form, result_value
 from .scripts import ENQUEUE_LUA, LuaScript, enqueue_keys, lua_script
@@ -79,6 +80,7 @@ __all__ = [
     "keyspace",
     "loads",
     "lua_script",
+    "master_generation",
     "new_jid",
     "new_public_id",
     "parse_payload",

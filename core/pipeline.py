@@ -37,6 +37,8 @@ def run_pipeline(client: redis.Redis, commands: Sequence[Sequence[Any]], raise_o
         return pipe.execute(raise_on_error=raise_on_error)
     pool = client.connection_pool
     shelf = _shelves.get(pool)
+    masters = master_changes.get(pool)
+    followed = masters[0]
     try:
         connection = shelf.pop()
     except IndexError:
@@ -49,13 +51,13 @@ def run_pipeline(client: redis.Redis, commands: Sequence[Sequence[Any]], raise_o
             lambda error: connection.disconnect(),  # type: ignore[no-untyped-call]
         )
     except redis.ResponseError:
-        _put_back(pool, shelf, connection)  # every reply was read: the connection is clean
+        _put_back(pool, shelf, connection, masters[0] != followed)  # every reply was read: the connection is clean
         raise
     except BaseException:
         connection.disconnect()  # type: ignore[no-untyped-call]  # a reply may be half read
         pool.release(connection)
         raise
-    _put_back(pool, shelf, connection)
+    _put_back(pool, shelf, connection, masters[0] != followed)
     return replies
 
 
@@ -107,10 +109,21 @@ _shelves: PerPool[Shelf] = PerPool(list)
 master_changes: PerPool[list[int]] = PerPool(lambda: [0])
 
 
+def master_generation(client: redis.Redis) -> int:
+    """How many times this process moved ``client``'s connections to a new master (``follow_new_master``: a worker on
+    Sentinel with ``push_replicas``, as soon as the Sentinels name one; 0 on a cluster). A plugin that keeps a
+    connection of the client's pool across calls compares this with its value when it took the connection, and
+    drops the connection once it grew: redis-py would go on sending its commands to the old master."""
+    if is_cluster(client):
+        return 0
+    return master_changes.get(client.connection_pool)[0]
+
+
 def follow_new_master(client: redis.Redis) -> None:
     """The Sentinels name a new master (a worker's heartbeat noticed): drop every connection of ``client``'s pool to
     the old one: the idle ones (redis-py does it when it learns the new address), the shelved one of
-    ``run_pipeline``, and the dedicated ones (the fetchers') at their next command. After a forced failover the old
+    ``run_pipeline`` (and one a call is using, when it ends), the dedicated ones (the fetchers') at their next
+    command, and those a plugin keeps, which ``master_generation`` tells it to drop. After a forced failover the old
     master takes writes for seconds, until the Sentinels demote it and it discards them; a worker that went on
     fetching from it would run every job it took there again. Disconnecting is not enough: redis-py connects a
     connection that is in use again to the address it had; a connection taken anew from the pool asks the
@@ -126,7 +139,11 @@ def follow_new_master(client: redis.Redis) -> None:
         pool.release(connection)
 
 
-def _put_back(pool: Any, shelf: Shelf, connection: Connection) -> None:
+def _put_back(pool: Any, shelf: Shelf, connection: Connection, master_changed: bool) -> None:
+    if master_changed:  # in use when follow_new_master emptied the shelf: it may talk to the old master
+        connection.disconnect()  # type: ignore[no-untyped-call]
+        pool.release(connection)
+        return
     with _lock:
         if not shelf:
             shelf.append(connection)

@@ -94,6 +94,7 @@ EXT = [
     "keyspace",
     "loads",
     "lua_script",
+    "master_generation",
     "new_jid",
     "new_public_id",
     "parse_payload",

@@ -18,9 +18,10 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 import kiq
+import kiq.ext
 from kiq.connection import DedicatedConnection
 from kiq.embedded import EmbeddedRedis
-from kiq.pipeline import _shelves, run_pipeline
+from kiq.pipeline import _shelves, follow_new_master, run_pipeline
 from kiq.redis import connect
 
 from .cluster_support import ClusterPool
@@ -313,6 +314,38 @@ def test_threads_first_on_a_pool_leave_every_connection_but_one_to_the_pool(
         take_and_give_back(pool, 9)  # every connection but the shelved one is free
     finally:
         small.close()
+
+
+def test_after_the_worker_follows_a_new_master_no_connection_of_run_pipeline_stays_on_the_old_one(
+    redis_url: str, r: redis.Redis
+) -> None:
+    """``follow_new_master`` (a worker on Sentinel with ``push_replicas``, as the Sentinels name a new master) drops
+    the shelved connection; one that a call is using then is dropped when the call ends, not shelved, as redis-py
+    keeps it on the old master's address (a reliable fetcher's acknowledgements would go on reaching the old
+    master). Here one server plays both masters: the connection ids tell the connections apart."""
+    client = connect(redis_url)
+    try:
+        shelved = client_id(client)
+        followed = kiq.ext.master_generation(client)
+        replies: list[Any] = []
+        call = threading.Thread(target=lambda: replies.extend(run_pipeline(client, [("CLIENT", "ID"), WAITING])))
+        call.start()
+        wait_until(lambda: blocked_in_blpop(r, shelved), 5, message="the call to wait in BLPOP")
+        follow_new_master(client)  # while the call is under way on the shelved connection
+        call.join(5)
+        assert replies == [shelved, None]
+        assert kiq.ext.master_generation(client) == followed + 1
+        assert client_id(client) != shelved  # a new connection (the pool's would ask the Sentinels for the master)
+        assert shelved not in [int(entry["id"]) for entry in r.client_list()]  # and the old one is closed
+    finally:
+        client.close()
+
+
+WAITING = ("BLPOP", "kiq-test:nothing", 1)  # a command that is under way for a second
+
+
+def blocked_in_blpop(r: redis.Redis, connection_id: int) -> bool:
+    return any(int(entry["id"]) == connection_id and entry["cmd"] == "blpop" for entry in r.client_list())
 
 
 def test_a_forked_child_pushes_on_its_own_connection(config: kiq.Config, r: redis.Redis) -> None:
