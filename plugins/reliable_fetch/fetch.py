@@ -198,6 +198,8 @@ class ReliableFetch(kiq.ext.BatchFetch):
     def pop(self, wanted: int, block: float) -> list[kiq.ext.Fetched]:
         """The leader's fetch: first the reconciliation a lost reply calls for, then the jobs, each one in the ledger
         before any thread can take it."""
+        if self._waits is not None and self._waits.moved_to_new_master():
+            self.ledger.unsure = True  # the new master's working lists are as the promotion left them: compare
         if self.ledger.unsure:
             reconcile(self)
         broken = self.connection.broken

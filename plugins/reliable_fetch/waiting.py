@@ -22,6 +22,8 @@ from typing import Any
 
 from redis import exceptions as redis_errors
 
+import kiq.ext
+
 LARGE_JOB = 1 << 20  # characters: a job this large frees its connection's read buffer (as kiq's fetch connection)
 
 
@@ -90,6 +92,19 @@ class ParkedMoves:
         # the outstanding moves, by queue, as registered
         self._selector = selectors.DefaultSelector()  # not select(): a worker may hold more than 1,024 descriptors
         self._watched: dict[str, Any] = {}
+        self._master = kiq.ext.master_generation(redis)
+
+    def moved_to_new_master(self) -> bool:
+        """Whether the worker moved to a new Sentinel master since the last call (``kiq.ext.master_generation``).
+        If so, the parked connections are dropped, their replies unread: redis-py keeps a connection on the address
+        it had, and a move parked on the old master would go on taking jobs there, which the new master still holds
+        and runs again (the old master discards its writes when it is demoted)."""
+        master = kiq.ext.master_generation(self._redis)
+        if master == self._master:
+            return False
+        self._master = master
+        self.drop()
+        return True
 
     @property
     def outstanding(self) -> list[str]:

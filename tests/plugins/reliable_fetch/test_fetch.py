@@ -18,6 +18,7 @@ import kiq
 import kiq.ext
 from kiq.fetcher import TIMEOUT, Capsule
 from kiq.payload import dumps
+from kiq.pipeline import follow_new_master
 from kiq.plugins.reliable_fetch import ReliableFetch, ReliableUnit
 from kiq.plugins.reliable_fetch.fetch import BLOCK_SECONDS
 from kiq.server.fetch import fetcher_for
@@ -277,6 +278,39 @@ def test_a_job_pushed_to_any_of_several_empty_queues_wakes_the_fetch_at_once(
         got[0].acknowledge()
     # the old backoff's waits were up to 500 ms each; generous for a loaded machine, far below that
     assert sorted(waits)[len(waits) // 2] < 0.15, waits
+
+
+def test_after_the_worker_follows_a_new_master_its_moves_park_on_new_connections(
+    make_fetch: MakeFetch, r: redis.Redis, config: kiq.Config
+) -> None:
+    """A worker on Sentinel with ``push_replicas`` moves to a new master as soon as the Sentinels name it
+    (``follow_new_master``). A parked move's connection is kept from wait to wait, and redis-py keeps it on the
+    old master's address: it would go on taking jobs from the old master, which the new one still holds and runs
+    again (tests/test_sentinel.py measures that). The next fetch parks on new connections, and compares its
+    working lists first (the new master's are as the promotion left them). One server plays both masters here."""
+    fetch = make_fetch([("critical", 0), ("default", 0)])  # a move parked on each queue
+    parked: list[set[int]] = []
+    for _ in range(2):
+        fetch.block_seconds = 5.0
+        got: list[ReliableUnit | None] = []
+        thread = threading.Thread(target=_append_work, args=(fetch, got))
+        thread.start()
+        wait_until(lambda: len(parked_moves(r)) == 2, 5, message="a move parked on each queue")
+        parked.append(parked_moves(r))
+        [job] = push(r, "default", 1)
+        thread.join(5)
+        assert got and got[0] is not None and got[0].job == job
+        got[0].acknowledge()
+        follow_new_master(config.redis)
+    assert parked[0].isdisjoint(parked[1])  # new connections, and the old ones closed:
+    assert parked[0].isdisjoint(int(entry["id"]) for entry in r.client_list())
+    assert not fetch.ledger.unsure  # compared with its lists before it parked again
+
+
+def parked_moves(r: redis.Redis) -> set[int]:
+    """The ids of the connections blocked in a BLMOVE on the test's database."""
+    database = r.connection_pool.connection_kwargs.get("db", 0)
+    return {int(entry["id"]) for entry in r.client_list() if entry["cmd"] == "blmove" and int(entry["db"]) == database}
 
 
 def test_concurrent_threads_get_distinct_jobs_and_nothing_is_hoarded(make_fetch: MakeFetch, r: redis.Redis) -> None:
