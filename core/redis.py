@@ -119,7 +119,9 @@ def connect(
     if url.startswith("redis+sentinel://"):
         from redis.sentinel import Sentinel
 
-        return _sentinel(url, options, Sentinel)  # type: ignore[no-any-return]
+        from .sentinel import SentinelConnection
+
+        return _sentinel(url, options, Sentinel, SentinelConnection)  # type: ignore[no-any-return]
     # a blocking pool waits for a free connection instead of failing when every one is in use
     pool = _from_url(redis.BlockingConnectionPool, url, options)
     return redis.Redis(connection_pool=pool)
@@ -145,7 +147,9 @@ def connect_async(
     if url.startswith("redis+sentinel://"):
         from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 
-        return _sentinel(url, options, AsyncSentinel)  # type: ignore[no-any-return]
+        from .sentinel import AsyncSentinelConnection
+
+        return _sentinel(url, options, AsyncSentinel, AsyncSentinelConnection)  # type: ignore[no-any-return]
     pool = _from_url(redis_async.BlockingConnectionPool, url, options)
     return redis_async.Redis(connection_pool=pool)
 
@@ -245,9 +249,10 @@ def pool_of(client: Any) -> Any:
     return getattr(client, "connection_pool", client)
 
 
-def _sentinel(url: str, options: dict[str, Any], sentinel_class: Any) -> Any:
+def _sentinel(url: str, options: dict[str, Any], sentinel_class: Any, connection_class: Any) -> Any:
     """``redis+sentinel://[:password@]host:port[,host:port]/service_name[/db]``: the master's client, from
-    ``sentinel_class`` (redis-py's Sentinel, sync or asyncio)."""
+    ``sentinel_class`` (redis-py's Sentinel, sync or asyncio), its connections of ``connection_class``
+    (kiq.sentinel: each asks the Sentinels whenever it connects)."""
     parsed = urlparse(url)
     netloc = parsed.netloc.rpartition("@")[2]
     hosts = []
@@ -261,4 +266,4 @@ def _sentinel(url: str, options: dict[str, Any], sentinel_class: Any) -> Any:
     db = int(parts[1]) if len(parts) > 1 else int(parse_qs(parsed.query).get("db", ["0"])[0])
     options = {k: v for k, v in options.items() if k != "max_connections"}
     sentinel = sentinel_class(hosts, sentinel_kwargs={"password": password}, password=password, db=db, **options)
-    return sentinel.master_for(parts[0])
+    return sentinel.master_for(parts[0], connection_class=connection_class)

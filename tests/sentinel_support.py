@@ -57,17 +57,30 @@ class SentinelCluster:
             sentinel.close()
 
     def failover(self) -> int:
-        """Force a failover (SENTINEL FAILOVER) and wait until the replica is the master; returns its port."""
+        """Force a failover (SENTINEL FAILOVER) and wait until the replica is the master and the Sentinel names
+        it to clients; returns its port. (GET-MASTER-ADDR-BY-NAME names the replica as soon as it is promoted; a
+        client asks SENTINEL MASTERS, as redis-py does, which names it once the failover ended.)"""
         old = self.master_port()
         sentinel = redis.Redis(port=self.sentinel_ports[0], decode_responses=True)
-        try:
-            sentinel.execute_command("SENTINEL", "FAILOVER", SERVICE)
+        try:  # just started, the Sentinel may not have checked the replica yet: NOGOODSLAVE until it has
+            wait_until(lambda: self._failover_started(sentinel), 15, message="the Sentinel to take the replica")
+            wait_until(lambda: self.master_port() != old, 30, message="the failover")
+            new = self.master_port()
+            wait_until(lambda: self._role(new) == "master", 30, message="the new master")
+            wait_until(lambda: sentinel.sentinel_master(SERVICE)["port"] == new, 30, message="the failover's end")
         finally:
             sentinel.close()
-        wait_until(lambda: self.master_port() != old, 30, message="the failover")
-        new = self.master_port()
-        wait_until(lambda: self._role(new) == "master", 30, message="the new master")
         return new
+
+    @staticmethod
+    def _failover_started(sentinel: redis.Redis) -> bool:
+        try:
+            sentinel.execute_command("SENTINEL", "FAILOVER", SERVICE)
+        except redis.ResponseError as exc:
+            if "NOGOODSLAVE" not in str(exc):
+                raise
+            return False
+        return True
 
     def client(self, name: str) -> redis.Redis:
         return redis.Redis(port=self.ports[name], decode_responses=True)

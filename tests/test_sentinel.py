@@ -4,8 +4,10 @@ counted, with basic and with reliable fetch (the figures in the README come from
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +15,8 @@ import pytest
 import redis
 
 import kiq
+import kiq.ext
+import kiq.redis
 from kiq.server.heartbeat import MASTER_CHECK_INTERVAL
 from tests.jobs.basic import AppendToFile
 from tests.sentinel_support import SentinelCluster
@@ -46,7 +50,6 @@ def test_a_failover_mid_drain_is_followed_without_a_restart(
     r = sentinel_config.redis
     done = tmp_path / "done.txt"  # outside Redis: a failover loses Redis writes, and the record must survive it
     done.touch()
-    pushed = list(AppendToFile.perform_bulk([[str(done), 0.05]] * TOTAL))
     late: list[str | None] = []
 
     def push_during_failover() -> None:  # a client pushing one by one through the failover
@@ -62,6 +65,12 @@ def test_a_failover_mid_drain_is_followed_without_a_restart(
     # the worker shares the clients' push_replicas; heartbeats 5 s apart, so the checks between them move it
     env = {**FAST, "KIQ_HEARTBEAT_INTERVAL": "5", "KIQ_PUSH_REPLICAS": str(sentinel_config.push_replicas)}
     with InProcessWorker(["-r", "tests.jobs.basic", "--fetch", fetch], cluster.url, env) as worker:
+        # idle first, as a worker is before its load comes: its fetch waits on connections it keeps (a reliable
+        # fetcher's parked moves), which must follow the new master too
+        master = cluster.client("a")
+        wait_until(lambda: waiting_fetches(master), 10, message="the fetch to wait")
+        master.close()
+        pushed = list(AppendToFile.perform_bulk([[str(done), 0.05]] * TOTAL))
         wait_until(lambda: len(done.read_text().split()) >= 100, 30, message="the drain to be under way")
         pusher = threading.Thread(target=push_during_failover)
         pusher.start()
@@ -85,6 +94,9 @@ def test_a_failover_mid_drain_is_followed_without_a_restart(
         f"the Sentinels named the new master {switched:.1f} s after the failover began"
     )
     assert len(late) == 100 and None not in late
+    # twice at most: once from the old master, once from the new one's copy (a third run came from a connection
+    # that connected again to the demoted master and read a working list from its stale copy)
+    assert max(Counter(finished).values()) <= 2, Counter(Counter(finished).values())
     assert "Traceback" not in output
     assert output.count("retrying with backoff") <= 2, output  # logged once (fetch and heartbeat at most)
     failovers = [line for line in output.splitlines() if "Redis failed over" in line]
@@ -98,8 +110,46 @@ def test_a_failover_mid_drain_is_followed_without_a_restart(
         assert duplicated <= 200 * window + 10, f"{duplicated} ran twice; the window was at most {window:.1f} s"
 
 
+def waiting_fetches(master: redis.Redis) -> bool:
+    """Whether a connection waits in a blocking fetch (the basic fetcher's pop, the reliable one's parked move)."""
+    return any(entry["cmd"] in ("brpop", "blmpop", "blmove") for entry in master.client_list())
+
+
 def drained(r: redis.Redis, done: Path) -> bool:
     """The queue empty, and no job finished for a second (the ones in flight ended)."""
     before = done.read_text().count("\n")
     time.sleep(1)
     return r.llen("queue:default") == 0 and done.read_text().count("\n") == before
+
+
+def test_a_connection_that_drops_after_a_failover_connects_again_to_the_new_master(cluster: SentinelCluster) -> None:
+    """redis-py connects a dropped connection again to the address it had when a command is sent on it
+    (redis/redis-py#3874): after a failover, the old master, which takes writes until the Sentinels demote it and
+    then discards them, and once demoted answers reads from a copy that may lag. kiq's Sentinel connections ask the
+    Sentinels each time (kiq.sentinel). Here: ``run_pipeline``'s shelved connection (the pushes', a reliable
+    fetcher's acknowledgements and comparisons) and one of the asyncio client, each cut as the demotion cuts them."""
+    client = kiq.Config(redis_url=cluster.url).redis
+    old, new = cluster.client("a"), cluster.client("b")  # "a" is the first master
+
+    async def scenario() -> None:
+        aio = kiq.redis.connect_async(cluster.url)
+        kept = await aio.connection_pool.get_connection()
+        await kept.send_command("PING")  # connected to "a"
+        assert await kept.read_response() == "PONG"
+        kiq.ext.run_pipeline(client, [("PING",)])  # its connection waits on the shelf, connected to "a"
+        cluster.failover()  # (blocking this loop, on which nothing else runs)
+        old.client_kill_filter(_type="normal")  # every client of the old master but this one (SKIPME)
+        kiq.ext.run_pipeline(client, [("SET", "kiq-test:sync", "1")])
+        await kept.disconnect()  # as redis-py does on the error the cut brings, before it sends again
+        await kept.send_command("SET", "kiq-test:async", "1")  # this connects again
+        assert await kept.read_response() == "OK"
+        await aio.aclose(close_connection_pool=True)
+
+    try:
+        asyncio.run(scenario())
+        assert new.mget("kiq-test:sync", "kiq-test:async") == ["1", "1"]
+        assert old.mget("kiq-test:sync", "kiq-test:async") == [None, None]
+    finally:
+        client.close()
+        old.close()
+        new.close()
