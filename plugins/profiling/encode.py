@@ -33,7 +33,10 @@ class Encoded:
 
 
 def gzipped(value: object) -> bytes:
-    return gzip.compress(json.dumps(value, separators=(",", ":")).encode(), compresslevel=6)
+    # no time in the header (mtime 0, as Ruby's Zlib.gzip writes): the same profile gives the same bytes, and a Ruby
+    # reader that gunzips the string its redis gem returns (tagged UTF-8) is not thrown off by time bytes that read
+    # as a UTF-8 character (Zlib.gunzip then misplaces the deflate data: "invalid block type")
+    return gzip.compress(json.dumps(value, separators=(",", ":")).encode(), compresslevel=6, mtime=0)
 
 
 def merged(records: Sequence[Record]) -> list[Record]:

@@ -23,7 +23,9 @@ keys.map { |key| redis.hmget(key, *fetch_keys) }.compact.each do |arr|
   elapsed = Float(arr[5])
   key = "#{token}-#{jid}" # ProfileRecord#key
   data = redis.hget(key, "data") # served with content-encoding gzip, as the Firefox Profiler's JSON
-  profile = JSON.parse(Zlib.gunzip(data))
+  # as bytes, as the route serves them: the redis gem tags the string UTF-8, and Zlib.gunzip misreads such a
+  # string when the gzip header's time bytes read as a character ("invalid block type")
+  profile = JSON.parse(Zlib.gunzip(data.b))
   puts JSON.generate(
     "key" => key, "started_at" => started_at.to_i, "type" => type, "jid" => jid, "token" => token,
     "size" => size, "data_bytes" => data.bytesize, "elapsed" => elapsed,

@@ -40,6 +40,7 @@ def test_a_profile_that_fits_is_whole() -> None:
     encoded = fitted(session(records), firefox, 1_000_000)
     assert encoded.cut is None
     assert {"perform", "crunch", "helper_0", "helper_49"} <= stacks_of(encoded.data)
+    assert encoded.data[4:8] == encoded.session[4:8] == bytes(4)  # gzip's mtime: none (encode.gzipped)
 
 
 def test_small_calls_are_folded_into_their_callers_first() -> None:
