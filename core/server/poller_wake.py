@@ -4,7 +4,8 @@ score it knows of instead of polling more often: a job scheduled earlier than th
 
 A message that does not parse is ignored (anyone may publish on a channel). While the subscription is down (Redis
 unreachable, a failover), the poller's regular polls still find every due job; after a reconnection the poller is
-told to look at both sets once, for what was pushed meanwhile.
+told to look at both sets once, for what was pushed meanwhile. When the worker moves to a new Sentinel master
+(``follow_new_master``), the subscription is made again there.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import redis as redis_py
 
 from ..backoff import Backoff
 from ..keys import POLLER_WAKE, RETRY, SCHEDULE, keyspace
+from ..pipeline import master_generation
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -60,6 +62,7 @@ class WakeListener:
         backoff = Backoff(*RESUBSCRIBE_BACKOFF)
         while not self._done.is_set():
             pubsub = self.config.redis.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+            master = master_generation(self.config.redis)
             try:
                 pubsub.subscribe(self._channel)
                 pubsub.get_message(timeout=SUBSCRIBE_WAIT)  # the subscription's confirmation: it is in place
@@ -72,6 +75,8 @@ class WakeListener:
                     message = pubsub.get_message(timeout=LISTEN_BLOCK)
                     if message is not None:
                         self._received(message.get("data"))
+                    if master_generation(self.config.redis) != master:
+                        break  # the worker moved to a new master (its connection stays on the old): subscribe there
             except (redis_py.RedisError, OSError) as exc:  # the regular polls go on meanwhile
                 log.debug("poller wake-up: subscription to %s lost (%s); subscribing again", self._channel, exc)
                 self._done.wait(backoff.next())

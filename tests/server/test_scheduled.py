@@ -15,6 +15,7 @@ import kiq
 import kiq.ext
 from kiq.middleware import ClientMiddleware, Wrapper
 from kiq.payload import dumps
+from kiq.pipeline import follow_new_master
 from kiq.server.scheduled import Poller
 from tests.jobs.api import RUNS_KEY, RecordRun
 from tests.support import WorkerProcess, raw_redis, run_async, wait_until
@@ -301,30 +302,41 @@ def test_every_scheduled_push_publishes_its_due_time(config: kiq.Config) -> None
         pubsub.close()
 
 
+@pytest.mark.parametrize("lost", ["killed", "master moved"])
 def test_a_lost_subscription_is_made_again_and_what_was_missed_meanwhile_is_enqueued(
-    config: kiq.Config, r: redis.Redis
+    config: kiq.Config, r: redis.Redis, lost: str
 ) -> None:
-    """The wake-up subscription dropped (a failover, a proxy): the poller subscribes again and then looks at both
-    sets at once, for jobs whose message it missed, not at its next regular poll (30 s here)."""
+    """The wake-up subscription dropped (a failover, a proxy: killed here), or left on the old master when a worker
+    on Sentinel with ``push_replicas`` moves to the new one (``follow_new_master``: its listening connection stays
+    where it was, hearing no push made after the promotion; one server plays both masters here, the subscriber's
+    connection id tells them apart). The poller subscribes again and then looks at both sets at once, for jobs
+    whose message it missed, not at its next regular poll (30 s here)."""
     config.poll_interval = 30
     poller = Poller(config)
     poller.start()
     try:
         wait_until(lambda: poller._listener.subscribed.is_set(), 10, message="the wake-up subscription")
         time.sleep(0.2)  # the first pass is over
-        # this database's subscribers only: the other test processes on a shared server subscribe too
-        db = r.connection_pool.connection_kwargs.get("db", 0)
-        for client in r.client_list(_type="pubsub"):
-            if int(client["db"]) == db:
-                r.client_kill_filter(_id=client["id"])
+        [first] = wake_subscribers(r)
         r.zadd("schedule", {job_json("missed"): time.time()})  # as a push whose message nobody heard
+        if lost == "killed":
+            r.client_kill_filter(_id=first)
+        else:
+            follow_new_master(config.redis)
         wait_until(lambda: len(queued(r)) == 1, 5, message="the missed job enqueued after the re-subscription")
+        assert wake_subscribers(r) not in ([], [first])
         due = time.time() + 0.5
         r.zadd("schedule", {job_json("later"): due})
         r.publish("kiq:poller-wake", f"schedule {due!r}")  # heard again
         wait_until(lambda: len(queued(r)) == 2, 3, message="the job announced after the re-subscription")
     finally:
         poller.terminate()
+
+
+def wake_subscribers(r: redis.Redis) -> list[int]:
+    """The ids of the connections subscribed on this test's database (other test processes subscribe too)."""
+    db = r.connection_pool.connection_kwargs.get("db", 0)
+    return [int(client["id"]) for client in r.client_list(_type="pubsub") if int(client["db"]) == db]
 
 
 def test_messages_that_do_not_parse_are_ignored_and_the_wake_up_goes_on(config: kiq.Config, r: redis.Redis) -> None:
