@@ -122,28 +122,35 @@ class CpuWait:
     block. The suite runs in 10 processes on 2 cores: a process kept waiting is late by that wait, which no code of
     kiq's can make up, so a bound in time on kiq is checked on the time less this wait. The sum over threads is an
     upper bound of one chain's wait (threads can wait at once); on an idle machine it is ~0 and the bound is kiq's
-    alone. Without schedstat (not Linux) it is 0; a process that exited keeps its last sample."""
+    alone. A thread that ended counts with its last reading (a stop ends threads: the sum never drops). Without
+    schedstat (not Linux) it is 0; a process that exited keeps its last sample."""
 
     def __init__(self, pid: int | None = None) -> None:
         self.tasks = f"/proc/{pid or 'self'}/task"
         self.samples: list[tuple[float, float]] = []
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._sample, name="cpu-wait", daemon=True)
+        self._waits: dict[str, int] = {}  # ns, by thread id, as last read
+        self._ended = 0  # ns waited by the threads that ended: the sum must not drop when a thread exits (a stop)
 
     def total(self) -> float | None:
-        """The wait so far, in s; None once the process is gone."""
+        """The wait so far, in s (the ended threads' too, as last read); None once the process is gone."""
         try:
             tasks = os.listdir(self.tasks)
         except OSError:
             return None
-        waited = 0
+        waits: dict[str, int] = {}
         for task in tasks:
             try:
                 with open(f"{self.tasks}/{task}/schedstat") as stats:
-                    waited += int(stats.read().split()[1])
+                    waits[task] = int(stats.read().split()[1])
             except (OSError, IndexError, ValueError):  # a thread that just ended; no schedstat
                 continue
-        return waited / 1e9
+        for task, waited in self._waits.items():
+            if task not in waits or waits[task] < waited:  # ended (its id may be a new thread's now)
+                self._ended += waited
+        self._waits = waits
+        return (self._ended + sum(waits.values())) / 1e9
 
     def _sample(self) -> None:
         while not self._done.wait(0.02):
