@@ -125,9 +125,8 @@ def follow_new_master(client: redis.Redis) -> None:
     ``run_pipeline`` (and one a call is using, when it ends), the dedicated ones (the fetchers') at their next
     command, and those a plugin keeps, which ``master_generation`` tells it to drop. After a forced failover the old
     master takes writes for seconds, until the Sentinels demote it and it discards them; a worker that went on
-    fetching from it would run every job it took there again. Disconnecting is not enough: redis-py connects a
-    connection that is in use again to the address it had; a connection taken anew from the pool asks the
-    Sentinels."""
+    fetching from it would run every job it took there again. A connection in use is not cut under its user (a
+    command may be under way): its user drops it, as said; connecting again asks the Sentinels (kiq.sentinel)."""
     pool = client.connection_pool
     pool.disconnect(inuse_connections=False)
     master_changes.get(pool)[0] += 1
