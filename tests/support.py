@@ -283,6 +283,19 @@ def kill_counts(default: int, soak: int) -> pytest.MarkDecorator:
     )
 
 
+def connection_ids(r: redis.Redis, commands: tuple[str, ...] = (), kind: str | None = None) -> set[int]:
+    """The ids of the connections on ``r``'s database (the other test processes use databases of their own) whose
+    last command is one of ``commands`` (lower case, as CLIENT LIST says; any when empty), of ``kind`` ("pubsub",
+    "normal"...; any when None): who blocks in a fetch, who subscribes."""
+    database = r.connection_pool.connection_kwargs.get("db", 0)
+    listed = r.client_list(_type=kind) if kind else r.client_list()
+    return {
+        int(entry["id"])
+        for entry in listed
+        if int(entry["db"]) == database and (not commands or entry["cmd"] in commands)
+    }
+
+
 def wait_until(predicate: Callable[[], T], timeout: float = 15.0, interval: float = 0.05, message: str = "") -> T:
     """Poll ``predicate`` until it returns something truthy; fail the test after ``timeout`` seconds. The pauses
     between polls start at 5 ms and double up to ``interval``: a condition met at once costs no 50 ms sleep."""

@@ -25,7 +25,7 @@ from kiq.pipeline import _shelves, follow_new_master, run_pipeline
 from kiq.redis import connect
 
 from .cluster_support import ClusterPool
-from .support import raw_redis, wait_until
+from .support import connection_ids, raw_redis, wait_until
 
 
 def test_embedded_server_is_shared_between_processes(tmp_path: Path) -> None:
@@ -330,7 +330,7 @@ def test_after_the_worker_follows_a_new_master_no_connection_of_run_pipeline_sta
         replies: list[Any] = []
         call = threading.Thread(target=lambda: replies.extend(run_pipeline(client, [("CLIENT", "ID"), WAITING])))
         call.start()
-        wait_until(lambda: blocked_in_blpop(r, shelved), 5, message="the call to wait in BLPOP")
+        wait_until(lambda: shelved in connection_ids(r, ("blpop",)), 5, message="the call to wait in BLPOP")
         follow_new_master(client)  # while the call is under way on the shelved connection
         call.join(5)
         assert replies == [shelved, None]
@@ -342,10 +342,6 @@ def test_after_the_worker_follows_a_new_master_no_connection_of_run_pipeline_sta
 
 
 WAITING = ("BLPOP", "kiq-test:nothing", 1)  # a command that is under way for a second
-
-
-def blocked_in_blpop(r: redis.Redis, connection_id: int) -> bool:
-    return any(int(entry["id"]) == connection_id and entry["cmd"] == "blpop" for entry in r.client_list())
 
 
 def test_a_forked_child_pushes_on_its_own_connection(config: kiq.Config, r: redis.Redis) -> None:

@@ -20,7 +20,7 @@ import kiq.redis
 from kiq.server.heartbeat import MASTER_CHECK_INTERVAL
 from tests.jobs.basic import AppendToFile
 from tests.sentinel_support import SentinelCluster
-from tests.support import FAST, InProcessWorker, wait_until
+from tests.support import FAST, InProcessWorker, connection_ids, wait_until
 
 pytestmark = pytest.mark.slow  # a master, a replica and three Sentinels per test, and a drain of ~20 s
 TOTAL = 1000
@@ -68,7 +68,8 @@ def test_a_failover_mid_drain_is_followed_without_a_restart(
         # idle first, as a worker is before its load comes: its fetch waits on connections it keeps (a reliable
         # fetcher's parked moves), which must follow the new master too
         master = cluster.client("a")
-        wait_until(lambda: waiting_fetches(master), 10, message="the fetch to wait")
+        # a blocking fetch: the basic fetcher's pop, the reliable one's parked move
+        wait_until(lambda: connection_ids(master, ("brpop", "blmpop", "blmove")), 10, message="the fetch to wait")
         master.close()
         pushed = list(AppendToFile.perform_bulk([[str(done), 0.05]] * TOTAL))
         wait_until(lambda: len(done.read_text().split()) >= 100, 30, message="the drain to be under way")
@@ -108,11 +109,6 @@ def test_a_failover_mid_drain_is_followed_without_a_restart(
         # writes for seconds more, and discards them when it is demoted). 10 threads of 50 ms jobs: <= 200 a second.
         window = switched + MASTER_CHECK_INTERVAL + 0.5
         assert duplicated <= 200 * window + 10, f"{duplicated} ran twice; the window was at most {window:.1f} s"
-
-
-def waiting_fetches(master: redis.Redis) -> bool:
-    """Whether a connection waits in a blocking fetch (the basic fetcher's pop, the reliable one's parked move)."""
-    return any(entry["cmd"] in ("brpop", "blmpop", "blmove") for entry in master.client_list())
 
 
 def drained(r: redis.Redis, done: Path) -> bool:

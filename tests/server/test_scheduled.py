@@ -18,7 +18,7 @@ from kiq.payload import dumps
 from kiq.pipeline import follow_new_master
 from kiq.server.scheduled import Poller
 from tests.jobs.api import RUNS_KEY, RecordRun
-from tests.support import WorkerProcess, raw_redis, run_async, wait_until
+from tests.support import WorkerProcess, connection_ids, raw_redis, run_async, wait_until
 
 
 def job_json(jid: str, queue: str = "default", **extra: Any) -> str:
@@ -317,26 +317,20 @@ def test_a_lost_subscription_is_made_again_and_what_was_missed_meanwhile_is_enqu
     try:
         wait_until(lambda: poller._listener.subscribed.is_set(), 10, message="the wake-up subscription")
         time.sleep(0.2)  # the first pass is over
-        [first] = wake_subscribers(r)
+        [first] = connection_ids(r, kind="pubsub")
         r.zadd("schedule", {job_json("missed"): time.time()})  # as a push whose message nobody heard
         if lost == "killed":
             r.client_kill_filter(_id=first)
         else:
             follow_new_master(config.redis)
         wait_until(lambda: len(queued(r)) == 1, 5, message="the missed job enqueued after the re-subscription")
-        assert wake_subscribers(r) not in ([], [first])
+        assert connection_ids(r, kind="pubsub") not in (set(), {first})
         due = time.time() + 0.5
         r.zadd("schedule", {job_json("later"): due})
         r.publish("kiq:poller-wake", f"schedule {due!r}")  # heard again
         wait_until(lambda: len(queued(r)) == 2, 3, message="the job announced after the re-subscription")
     finally:
         poller.terminate()
-
-
-def wake_subscribers(r: redis.Redis) -> list[int]:
-    """The ids of the connections subscribed on this test's database (other test processes subscribe too)."""
-    db = r.connection_pool.connection_kwargs.get("db", 0)
-    return [int(client["id"]) for client in r.client_list(_type="pubsub") if int(client["db"]) == db]
 
 
 def test_messages_that_do_not_parse_are_ignored_and_the_wake_up_goes_on(config: kiq.Config, r: redis.Redis) -> None:

@@ -23,7 +23,7 @@ from kiq.plugins.reliable_fetch import ReliableFetch, ReliableUnit
 from kiq.plugins.reliable_fetch.fetch import BLOCK_SECONDS
 from kiq.server.fetch import fetcher_for
 from tests.jobs.reliable import DONE, HOLD, Hold
-from tests.support import InProcessWorker, short_block, wait_until
+from tests.support import InProcessWorker, connection_ids, short_block, wait_until
 
 IDENTITY = "host:1:aaaaaaaaaaaa"
 WORKING = f"kiq:working:{IDENTITY}:default"
@@ -295,8 +295,8 @@ def test_after_the_worker_follows_a_new_master_its_moves_park_on_new_connections
         got: list[ReliableUnit | None] = []
         thread = threading.Thread(target=_append_work, args=(fetch, got))
         thread.start()
-        wait_until(lambda: len(parked_moves(r)) == 2, 5, message="a move parked on each queue")
-        parked.append(parked_moves(r))
+        wait_until(lambda: len(connection_ids(r, ("blmove",))) == 2, 5, message="a move parked on each queue")
+        parked.append(connection_ids(r, ("blmove",)))
         [job] = push(r, "default", 1)
         thread.join(5)
         assert got and got[0] is not None and got[0].job == job
@@ -305,12 +305,6 @@ def test_after_the_worker_follows_a_new_master_its_moves_park_on_new_connections
     assert parked[0].isdisjoint(parked[1])  # new connections, and the old ones closed:
     assert parked[0].isdisjoint(int(entry["id"]) for entry in r.client_list())
     assert not fetch.ledger.unsure  # compared with its lists before it parked again
-
-
-def parked_moves(r: redis.Redis) -> set[int]:
-    """The ids of the connections blocked in a BLMOVE on the test's database."""
-    database = r.connection_pool.connection_kwargs.get("db", 0)
-    return {int(entry["id"]) for entry in r.client_list() if entry["cmd"] == "blmove" and int(entry["db"]) == database}
 
 
 def test_concurrent_threads_get_distinct_jobs_and_nothing_is_hoarded(make_fetch: MakeFetch, r: redis.Redis) -> None:
